@@ -1,0 +1,64 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "adorch",
+    products: [
+        .executable(name: "adorchd", targets: ["adorchd"]),
+        .executable(name: "adorchctl", targets: ["adorchctl"]),
+        // Plugins are shared objects the daemon dlopens; the file names are libadorch-plugin-NAME.so.
+        .library(name: "adorch-plugin-sim", type: .dynamic, targets: ["AdorchSimPlugin"]),
+        .library(name: "adorch-plugin-example", type: .dynamic, targets: ["AdorchExamplePlugin"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit", exact: "0.6.0"),
+    ],
+    targets: [
+        // The plugin ABI: one C header, adorch/plugin.h, the whole contract with plugin authors.
+        .target(name: "CAdorchPlugin", path: "Sources/CAdorchPlugin"),
+        // The pure engine: slots, ad state machine, preload scheduler. No I/O, time passed in.
+        .target(name: "AdorchEngine"),
+        // dlopen, ABI checks, one serial queue per plugin, callbacks hopped to the engine queue.
+        .target(
+            name: "AdorchPluginHost",
+            dependencies: ["CAdorchPlugin", "AdorchEngine", .product(name: "Logging", package: "swift-log")]
+        ),
+        // Varlink: framing, a Dispatch server, a blocking client, the service interface.
+        .target(name: "AdorchVarlink", dependencies: [.product(name: "Logging", package: "swift-log")]),
+        // The daemon's wiring: config, runtime (engine queue, timers), the io.adorch.* handlers.
+        .target(
+            name: "AdorchDaemon",
+            dependencies: [
+                "AdorchEngine", "AdorchPluginHost", "AdorchVarlink",
+                .product(name: "TOMLKit", package: "TOMLKit"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            // A link to etc/adorch/adorchd.toml: the shipped config is the embedded default.
+            resources: [.embedInCode("adorchd.toml")]
+        ),
+        .executableTarget(
+            name: "adorchd",
+            dependencies: ["AdorchDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
+            name: "adorchctl",
+            dependencies: [
+                "AdorchVarlink", "AdorchDaemon",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .target(name: "AdorchSimPlugin", dependencies: ["CAdorchPlugin"], path: "plugins/sim", publicHeadersPath: "."),
+        .target(name: "AdorchExamplePlugin", dependencies: ["CAdorchPlugin"], path: "plugins/example", publicHeadersPath: "."),
+
+        .testTarget(name: "AdorchEngineTests", dependencies: ["AdorchEngine"]),
+        .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink"]),
+        .testTarget(name: "AdorchDaemonTests", dependencies: ["AdorchDaemon"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["AdorchVarlink"],
+            exclude: ["Fixtures"]
+        ),
+    ]
+)

@@ -1,0 +1,629 @@
+/*
+ * sim — a simulated ad network for the demo, the tests and the benchmarks.
+ *
+ * Everything a real network does to a mediation host, on purpose and repeatably: latency,
+ * no-fill, the seed SDK's error codes, ad expiry, a separate "media cached" moment (the
+ * seed's VideoDidLoad), and misbehaviour on request. It also watches the host: every
+ * object counts its loads and shows, and a second load or show of one object, or a show
+ * of an unloaded one, is counted as a contract violation (visible in stats_json).
+ *
+ * Each waterfall entry configures it through its server parameter, space-separated
+ * key=value tokens, all optional:
+ *   fill=0.9                 share of answered requests that return an ad (default 1)
+ *   latency_ms=20..80        load latency, uniform in the range, or one number (default 10..50)
+ *   errors=-2:0.02,40020:0.01 seed SDK error codes and their probabilities (default none)
+ *   ttl_s=1800               the ad's lifetime, reported as expires_in_s (default 3600)
+ *   cached_ms=100            media cached this long after the load (default 0: at once)
+ *   price=1.5                the eCPM reported in the payload (default 1.0)
+ *   seed=42                  random seed, for repeatable runs (default 1)
+ *   misbehave=never|twice|after_destroy|empty_payload   break the contract (default none)
+ *
+ * Threads: ad_* run on the host's plugin queue; completions fire from one scheduler
+ * thread started by init and joined by deinit. One mutex guards all state, and host
+ * callbacks are made while holding it, so a destroyed ad can never be reported (unless
+ * misbehave=after_destroy asks for exactly that).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "adorch/plugin.h"
+
+enum misbehaviour { MB_NONE, MB_NEVER, MB_TWICE, MB_AFTER_DESTROY, MB_EMPTY_PAYLOAD };
+
+#define SIM_MAX_ERRORS 16
+#define SIM_MAX_JOBS_PER_AD 4
+
+typedef struct sim_config {
+    struct sim_config *next;
+    char *server_parameter; /* the key this config was parsed from */
+    char parse_error[160];  /* non-empty: every load with this parameter fails with it */
+    double fill;
+    uint32_t latency_lo_ms, latency_hi_ms;
+    int n_errors;
+    int64_t error_codes[SIM_MAX_ERRORS];
+    double error_probs[SIM_MAX_ERRORS];
+    uint32_t ttl_s, cached_ms;
+    double price;
+    uint64_t seed;
+    enum misbehaviour misbehave;
+    uint64_t creates; /* objects made with this config: each one's random stream */
+} sim_config;
+
+typedef enum job_kind { JOB_LOADED, JOB_FAILED, JOB_MEDIA_CACHED, JOB_STRAY_LOADED } job_kind;
+
+struct sim_ad;
+
+typedef struct sim_job {
+    uint64_t due_ns;
+    job_kind kind;
+    adorch_ad_id ad_id;
+    struct sim_ad *owner; /* NULL for a stray job that outlives its ad on purpose */
+    int cancelled;
+    int32_t error;
+    int64_t network_code;
+    char *text; /* payload for JOB_LOADED, message for JOB_FAILED */
+} sim_job;
+
+typedef struct sim_ad {
+    struct sim_ad *prev, *next; /* the list of live objects, to recognise a stale pointer */
+    adorch_ad_id id;
+    sim_config *config;
+    uint32_t format;
+    char slot_id[96];
+    uint64_t rng;
+    uint32_t loads, shows;
+    int loaded; /* the host was told loaded */
+    sim_job *jobs[SIM_MAX_JOBS_PER_AD];
+} sim_ad;
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_t thread;
+    int running;
+    const adorch_host *host;
+    sim_config *configs;
+    sim_ad *live;
+    sim_job **heap; /* min-heap of jobs by due_ns */
+    size_t heap_len, heap_cap;
+    char stats[1024];
+    struct {
+        uint64_t creates, loads, shows, notifies, destroys, live;
+        uint64_t loaded_reports, failed_reports, events_reported;
+        uint64_t second_loads, second_shows, show_unloaded, stale_objects;
+        uint64_t misbehaviours;
+    } n;
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* splitmix64: small, fast and good enough for a simulation. */
+static uint64_t rng_next(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double rng_unit(uint64_t *state) {
+    return (double)(rng_next(state) >> 11) / (double)(1ull << 53);
+}
+
+/* ---- configuration ---------------------------------------------------------------- */
+
+static int parse_u32(const char *s, uint32_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || end == s || *end || v > UINT32_MAX) return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int parse_unit(const char *s, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= 0.0 && v <= 1.0)) return -1;
+    *out = v;
+    return 0;
+}
+
+static void parse_config(sim_config *c, const char *text) {
+    c->fill = 1.0;
+    c->latency_lo_ms = 10;
+    c->latency_hi_ms = 50;
+    c->ttl_s = 3600;
+    c->price = 1.0;
+    c->seed = 1;
+    char *copy = strdup(text), *save = NULL;
+    for (char *tok = strtok_r(copy, " \t;", &save); tok; tok = strtok_r(NULL, " \t;", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq) {
+            snprintf(c->parse_error, sizeof c->parse_error, "token '%s' is not key=value", tok);
+            break;
+        }
+        *eq = '\0';
+        const char *key = tok, *val = eq + 1;
+        int bad = 0;
+        if (!strcmp(key, "fill")) {
+            bad = parse_unit(val, &c->fill);
+        } else if (!strcmp(key, "latency_ms")) {
+            char *dots = strstr(val, "..");
+            if (dots) {
+                *dots = '\0';
+                bad = parse_u32(val, &c->latency_lo_ms) || parse_u32(dots + 2, &c->latency_hi_ms) ||
+                      c->latency_hi_ms < c->latency_lo_ms;
+            } else {
+                bad = parse_u32(val, &c->latency_lo_ms);
+                c->latency_hi_ms = c->latency_lo_ms;
+            }
+        } else if (!strcmp(key, "ttl_s")) {
+            bad = parse_u32(val, &c->ttl_s);
+        } else if (!strcmp(key, "cached_ms")) {
+            bad = parse_u32(val, &c->cached_ms);
+        } else if (!strcmp(key, "price")) {
+            char *end;
+            c->price = strtod(val, &end);
+            bad = end == val || *end || c->price < 0;
+        } else if (!strcmp(key, "seed")) {
+            char *end;
+            c->seed = strtoull(val, &end, 10);
+            bad = end == val || *end;
+        } else if (!strcmp(key, "errors")) {
+            char *save2 = NULL;
+            char *list = strdup(val);
+            for (char *e = strtok_r(list, ",", &save2); e && !bad; e = strtok_r(NULL, ",", &save2)) {
+                char *colon = strchr(e, ':'), *end;
+                if (!colon || c->n_errors == SIM_MAX_ERRORS) {
+                    bad = 1;
+                    break;
+                }
+                *colon = '\0';
+                c->error_codes[c->n_errors] = strtoll(e, &end, 10);
+                bad = end == e || *end || parse_unit(colon + 1, &c->error_probs[c->n_errors]);
+                c->n_errors++;
+            }
+            free(list);
+        } else if (!strcmp(key, "misbehave")) {
+            if (!strcmp(val, "never")) c->misbehave = MB_NEVER;
+            else if (!strcmp(val, "twice")) c->misbehave = MB_TWICE;
+            else if (!strcmp(val, "after_destroy")) c->misbehave = MB_AFTER_DESTROY;
+            else if (!strcmp(val, "empty_payload")) c->misbehave = MB_EMPTY_PAYLOAD;
+            else if (!strcmp(val, "none")) c->misbehave = MB_NONE;
+            else bad = 1;
+        } else {
+            snprintf(c->parse_error, sizeof c->parse_error, "unknown key '%s'", key);
+            break;
+        }
+        if (bad) {
+            snprintf(c->parse_error, sizeof c->parse_error, "bad value for '%s'", key);
+            break;
+        }
+    }
+    free(copy);
+}
+
+/* Configs live until deinit: an entry's parameter rarely changes, and keeping each one
+ * keeps its random stream going across loads. Called with the lock held. */
+static sim_config *config_for(const char *server_parameter) {
+    for (sim_config *c = g.configs; c; c = c->next)
+        if (!strcmp(c->server_parameter, server_parameter)) return c;
+    sim_config *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->server_parameter = strdup(server_parameter);
+    parse_config(c, server_parameter);
+    c->next = g.configs;
+    g.configs = c;
+    return c;
+}
+
+/* The seed SDK's codes onto the host's taxonomy (seed 000, appendix "SDK Error Code"). */
+static int32_t host_error_for(int64_t code) {
+    switch (code) {
+    case 20001: case -3: return ADORCH_ERROR_NO_FILL;
+    case -2: return ADORCH_ERROR_NETWORK;
+    case 10002: return ADORCH_ERROR_TIMEOUT;
+    case 40020: return ADORCH_ERROR_RATE_LIMITED;
+    case 10001: case 40004: case 40005: case 40006: case 40007: case 40008: case 40016:
+        return ADORCH_ERROR_INVALID_REQUEST;
+    default: return ADORCH_ERROR_INTERNAL;
+    }
+}
+
+static const char *message_for(int64_t code) {
+    switch (code) {
+    case 20001: return "no ads";
+    case -3: return "parsed data has no ads";
+    case -2: return "network request failed";
+    case -1: return "parsing failed";
+    case 10001: return "parameter error";
+    case 10002: return "timeout";
+    case 40004: return "missing ad slot description";
+    case 40006: return "the ad slot ID is invalid";
+    case 40020: return "the ad space exceeds its daily request limit";
+    case 50001: return "ad server error";
+    default: return "simulated error";
+    }
+}
+
+/* ---- the scheduler ---------------------------------------------------------------- */
+
+static void heap_push(sim_job *job) {
+    if (g.heap_len == g.heap_cap) {
+        size_t cap = g.heap_cap ? g.heap_cap * 2 : 64;
+        sim_job **grown = realloc(g.heap, cap * sizeof *grown);
+        if (!grown) abort();
+        g.heap = grown;
+        g.heap_cap = cap;
+    }
+    size_t i = g.heap_len++;
+    while (i > 0 && g.heap[(i - 1) / 2]->due_ns > job->due_ns) {
+        g.heap[i] = g.heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    g.heap[i] = job;
+}
+
+static sim_job *heap_pop(void) {
+    sim_job *top = g.heap[0], *last = g.heap[--g.heap_len];
+    size_t i = 0;
+    for (;;) {
+        size_t child = 2 * i + 1;
+        if (child >= g.heap_len) break;
+        if (child + 1 < g.heap_len && g.heap[child + 1]->due_ns < g.heap[child]->due_ns) child++;
+        if (g.heap[child]->due_ns >= last->due_ns) break;
+        g.heap[i] = g.heap[child];
+        i = child;
+    }
+    if (g.heap_len) g.heap[i] = last;
+    return top;
+}
+
+/* Called with the lock held. */
+static void schedule(sim_ad *owner, adorch_ad_id id, job_kind kind, uint64_t delay_ms, int32_t error,
+                     int64_t network_code, const char *text) {
+    sim_job *job = calloc(1, sizeof *job);
+    if (!job) abort();
+    job->due_ns = now_ns() + delay_ms * 1000000ull;
+    job->kind = kind;
+    job->ad_id = id;
+    job->owner = owner;
+    job->error = error;
+    job->network_code = network_code;
+    job->text = text ? strdup(text) : NULL;
+    if (owner) {
+        for (int i = 0; i < SIM_MAX_JOBS_PER_AD; i++)
+            if (!owner->jobs[i]) {
+                owner->jobs[i] = job;
+                break;
+            }
+    }
+    heap_push(job);
+    pthread_cond_signal(&g.wake);
+}
+
+static void detach_job(sim_job *job) {
+    if (!job->owner) return;
+    for (int i = 0; i < SIM_MAX_JOBS_PER_AD; i++)
+        if (job->owner->jobs[i] == job) job->owner->jobs[i] = NULL;
+}
+
+static void run_job(sim_job *job) {
+    const adorch_host *h = g.host;
+    switch (job->kind) {
+    case JOB_LOADED:
+    case JOB_STRAY_LOADED:
+        if (job->owner) job->owner->loaded = 1;
+        g.n.loaded_reports++;
+        h->loaded(h, job->ad_id, job->text ? job->text : "");
+        break;
+    case JOB_FAILED:
+        g.n.failed_reports++;
+        h->failed(h, job->ad_id, job->error, job->network_code, job->text ? job->text : "");
+        break;
+    case JOB_MEDIA_CACHED:
+        g.n.events_reported++;
+        h->event(h, job->ad_id, ADORCH_EVENT_MEDIA_CACHED, NULL);
+        break;
+    }
+}
+
+static void *scheduler_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&g.lock);
+    while (g.running) {
+        if (g.heap_len == 0) {
+            pthread_cond_wait(&g.wake, &g.lock);
+            continue;
+        }
+        uint64_t now = now_ns(), due = g.heap[0]->due_ns;
+        if (due > now) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t wait = due - now;
+            ts.tv_sec += (time_t)(wait / 1000000000ull);
+            ts.tv_nsec += (long)(wait % 1000000000ull);
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&g.wake, &g.lock, &ts);
+            continue;
+        }
+        sim_job *job = heap_pop();
+        detach_job(job);
+        if (!job->cancelled) run_job(job);
+        free(job->text);
+        free(job);
+    }
+    pthread_mutex_unlock(&g.lock);
+    return NULL;
+}
+
+/* ---- the entry points ------------------------------------------------------------- */
+
+static int32_t sim_init(const adorch_host *host, const char *config_json) {
+    (void)config_json; /* everything is per waterfall entry, in the server parameter */
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&g.wake, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_mutex_lock(&g.lock);
+    g.host = host;
+    g.running = 1;
+    memset(&g.n, 0, sizeof g.n);
+    pthread_mutex_unlock(&g.lock);
+    if (pthread_create(&g.thread, NULL, scheduler_main, NULL) != 0) {
+        host->log(host, ADORCH_LOG_ERROR, "sim: cannot start its scheduler thread");
+        g.running = 0;
+        return 1;
+    }
+    host->log(host, ADORCH_LOG_INFO, "sim: simulated network ready");
+    return 0;
+}
+
+static void sim_deinit(void) {
+    pthread_mutex_lock(&g.lock);
+    g.running = 0;
+    pthread_cond_signal(&g.wake);
+    pthread_mutex_unlock(&g.lock);
+    pthread_join(g.thread, NULL);
+    while (g.heap_len) {
+        sim_job *job = heap_pop();
+        free(job->text);
+        free(job);
+    }
+    free(g.heap);
+    g.heap = NULL;
+    g.heap_cap = 0;
+    while (g.live) {
+        sim_ad *ad = g.live;
+        g.live = ad->next;
+        free(ad);
+    }
+    while (g.configs) {
+        sim_config *c = g.configs;
+        g.configs = c->next;
+        free(c->server_parameter);
+        free(c);
+    }
+    g.host = NULL;
+}
+
+static int is_live(const sim_ad *ad) {
+    for (sim_ad *a = g.live; a; a = a->next)
+        if (a == ad) return 1;
+    return 0;
+}
+
+static const char *format_name(uint32_t format) {
+    switch (format) {
+    case ADORCH_FORMAT_REWARDED: return "rewarded";
+    case ADORCH_FORMAT_FULLSCREEN: return "fullscreen";
+    case ADORCH_FORMAT_INTERSTITIAL: return "interstitial";
+    case ADORCH_FORMAT_BANNER: return "banner";
+    case ADORCH_FORMAT_SPLASH: return "splash";
+    case ADORCH_FORMAT_NATIVE: return "native";
+    default: return "unknown";
+    }
+}
+
+static adorch_ad *sim_ad_create(adorch_ad_id id, const adorch_request *request) {
+    pthread_mutex_lock(&g.lock);
+    sim_config *config = config_for(request->server_parameter);
+    sim_ad *ad = config ? calloc(1, sizeof *ad) : NULL;
+    if (ad) {
+        ad->id = id;
+        ad->config = config;
+        ad->format = request->format;
+        snprintf(ad->slot_id, sizeof ad->slot_id, "%s", request->slot_id);
+        ad->rng = config->seed * 0x9E3779B97F4A7C15ull + ++config->creates;
+        ad->next = g.live;
+        if (g.live) g.live->prev = ad;
+        g.live = ad;
+        g.n.creates++;
+        g.n.live++;
+    }
+    pthread_mutex_unlock(&g.lock);
+    return ad;
+}
+
+static int32_t sim_ad_load(adorch_ad *opaque) {
+    sim_ad *ad = opaque;
+    pthread_mutex_lock(&g.lock);
+    if (!is_live(ad)) {
+        g.n.stale_objects++;
+        pthread_mutex_unlock(&g.lock);
+        return ADORCH_ERROR_INTERNAL;
+    }
+    g.n.loads++;
+    if (++ad->loads > 1) {
+        /* The host broke rule 1: one load per object. Count it and refuse. */
+        g.n.second_loads++;
+        g.host->log(g.host, ADORCH_LOG_ERROR, "sim: contract violation: second ad_load of one object");
+        pthread_mutex_unlock(&g.lock);
+        return ADORCH_ERROR_INTERNAL;
+    }
+    const sim_config *c = ad->config;
+    if (c->parse_error[0]) {
+        char message[256];
+        snprintf(message, sizeof message, "sim: server_parameter: %s", c->parse_error);
+        schedule(ad, ad->id, JOB_FAILED, 0, ADORCH_ERROR_INVALID_REQUEST, 10001, message);
+        pthread_mutex_unlock(&g.lock);
+        return 0;
+    }
+    uint64_t latency = c->latency_lo_ms;
+    if (c->latency_hi_ms > c->latency_lo_ms)
+        latency += rng_next(&ad->rng) % (uint64_t)(c->latency_hi_ms - c->latency_lo_ms + 1);
+
+    double draw = rng_unit(&ad->rng), acc = 0.0;
+    for (int i = 0; i < c->n_errors; i++) {
+        acc += c->error_probs[i];
+        if (draw < acc) {
+            int64_t code = c->error_codes[i];
+            schedule(ad, ad->id, JOB_FAILED, latency, host_error_for(code), code, message_for(code));
+            pthread_mutex_unlock(&g.lock);
+            return 0;
+        }
+    }
+    if (rng_unit(&ad->rng) >= c->fill) {
+        schedule(ad, ad->id, JOB_FAILED, latency, ADORCH_ERROR_NO_FILL, 20001, message_for(20001));
+        pthread_mutex_unlock(&g.lock);
+        return 0;
+    }
+    char payload[640];
+    uint64_t serial = rng_next(&ad->rng) % 1000000000ull;
+    if (c->misbehave == MB_EMPTY_PAYLOAD) {
+        payload[0] = '\0';
+    } else {
+        snprintf(payload, sizeof payload,
+                 "{\"network\":\"sim\",\"network_ad_id\":\"sim-%" PRIu64 "-%09" PRIu64 "\","
+                 "\"format\":\"%s\",\"title\":\"Simulated ad %09" PRIu64 "\","
+                 "\"media_url\":\"https://sim.invalid/media/%09" PRIu64 ".mp4\",\"duration_s\":%d,"
+                 "\"expires_in_s\":%u,\"price\":%.4f,\"tracks_impressions\":false,\"test\":true}",
+                 c->seed, serial, format_name(ad->format), serial, serial,
+                 ad->format == ADORCH_FORMAT_REWARDED ? 30 : 15, c->ttl_s, c->price);
+    }
+    switch (c->misbehave) {
+    case MB_NEVER:
+        g.n.misbehaviours++;
+        break;
+    case MB_TWICE:
+        g.n.misbehaviours++;
+        schedule(ad, ad->id, JOB_LOADED, latency, 0, 0, payload);
+        schedule(ad, ad->id, JOB_LOADED, latency + 1, 0, 0, payload);
+        break;
+    case MB_EMPTY_PAYLOAD:
+        g.n.misbehaviours++;
+        /* fall through */
+    default:
+        schedule(ad, ad->id, JOB_LOADED, latency, 0, 0, payload);
+        schedule(ad, ad->id, JOB_MEDIA_CACHED, latency + c->cached_ms, 0, 0, NULL);
+        break;
+    }
+    pthread_mutex_unlock(&g.lock);
+    return 0;
+}
+
+static int32_t sim_ad_show(adorch_ad *opaque, const char *context_json) {
+    (void)context_json;
+    sim_ad *ad = opaque;
+    int32_t rc = 0;
+    pthread_mutex_lock(&g.lock);
+    if (!is_live(ad)) {
+        g.n.stale_objects++;
+        rc = ADORCH_ERROR_INTERNAL;
+    } else {
+        g.n.shows++;
+        if (++ad->shows > 1) {
+            g.n.second_shows++; /* rule 2: a shown ad is never shown again */
+            g.host->log(g.host, ADORCH_LOG_ERROR, "sim: contract violation: second ad_show of one object");
+            rc = ADORCH_ERROR_NOT_READY;
+        } else if (!ad->loaded) {
+            g.n.show_unloaded++;
+            g.host->log(g.host, ADORCH_LOG_ERROR, "sim: contract violation: ad_show before loaded");
+            rc = ADORCH_ERROR_NOT_READY;
+        }
+    }
+    pthread_mutex_unlock(&g.lock);
+    return rc;
+}
+
+static void sim_ad_notify(adorch_ad *opaque, uint32_t event, const char *detail_json) {
+    (void)event;
+    (void)detail_json;
+    pthread_mutex_lock(&g.lock);
+    if (is_live(opaque)) g.n.notifies++;
+    else g.n.stale_objects++;
+    pthread_mutex_unlock(&g.lock);
+}
+
+static void sim_ad_destroy(adorch_ad *opaque) {
+    sim_ad *ad = opaque;
+    pthread_mutex_lock(&g.lock);
+    if (!is_live(ad)) {
+        g.n.stale_objects++;
+        pthread_mutex_unlock(&g.lock);
+        return;
+    }
+    for (int i = 0; i < SIM_MAX_JOBS_PER_AD; i++)
+        if (ad->jobs[i]) {
+            ad->jobs[i]->cancelled = 1;
+            ad->jobs[i]->owner = NULL;
+        }
+    if (ad->config->misbehave == MB_AFTER_DESTROY) {
+        g.n.misbehaviours++;
+        schedule(NULL, ad->id, JOB_STRAY_LOADED, 5, 0, 0, "{\"network\":\"sim\",\"stray\":true}");
+    }
+    if (ad->prev) ad->prev->next = ad->next;
+    else g.live = ad->next;
+    if (ad->next) ad->next->prev = ad->prev;
+    g.n.destroys++;
+    g.n.live--;
+    free(ad);
+    pthread_mutex_unlock(&g.lock);
+}
+
+static const char *sim_stats_json(void) {
+    pthread_mutex_lock(&g.lock);
+    snprintf(g.stats, sizeof g.stats,
+             "{\"creates\":%" PRIu64 ",\"loads\":%" PRIu64 ",\"shows\":%" PRIu64 ",\"notifies\":%" PRIu64
+             ",\"destroys\":%" PRIu64 ",\"live\":%" PRIu64 ",\"loaded_reports\":%" PRIu64
+             ",\"failed_reports\":%" PRIu64 ",\"second_loads\":%" PRIu64 ",\"second_shows\":%" PRIu64
+             ",\"show_unloaded\":%" PRIu64 ",\"stale_objects\":%" PRIu64 ",\"contract_violations\":%" PRIu64
+             ",\"misbehaviours\":%" PRIu64 "}",
+             g.n.creates, g.n.loads, g.n.shows, g.n.notifies, g.n.destroys, g.n.live, g.n.loaded_reports,
+             g.n.failed_reports, g.n.second_loads, g.n.second_shows, g.n.show_unloaded, g.n.stale_objects,
+             g.n.second_loads + g.n.second_shows + g.n.show_unloaded + g.n.stale_objects, g.n.misbehaviours);
+    pthread_mutex_unlock(&g.lock);
+    return g.stats;
+}
+
+ADORCH_PLUGIN_EXPORT const adorch_plugin_entry_t adorch_plugin_entry = {
+    .abi_major = ADORCH_PLUGIN_ABI_MAJOR,
+    .abi_minor = ADORCH_PLUGIN_ABI_MINOR,
+    .struct_size = sizeof(adorch_plugin_entry_t),
+    .name = "sim",
+    .version = "1.0.0",
+    .description = "simulated ad network: latency, no-fill, seed error codes, expiry, misbehaviour",
+    .formats = ADORCH_FORMAT_BIT(ADORCH_FORMAT_REWARDED) | ADORCH_FORMAT_BIT(ADORCH_FORMAT_FULLSCREEN) |
+               ADORCH_FORMAT_BIT(ADORCH_FORMAT_INTERSTITIAL),
+    .init = sim_init,
+    .deinit = sim_deinit,
+    .ad_create = sim_ad_create,
+    .ad_load = sim_ad_load,
+    .ad_show = sim_ad_show,
+    .ad_notify = sim_ad_notify,
+    .ad_destroy = sim_ad_destroy,
+    .stats_json = sim_stats_json,
+};
