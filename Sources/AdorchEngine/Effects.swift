@@ -1,0 +1,101 @@
+/// The host's name for one ad: never reused within one engine's life.
+public typealias AdID = UInt64
+
+/// Everything a plugin needs to create and load one fresh ad object.
+public struct LoadOrder: Sendable, Equatable {
+    public var adID: AdID
+    public var plugin: String
+    public var slotID: String
+    public var format: AdFormat
+    public var entry: WaterfallEntry
+    public var deadline: Moment
+    public var reward: RewardModel?
+    public var testMode: Bool
+    public var targetingJSON: String
+}
+
+/// What the app's viewer did with a shown ad.
+public enum ViewerEvent: String, Sendable, CaseIterable {
+    case impression, click, close, complete, skip
+
+    /// Events that happen at most once per ad; a second report is refused.
+    var once: Bool { self != .click }
+
+    public var abiValue: UInt32 {
+        switch self {
+        case .impression: 2
+        case .click: 3
+        case .close: 4
+        case .complete: 5
+        case .skip: 6
+        }
+    }
+}
+
+/// Something worth telling subscribers and the log.
+public struct EngineEvent: Sendable, Equatable {
+    public enum Kind: String, Sendable {
+        case adLoaded = "ad_loaded"
+        case adFailed = "ad_failed"
+        case adTimedOut = "ad_timed_out"
+        case adExpired = "ad_expired"
+        case adReplaced = "ad_replaced"
+        case adShown = "ad_shown"
+        case adEvent = "ad_event"
+        case mediaCached = "media_cached"
+        case slotEmpty = "slot_empty"
+        case callbackIgnored = "callback_ignored"
+        case contractViolation = "contract_violation"
+    }
+
+    public var kind: Kind
+    public var slot: String?
+    public var adID: AdID?
+    public var network: String?
+    public var errorCode: AdErrorCode?
+    public var networkCode: Int64?
+    public var message: String?
+    /// The viewer event for `.adEvent`.
+    public var viewerEvent: ViewerEvent?
+
+    public init(
+        _ kind: Kind, slot: String? = nil, adID: AdID? = nil, network: String? = nil,
+        errorCode: AdErrorCode? = nil, networkCode: Int64? = nil, message: String? = nil,
+        viewerEvent: ViewerEvent? = nil
+    ) {
+        self.kind = kind
+        self.slot = slot
+        self.adID = adID
+        self.network = network
+        self.errorCode = errorCode
+        self.networkCode = networkCode
+        self.message = message
+        self.viewerEvent = viewerEvent
+    }
+}
+
+/// What the engine asks the shell to do.
+public enum Effect: Sendable, Equatable {
+    /// Create a fresh object in the plugin and load it once.
+    case load(LoadOrder)
+    /// Tell the plugin its ad is being shown (`user_id` and context go with it).
+    case show(AdID, plugin: String, userID: String?)
+    /// Forward a viewer event to the plugin.
+    case notify(AdID, plugin: String, event: ViewerEvent)
+    /// Destroy the plugin's object; nothing about this ad is accepted afterwards.
+    case destroy(AdID, plugin: String)
+    /// Tell subscribers and the log.
+    case emit(EngineEvent)
+}
+
+/// A plugin's report about one ad, as the plugin host decoded it.
+public enum PluginReport: Sendable, Equatable {
+    /// Loaded with a valid JSON object; the host read the two keys it understands.
+    case loaded(payloadJSON: String, expiresIn: Duration?, price: Double?)
+    /// Loaded, but the payload is not a JSON object: the plugin broke the contract.
+    case loadedInvalid(reason: String)
+    case failed(AdErrorCode, networkCode: Int64, message: String)
+    case mediaCached
+    /// Another event from the plugin (reward, show failed, …), passed on as it came.
+    case other(name: String)
+}

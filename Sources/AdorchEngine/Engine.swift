@@ -1,0 +1,468 @@
+/// The daemon's core: slots, their ads' state machine and the preload scheduler.
+///
+/// Pure: every input carries the time it happened at, every output is an `Effect` for the
+/// shell to carry out. It enforces DESIGN.md's rules 1–4 and 6 whatever the plugins do:
+/// a fresh object per load, valid only while loaded, unshown and unexpired, completion
+/// exactly once, a deadline on every load, and a buffer kept full without hammering.
+public struct Engine: Sendable {
+    public private(set) var settings: SchedulerSettings
+    private var slotOrder: [String] = []
+    private var slots: [String: SlotState] = [:]
+    private var ads: [AdID: AdRecord] = [:]
+    private var retired: [AdID: RetiredAd] = [:]
+    private var availablePlugins: Set<String>
+    private var nextID: AdID = 1
+    private var random: SplitMix64
+    /// Reports for ids this engine never issued (or forgot): only a broken plugin sends them.
+    public private(set) var unattributedCallbacks = 0
+
+    public init(slots: [SlotConfig], plugins: Set<String>, settings: SchedulerSettings = .init(), seed: UInt64 = 1) {
+        self.settings = settings
+        self.availablePlugins = plugins
+        self.random = SplitMix64(seed: seed)
+        for config in slots { addSlot(config) }
+    }
+
+    // MARK: Inputs
+
+    /// Time passed: deadlines, expiries and backoffs that are due take effect, and slots
+    /// below their buffer start loads.
+    public mutating func advance(to now: Moment) -> [Effect] {
+        var effects: [Effect] = []
+        for (id, ad) in ads.sorted(by: { $0.key < $1.key }) {
+            switch ad.state {
+            case .loading(let deadline) where deadline <= now:
+                slots[ad.slot]?.counters.timeouts += 1
+                noteFailure(of: ad, now: now)
+                effects += end(id, as: .timedOut, now: now)
+                effects.append(.emit(EngineEvent(.adTimedOut, slot: ad.slot, adID: id, network: ad.plugin,
+                                                 errorCode: .timeout, message: "no answer within \(ad.timeout)")))
+            case .ready(let expiresAt) where expiresAt <= now:
+                slots[ad.slot]?.counters.expired += 1
+                effects += end(id, as: .expired, now: now)
+                effects.append(.emit(EngineEvent(.adExpired, slot: ad.slot, adID: id, network: ad.plugin)))
+            case .shown(let endsAt) where endsAt <= now:
+                effects += end(id, as: .ended, now: now)
+            default:
+                break
+            }
+        }
+        retired = retired.filter { $0.value.forgetAt > now }
+        for slot in slotOrder { effects += refill(slot, now: now) }
+        return effects
+    }
+
+    /// A plugin reported on one of its ads. A report naming another plugin's ad is ignored
+    /// like one for an ad that does not exist.
+    public mutating func pluginReported(_ report: PluginReport, for id: AdID, from plugin: String, now: Moment) -> [Effect] {
+        guard let ad = ads[id], ad.plugin == plugin else { return ignored(report, for: id, from: plugin) }
+        switch (report, ad.state) {
+        case (.loaded(let payload, let expiresIn, let price), .loading):
+            let lifetime = min(expiresIn ?? ad.ttl, ad.ttl)
+            let expiresAt = now + lifetime
+            let margin = min(settings.refreshAhead, lifetime / 5)
+            ads[id]!.state = .ready(expiresAt: expiresAt)
+            ads[id]!.payloadJSON = payload
+            ads[id]!.price = price ?? 0
+            ads[id]!.refreshAt = expiresAt - margin
+            slots[ad.slot]?.counters.fills += 1
+            slots[ad.slot]?.entries[ad.entryIndex].succeeded()
+            var effects: [Effect] = [.emit(EngineEvent(.adLoaded, slot: ad.slot, adID: id, network: ad.plugin))]
+            effects += retireSurplus(in: ad.slot, now: now)
+            return effects + refill(ad.slot, now: now)
+
+        case (.loadedInvalid(let reason), .loading):
+            slots[ad.slot]?.counters.errors += 1
+            slots[ad.slot]?.counters.contractViolations += 1
+            noteFailure(of: ad, now: now)
+            var effects = end(id, as: .failed, now: now)
+            effects.append(.emit(EngineEvent(.contractViolation, slot: ad.slot, adID: id, network: ad.plugin,
+                                             errorCode: .pluginFault, message: reason)))
+            return effects + refill(ad.slot, now: now)
+
+        case (.failed(let code, let networkCode, let message), .loading):
+            switch code {
+            case .noFill: slots[ad.slot]?.counters.noFills += 1
+            case .timeout: slots[ad.slot]?.counters.timeouts += 1
+            default: slots[ad.slot]?.counters.errors += 1
+            }
+            noteFailure(of: ad, now: now)
+            var effects = end(id, as: .failed, now: now)
+            effects.append(.emit(EngineEvent(.adFailed, slot: ad.slot, adID: id, network: ad.plugin,
+                                             errorCode: code, networkCode: networkCode, message: message)))
+            return effects + refill(ad.slot, now: now)
+
+        case (.loaded, _), (.loadedInvalid, _), (.failed, _):
+            // Rule 3: a load completes once; this object already did.
+            return ignored(report, for: id, from: plugin)
+
+        case (.mediaCached, _):
+            ads[id]!.mediaCached = true
+            return [.emit(EngineEvent(.mediaCached, slot: ad.slot, adID: id, network: ad.plugin))]
+
+        case (.other(let name), _):
+            return [.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: name))]
+        }
+    }
+
+    /// An app asks for an ad to show now.
+    public mutating func show(slot slotID: String, userID: String?, now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
+        guard let slot = slots[slotID] else { return (.failure(.slotNotFound(slotID)), []) }
+        if slot.config.format == .rewarded, (userID ?? "").isEmpty {
+            // Seed 2.11.4: the user id is required for a rewarded ad and is never empty.
+            return (.failure(.invalidParameter(name: "user_id", reason: "a rewarded slot needs a non-empty user_id")), [])
+        }
+        var effects = advance(to: now)
+        let candidates = ads.values.filter { $0.slot == slotID && $0.isValid(at: now) }
+        guard let pick = candidates.min(by: { a, b in
+            (a.expiresAt!, -a.price, a.id) < (b.expiresAt!, -b.price, b.id)
+        }) else {
+            effects += markDry(slotID)
+            return (.failure(.noAdReady(slot: slotID)), effects)
+        }
+        // Rule 2: out of validity at once, before anything else can pick it again.
+        ads[pick.id]!.state = .shown(endsAt: now + settings.shownLifetime)
+        ads[pick.id]!.userID = userID
+        slots[slotID]!.counters.shows += 1
+        let shown = ShownAd(
+            id: pick.id, slot: slotID, network: pick.plugin, format: pick.format,
+            payloadJSON: pick.payloadJSON, expiresAt: pick.expiresAt!, price: pick.price
+        )
+        effects.append(.show(pick.id, plugin: pick.plugin, userID: userID))
+        effects.append(.emit(EngineEvent(.adShown, slot: slotID, adID: pick.id, network: pick.plugin)))
+        effects += refill(slotID, now: now)
+        return (.success(shown), effects)
+    }
+
+    /// An app reports what its viewer did with a shown ad.
+    public mutating func report(_ event: ViewerEvent, for id: AdID, now: Moment) -> (Result<Void, ReportError>, [Effect]) {
+        guard let ad = ads[id] else {
+            let reason = retired[id].map { "ad \(id) has ended (\($0.reason.rawValue))" } ?? "no ad \(id) is known"
+            return (.failure(.adNotValid(reason: reason)), [])
+        }
+        guard case .shown = ad.state else {
+            return (.failure(.adNotValid(reason: "ad \(id) has not been shown")), [])
+        }
+        if event.once, ad.reported.contains(event) {
+            return (.failure(.adNotValid(reason: "ad \(id) already reported \(event.rawValue)")), [])
+        }
+        ads[id]!.reported.insert(event)
+        var effects: [Effect] = [
+            .notify(id, plugin: ad.plugin, event: event),
+            .emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, viewerEvent: event)),
+        ]
+        if event == .close { effects += end(id, as: .closed, now: now) }
+        return (.success(()), effects)
+    }
+
+    /// Plugins came or went (load, refusal, reload): entries of missing plugins are skipped.
+    public mutating func setAvailablePlugins(_ plugins: Set<String>, now: Moment) -> [Effect] {
+        availablePlugins = plugins
+        return advance(to: now)
+    }
+
+    /// A new slot list (reload). Slots that stay keep their ads and counters; a slot whose
+    /// format or waterfall changed starts over; removed slots end their ads.
+    public mutating func reconfigure(slots configs: [SlotConfig], settings: SchedulerSettings, now: Moment) -> [Effect] {
+        self.settings = settings
+        var effects: [Effect] = []
+        let newIDs = Set(configs.map(\.id))
+        for old in slotOrder where !newIDs.contains(old) {
+            effects += endAll(in: old, now: now)
+            slots[old] = nil
+        }
+        slotOrder = []
+        for config in configs {
+            if let existing = slots[config.id] {
+                if existing.config.format != config.format || existing.config.waterfall != config.waterfall {
+                    effects += endAll(in: config.id, now: now)
+                    slots[config.id]!.entries = config.waterfall.map { _ in EntryState() }
+                }
+                slots[config.id]!.config = config
+                slotOrder.append(config.id)
+            } else {
+                addSlot(config)
+            }
+        }
+        return effects + advance(to: now)
+    }
+
+    /// The daemon stops: every live ad ends and its object is destroyed.
+    public mutating func shutdown(now: Moment) -> [Effect] {
+        slotOrder.flatMap { endAll(in: $0, now: now) }
+    }
+
+    // MARK: Outputs
+
+    /// The earliest moment after `now` at which `advance` has something to do. Only moments
+    /// strictly after `now` count, so a shell that sleeps until then never spins.
+    public func nextWakeup(after now: Moment) -> Moment? {
+        var soonest: Moment?
+        func consider(_ m: Moment) {
+            if m > now, soonest.map({ m < $0 }) ?? true { soonest = m }
+        }
+        for ad in ads.values {
+            switch ad.state {
+            case .loading(let deadline): consider(deadline)
+            case .ready(let expiresAt):
+                consider(expiresAt)
+                consider(ad.refreshAt)
+            case .shown(let endsAt): consider(endsAt)
+            }
+        }
+        for slot in slots.values {
+            for entry in slot.entries { consider(entry.backoffUntil) }
+        }
+        if let forget = retired.values.map(\.forgetAt).min() { consider(forget) }
+        return soonest
+    }
+
+    /// Every slot as operators and apps see it.
+    public func slotStatuses(at now: Moment) -> [SlotStatus] {
+        slotOrder.compactMap { id in
+            guard let slot = slots[id] else { return nil }
+            let mine = ads.values.filter { $0.slot == id }
+            return SlotStatus(
+                config: slot.config,
+                ready: mine.filter { $0.isValid(at: now) }.count,
+                loading: mine.filter { if case .loading = $0.state { true } else { false } }.count,
+                shownOpen: mine.filter { if case .shown = $0.state { true } else { false } }.count,
+                counters: slot.counters,
+                backoffs: slot.entries.map { $0.backoffUntil > now ? $0.backoffUntil - now : .zero }
+            )
+        }
+    }
+
+    /// The slot an ad belongs (or belonged) to, for the shell's logs.
+    public func slot(of id: AdID) -> String? { ads[id]?.slot ?? retired[id]?.slot }
+
+    /// Whether this id is a shown ad still open for reports.
+    public func isShown(_ id: AdID) -> Bool {
+        if case .shown = ads[id]?.state { true } else { false }
+    }
+
+    // MARK: The scheduler
+
+    private mutating func addSlot(_ config: SlotConfig) {
+        slotOrder.append(config.id)
+        slots[config.id] = SlotState(config: config, entries: config.waterfall.map { _ in EntryState() })
+    }
+
+    /// Rule 6: keep `buffer` fresh ads. An ad inside its refresh margin still counts as
+    /// valid for Show but no longer as fresh, so its replacement is already on the way.
+    private mutating func refill(_ slotID: String, now: Moment) -> [Effect] {
+        guard let slot = slots[slotID] else { return [] }
+        let mine = ads.values.filter { $0.slot == slotID }
+        let fresh = mine.filter { $0.isValid(at: now) && $0.refreshAt > now }.count
+        let loading = mine.filter { if case .loading = $0.state { true } else { false } }.count
+        var deficit = slot.config.buffer - fresh - loading
+        var effects: [Effect] = []
+        while deficit > 0, let entryIndex = pickEntry(slot, now: now) {
+            effects.append(startLoad(slotID, entryIndex: entryIndex, now: now))
+            deficit -= 1
+        }
+        let ready = mine.filter { $0.isValid(at: now) }.count
+        if ready > 0 { slots[slotID]!.dry = false }
+        return effects
+    }
+
+    /// The waterfall: the first entry whose plugin is there and that is not backing off.
+    private func pickEntry(_ slot: SlotState, now: Moment) -> Int? {
+        slot.config.waterfall.indices.first { index in
+            availablePlugins.contains(slot.config.waterfall[index].plugin) && slot.entries[index].backoffUntil <= now
+        }
+    }
+
+    /// Rule 1: every load is a new object with a new id, loaded once. Rule 4: a deadline.
+    private mutating func startLoad(_ slotID: String, entryIndex: Int, now: Moment) -> Effect {
+        let config = slots[slotID]!.config
+        let entry = config.waterfall[entryIndex]
+        let id = nextID
+        nextID += 1
+        let deadline = now + entry.timeout
+        ads[id] = AdRecord(
+            id: id, slot: slotID, format: config.format, plugin: entry.plugin, entryIndex: entryIndex,
+            ttl: config.ttl, timeout: entry.timeout, state: .loading(deadline: deadline)
+        )
+        slots[slotID]!.counters.loads += 1
+        return .load(LoadOrder(
+            adID: id, plugin: entry.plugin, slotID: slotID, format: config.format, entry: entry,
+            deadline: deadline, reward: config.format == .rewarded ? config.reward : nil,
+            testMode: config.testMode, targetingJSON: config.targetingJSON
+        ))
+    }
+
+    /// A replacement arrived while the ad it replaces is still valid: the slot now holds one
+    /// more than its buffer, so the one closest to expiry goes.
+    private mutating func retireSurplus(in slotID: String, now: Moment) -> [Effect] {
+        guard let buffer = slots[slotID]?.config.buffer else { return [] }
+        let valid = ads.values.filter { $0.slot == slotID && $0.isValid(at: now) }
+        guard valid.count > buffer else { return [] }
+        let doomed = valid.filter { $0.refreshAt <= now }.sorted { ($0.expiresAt!, $0.id) < ($1.expiresAt!, $1.id) }
+        var effects: [Effect] = []
+        for ad in doomed.prefix(valid.count - buffer) {
+            slots[slotID]!.counters.replaced += 1
+            effects += end(ad.id, as: .replaced, now: now)
+            effects.append(.emit(EngineEvent(.adReplaced, slot: slotID, adID: ad.id, network: ad.plugin)))
+        }
+        return effects
+    }
+
+    private mutating func noteFailure(of ad: AdRecord, now: Moment) {
+        guard slots[ad.slot]?.entries.indices.contains(ad.entryIndex) == true else { return }
+        let failures = slots[ad.slot]!.entries[ad.entryIndex].failuresInRow + 1
+        let doubling = Double(UInt64(1) << UInt64(min(failures - 1, 30)))
+        let raw = min(settings.backoffMax.seconds, settings.backoffBase.seconds * doubling)
+        let spread = 1 + settings.backoffJitter * (2 * random.nextUnit() - 1)
+        slots[ad.slot]!.entries[ad.entryIndex].failuresInRow = failures
+        slots[ad.slot]!.entries[ad.entryIndex].backoffUntil = now + .nanoseconds(Int64(raw * spread * 1e9))
+    }
+
+    private mutating func markDry(_ slotID: String) -> [Effect] {
+        guard slots[slotID]?.dry == false else { return [] }
+        slots[slotID]!.dry = true
+        slots[slotID]!.counters.ranDry += 1
+        return [.emit(EngineEvent(.slotEmpty, slot: slotID, message: "no valid ad ready"))]
+    }
+
+    /// Ends an ad: its object is destroyed and only its memory is kept, for late callbacks.
+    private mutating func end(_ id: AdID, as reason: RetiredAd.Reason, now: Moment) -> [Effect] {
+        guard let ad = ads.removeValue(forKey: id) else { return [] }
+        retired[id] = RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory)
+        var effects: [Effect] = [.destroy(id, plugin: ad.plugin)]
+        if let slot = slots[ad.slot], slot.config.buffer > 0,
+           !ads.values.contains(where: { $0.slot == ad.slot && $0.isValid(at: now) }),
+           reason != .closed, reason != .ended
+        {
+            effects += markDry(ad.slot)
+        }
+        return effects
+    }
+
+    private mutating func endAll(in slotID: String, now: Moment) -> [Effect] {
+        ads.values.filter { $0.slot == slotID }.sorted { $0.id < $1.id }.flatMap { end($0.id, as: .removed, now: now) }
+    }
+
+    private mutating func ignored(_ report: PluginReport, for id: AdID, from plugin: String) -> [Effect] {
+        let what: String
+        switch report {
+        case .loaded, .loadedInvalid: what = "loaded"
+        case .failed: what = "failed"
+        case .mediaCached: what = "media cached"
+        case .other(let name): what = name
+        }
+        if let ad = ads[id], ad.plugin == plugin {
+            slots[ad.slot]?.counters.ignoredCallbacks += 1
+            return [.emit(EngineEvent(.callbackIgnored, slot: ad.slot, adID: id, network: plugin,
+                                      message: "second completion (\(what)) ignored"))]
+        }
+        if let memory = retired[id], memory.plugin == plugin {
+            slots[memory.slot]?.counters.ignoredCallbacks += 1
+            return [.emit(EngineEvent(.callbackIgnored, slot: memory.slot, adID: id, network: plugin,
+                                      message: "\(what) after the ad ended (\(memory.reason.rawValue)) ignored"))]
+        }
+        unattributedCallbacks += 1
+        return [.emit(EngineEvent(.callbackIgnored, adID: id, network: plugin,
+                                  message: "\(what) for ad \(id), which is not one of this plugin's, ignored"))]
+    }
+}
+
+/// An ad handed to an app.
+public struct ShownAd: Sendable, Equatable {
+    public var id: AdID
+    public var slot: String
+    public var network: String
+    public var format: AdFormat
+    public var payloadJSON: String
+    public var expiresAt: Moment
+    public var price: Double
+}
+
+/// One slot's state as reported to operators and apps.
+public struct SlotStatus: Sendable, Equatable {
+    public var config: SlotConfig
+    /// Valid ads: loaded, unshown, unexpired.
+    public var ready: Int
+    public var loading: Int
+    /// Shown ads still open for viewer reports.
+    public var shownOpen: Int
+    public var counters: SlotCounters
+    /// Per waterfall entry, how long it still backs off.
+    public var backoffs: [Duration]
+}
+
+/// What happened in a slot since the daemon started.
+public struct SlotCounters: Sendable, Equatable {
+    public var loads = 0
+    public var fills = 0
+    public var noFills = 0
+    public var errors = 0
+    public var timeouts = 0
+    public var shows = 0
+    public var expired = 0
+    public var replaced = 0
+    public var ranDry = 0
+    public var ignoredCallbacks = 0
+    public var contractViolations = 0
+    public init() {}
+}
+
+private struct SlotState: Sendable {
+    var config: SlotConfig
+    var entries: [EntryState]
+    var counters = SlotCounters()
+    var dry = false
+}
+
+private struct EntryState: Sendable {
+    var failuresInRow = 0
+    var backoffUntil = Moment.zero
+
+    mutating func succeeded() {
+        failuresInRow = 0
+        backoffUntil = .zero
+    }
+}
+
+private struct AdRecord: Sendable {
+    enum State: Sendable {
+        case loading(deadline: Moment)
+        case ready(expiresAt: Moment)
+        case shown(endsAt: Moment)
+    }
+
+    var id: AdID
+    var slot: String
+    var format: AdFormat
+    var plugin: String
+    var entryIndex: Int
+    var ttl: Duration
+    var timeout: Duration
+    var state: State
+    var payloadJSON = ""
+    var price = 0.0
+    var refreshAt = Moment.zero
+    var mediaCached = false
+    var userID: String?
+    var reported: Set<ViewerEvent> = []
+
+    var expiresAt: Moment? {
+        if case .ready(let expiresAt) = state { expiresAt } else { nil }
+    }
+
+    /// Rule 2, adValid: loaded with data, not yet shown, not expired.
+    func isValid(at now: Moment) -> Bool {
+        if case .ready(let expiresAt) = state { expiresAt > now } else { false }
+    }
+}
+
+private struct RetiredAd: Sendable {
+    enum Reason: String, Sendable {
+        case failed, timedOut = "timed out", expired, replaced, closed, ended = "shown and done", removed
+    }
+
+    var slot: String
+    var plugin: String
+    var reason: Reason
+    var forgetAt: Moment
+}

@@ -1,0 +1,103 @@
+/// Ad formats. The raw values are the names apps, config and logs use; `abiValue` is the
+/// number in adorch/plugin.h.
+public enum AdFormat: String, Sendable, CaseIterable, Codable {
+    case rewarded, fullscreen, interstitial
+
+    public var abiValue: UInt32 {
+        switch self {
+        case .rewarded: 1
+        case .fullscreen: 2
+        case .interstitial: 3
+        }
+    }
+}
+
+/// One network in a slot's waterfall: which plugin, and the opaque strings it needs.
+public struct WaterfallEntry: Sendable, Equatable {
+    public var plugin: String
+    /// The network's ad unit id, opaque to the host (the adaptor protocol's idString).
+    public var adUnitID: String
+    /// Network-specific parameters, opaque to the host (the adaptor protocol's parameterString).
+    public var serverParameter: String
+    /// How long one load from this entry may take before the host gives up on it.
+    public var timeout: Duration
+
+    public init(plugin: String, adUnitID: String = "", serverParameter: String = "", timeout: Duration = .seconds(5)) {
+        self.plugin = plugin
+        self.adUnitID = adUnitID
+        self.serverParameter = serverParameter
+        self.timeout = timeout
+    }
+}
+
+/// The reward a rewarded slot grants (seed: BURewardedVideoModel, less the user id).
+public struct RewardModel: Sendable, Equatable {
+    public var name: String
+    public var amount: Int64
+    public var extra: String
+
+    public init(name: String = "", amount: Int64 = 0, extra: String = "") {
+        self.name = name
+        self.amount = amount
+        self.extra = extra
+    }
+}
+
+/// A place in an app where ads are shown, and how the daemon keeps it stocked.
+public struct SlotConfig: Sendable, Equatable {
+    public var id: String
+    public var format: AdFormat
+    /// How many valid ads to keep ready.
+    public var buffer: Int
+    /// The longest an ad of this slot stays valid after it loaded, whatever the network says.
+    public var ttl: Duration
+    public var waterfall: [WaterfallEntry]
+    public var reward: RewardModel
+    public var testMode: Bool
+    /// Targeting for every request of this slot, as a JSON object.
+    public var targetingJSON: String
+
+    public init(
+        id: String, format: AdFormat, buffer: Int = 1, ttl: Duration = .seconds(3600),
+        waterfall: [WaterfallEntry], reward: RewardModel = RewardModel(), testMode: Bool = false,
+        targetingJSON: String = "{}"
+    ) {
+        self.id = id
+        self.format = format
+        self.buffer = buffer
+        self.ttl = ttl
+        self.waterfall = waterfall
+        self.reward = reward
+        self.testMode = testMode
+        self.targetingJSON = targetingJSON
+    }
+}
+
+/// Scheduler settings shared by all slots.
+public struct SchedulerSettings: Sendable, Equatable {
+    /// A replacement load starts this long before an ad expires (at most a fifth of its life).
+    public var refreshAhead: Duration
+    /// The first backoff after a failure of a waterfall entry; it doubles per failure in a row.
+    public var backoffBase: Duration
+    /// The longest backoff.
+    public var backoffMax: Duration
+    /// Backoffs are spread by up to this share either way, so slots don't retry in step.
+    public var backoffJitter: Double
+    /// A shown ad whose app never reports `close` ends after this long.
+    public var shownLifetime: Duration
+    /// How long an ended ad is remembered, to attribute late callbacks and explain reports.
+    public var retiredMemory: Duration
+
+    public init(
+        refreshAhead: Duration = .seconds(60), backoffBase: Duration = .seconds(1),
+        backoffMax: Duration = .seconds(300), backoffJitter: Double = 0.2,
+        shownLifetime: Duration = .seconds(3600), retiredMemory: Duration = .seconds(600)
+    ) {
+        self.refreshAhead = refreshAhead
+        self.backoffBase = backoffBase
+        self.backoffMax = backoffMax
+        self.backoffJitter = backoffJitter
+        self.shownLifetime = shownLifetime
+        self.retiredMemory = retiredMemory
+    }
+}
