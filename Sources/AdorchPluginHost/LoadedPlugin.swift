@@ -1,0 +1,299 @@
+import AdorchEngine
+import CAdorchPlugin
+import Dispatch
+import Foundation
+import Logging
+
+/// Receives what a plugin reports, already copied out of C memory and decoded.
+/// Called on the plugin's calling thread: the receiver hops to its own queue.
+public typealias PluginReportHandler = @Sendable (_ plugin: String, _ ad: AdID, _ report: PluginReport) -> Void
+
+/// What operators see of a plugin.
+public struct PluginInfo: Sendable, Equatable {
+    public var name: String
+    public var path: String
+    /// The name the plugin gives itself in its entry.
+    public var declaredName: String
+    public var version: String
+    public var description: String
+    public var abiMajor: UInt32
+    public var abiMinor: UInt32
+    public var formats: [AdFormat]
+}
+
+/// One dlopened plugin and the serial queue every call into it runs on.
+///
+/// @unchecked Sendable: it owns a Dispatch queue and C pointers; `objects` and every call
+/// into the plugin are confined to `queue`, the rest is immutable after init.
+public final class LoadedPlugin: @unchecked Sendable {
+    public let info: PluginInfo
+    private let handle: UnsafeMutableRawPointer
+    private let entry: UnsafePointer<adorch_plugin_entry_t>
+    private let host: UnsafeMutablePointer<adorch_host>
+    private let sink: Unmanaged<CallbackSink>
+    private let queue: DispatchQueue
+    private var objects: [AdID: UnsafeMutableRawPointer] = [:]
+    private var initialized = false
+
+    /// Opens `path`, checks the entry against this host's ABI and calls the plugin's init.
+    /// Any refusal closes the library again and says why in the error.
+    public init(name: String, path: String, configJSON: String, logger: Logger, onReport: @escaping PluginReportHandler) throws(PluginLoadError) {
+        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
+            throw .cannotOpen(path: path, reason: dlerror().map { String(cString: $0) } ?? "unknown error")
+        }
+        guard let symbol = dlsym(handle, ADORCH_PLUGIN_ENTRY_SYMBOL) else {
+            dlclose(handle)
+            throw .noEntrySymbol(path: path)
+        }
+        // Only the two version fields are read before the major version is known to match.
+        let versions = symbol.assumingMemoryBound(to: UInt32.self)
+        guard versions[0] == PluginABI.major else {
+            let (major, minor) = (versions[0], versions[1])
+            dlclose(handle)
+            throw .abiMismatch(path: path, pluginMajor: major, pluginMinor: minor)
+        }
+        let entry = UnsafePointer(symbol.assumingMemoryBound(to: adorch_plugin_entry_t.self))
+        if let problem = Self.problem(with: entry.pointee) {
+            dlclose(handle)
+            throw .malformedEntry(path: path, reason: problem)
+        }
+        let e = entry.pointee
+        self.info = PluginInfo(
+            name: name, path: path, declaredName: String(cString: e.name), version: String(cString: e.version),
+            description: e.description.map { String(cString: $0) } ?? "",
+            abiMajor: e.abi_major, abiMinor: e.abi_minor,
+            formats: AdFormat.allCases.filter { e.formats & (1 << $0.abiValue) != 0 }
+        )
+        self.handle = handle
+        self.entry = entry
+        self.queue = DispatchQueue(label: "adorch.plugin.\(name)")
+        var pluginLogger = logger
+        pluginLogger[metadataKey: "plugin"] = "\(name)"
+        let sink = Unmanaged.passRetained(CallbackSink(plugin: name, logger: pluginLogger, onReport: onReport))
+        self.sink = sink
+        self.host = .allocate(capacity: 1)
+        host.initialize(to: adorch_host(
+            struct_size: UInt32(MemoryLayout<adorch_host>.size), abi_major: PluginABI.major,
+            abi_minor: PluginABI.minor, host_data: sink.toOpaque(),
+            loaded: hostLoaded, failed: hostFailed, event: hostEvent, log: hostLog
+        ))
+        let code = queue.sync { configJSON.withCString { entry.pointee.`init`(host, $0) } }
+        guard code == 0 else {
+            dlclose(handle)
+            host.deallocate()
+            sink.release()
+            throw .initFailed(path: path, name: name, code: code)
+        }
+        initialized = true
+    }
+
+    deinit {
+        shutdown()
+        host.deallocate()
+        sink.release()
+        // The library stays mapped: a plugin thread that outlived deinit must not jump into
+        // unmapped code. Reloading a changed file needs a restart.
+    }
+
+    private static func problem(with e: adorch_plugin_entry_t) -> String? {
+        if e.struct_size < UInt32(MemoryLayout<adorch_plugin_entry_t>.offset(of: \.stats_json)!) {
+            return "struct_size \(e.struct_size) is smaller than ABI 1.0's entry"
+        }
+        guard let name = e.name else { return "name is NULL" }
+        let declared = String(cString: name)
+        if declared.isEmpty || !declared.allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "_" || $0 == "-" }) || !declared.allSatisfy(\.isASCII) {
+            return "name '\(declared)' is not [a-z0-9_-]+"
+        }
+        if e.version == nil { return "version is NULL" }
+        let missing = [
+            ("init", e.`init` == nil), ("deinit", e.deinit == nil), ("ad_create", e.ad_create == nil),
+            ("ad_load", e.ad_load == nil), ("ad_show", e.ad_show == nil), ("ad_notify", e.ad_notify == nil),
+            ("ad_destroy", e.ad_destroy == nil),
+        ].filter(\.1).map(\.0)
+        return missing.isEmpty ? nil : "required functions are NULL: \(missing.joined(separator: ", "))"
+    }
+
+    // MARK: Calls into the plugin, each on its queue
+
+    /// Rule 1: a fresh object for this one load, loaded once.
+    public func load(_ order: LoadOrder) {
+        queue.async { [self] in
+            guard initialized else { return }
+            let report = sink.takeUnretainedValue()
+            let strings = CStringArena()
+            var reward = adorch_reward(
+                user_id: strings.dup(""), reward_name: strings.dup(order.reward?.name ?? ""),
+                reward_amount: order.reward?.amount ?? 0, extra: strings.dup(order.reward?.extra ?? "")
+            )
+            let object: UnsafeMutableRawPointer? = withUnsafePointer(to: &reward) { rewardPointer in
+                var request = adorch_request(
+                    struct_size: UInt32(MemoryLayout<adorch_request>.size), format: order.format.abiValue,
+                    slot_id: strings.dup(order.slotID), ad_unit_id: strings.dup(order.entry.adUnitID),
+                    server_parameter: strings.dup(order.entry.serverParameter),
+                    targeting_json: strings.dup(order.targetingJSON), width: 0, height: 0, count: 1,
+                    timeout_ms: order.entry.timeout.millisecondsUInt32,
+                    deadline_monotonic_ns: order.deadline.nanoseconds, test_mode: order.testMode ? 1 : 0,
+                    reward: order.reward == nil ? nil : rewardPointer
+                )
+                return entry.pointee.ad_create(order.adID, &request)
+            }
+            guard let object else {
+                report.deliver(order.adID, .failed(.internal, networkCode: 0, message: "ad_create returned NULL"))
+                return
+            }
+            objects[order.adID] = object
+            let code = entry.pointee.ad_load(object)
+            if code != 0 {
+                report.deliver(order.adID, .failed(AdErrorCode(abiValue: code), networkCode: 0, message: "ad_load returned \(code)"))
+            }
+        }
+    }
+
+    public func show(_ id: AdID, userID: String?) {
+        queue.async { [self] in
+            guard let object = objects[id] else { return }
+            let context = jsonObject(["user_id": userID ?? ""])
+            let code = context.withCString { entry.pointee.ad_show(object, $0) }
+            if code != 0 {
+                sink.takeUnretainedValue().deliver(id, .other(name: "show_failed"))
+            }
+        }
+    }
+
+    public func notify(_ id: AdID, event: ViewerEvent) {
+        queue.async { [self] in
+            guard let object = objects[id] else { return }
+            entry.pointee.ad_notify(object, event.abiValue, nil)
+        }
+    }
+
+    public func destroy(_ id: AdID) {
+        queue.async { [self] in
+            guard let object = objects.removeValue(forKey: id) else { return }
+            entry.pointee.ad_destroy(object)
+        }
+    }
+
+    /// The plugin's own counters (a JSON object), or nil if it has none or is not answering
+    /// within `timeout` (its queue is stuck in a slow call).
+    public func stats(timeout: DispatchTimeInterval, completion: @escaping @Sendable (String?) -> Void) {
+        let answered = LockedFlag()
+        queue.async { [self] in
+            let text = entry.pointee.stats_json.flatMap { $0() }.map { String(cString: $0) }
+            if answered.setIfUnset() { completion(text) }
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
+            if answered.setIfUnset() { completion(nil) }
+        }
+    }
+
+    /// Destroys every object the plugin still holds, then calls its deinit. Idempotent.
+    public func shutdown() {
+        queue.sync {
+            guard initialized else { return }
+            for (_, object) in objects.sorted(by: { $0.key < $1.key }) { entry.pointee.ad_destroy(object) }
+            objects.removeAll()
+            entry.pointee.deinit()
+            initialized = false
+        }
+    }
+}
+
+/// What the C callbacks reach through `host_data`.
+final class CallbackSink: Sendable {
+    let plugin: String
+    let logger: Logger
+    let onReport: PluginReportHandler
+
+    init(plugin: String, logger: Logger, onReport: @escaping PluginReportHandler) {
+        self.plugin = plugin
+        self.logger = logger
+        self.onReport = onReport
+    }
+
+    func deliver(_ ad: AdID, _ report: PluginReport) { onReport(plugin, ad, report) }
+}
+
+private func sink(_ host: UnsafePointer<adorch_host>?) -> CallbackSink? {
+    guard let data = host?.pointee.host_data else { return nil }
+    return Unmanaged<CallbackSink>.fromOpaque(data).takeUnretainedValue()
+}
+
+/// Decodes a loaded payload: it must be a JSON object; `expires_in_s` and `price` are read.
+func decodePayload(_ text: String) -> PluginReport {
+    if text.isEmpty { return .loadedInvalid(reason: "loaded with an empty payload") }
+    guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+        return .loadedInvalid(reason: "loaded with a payload that is not a JSON object")
+    }
+    let expiresIn = (object["expires_in_s"] as? NSNumber).map { Duration.milliseconds(Int64($0.doubleValue * 1000)) }
+    let price = (object["price"] as? NSNumber)?.doubleValue
+    return .loaded(payloadJSON: text, expiresIn: expiresIn.flatMap { $0 > .zero ? $0 : nil }, price: price)
+}
+
+private let hostLoaded: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, UnsafePointer<CChar>?) -> Void = {
+    host, ad, payload in
+    sink(host)?.deliver(ad, decodePayload(payload.map { String(cString: $0) } ?? ""))
+}
+
+private let hostFailed: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, Int32, Int64, UnsafePointer<CChar>?) -> Void = {
+    host, ad, code, networkCode, message in
+    sink(host)?.deliver(ad, .failed(AdErrorCode(abiValue: code), networkCode: networkCode,
+                                    message: message.map { String(cString: $0) } ?? ""))
+}
+
+private let hostEvent: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, UInt32, UnsafePointer<CChar>?) -> Void = {
+    host, ad, event, _ in
+    let report: PluginReport = switch event {
+    case 1: .mediaCached
+    case 7: .other(name: "reward")
+    case 8: .other(name: "show_failed")
+    default: .other(name: ViewerEvent.allCases.first { $0.abiValue == event }?.rawValue ?? "event_\(event)")
+    }
+    sink(host)?.deliver(ad, report)
+}
+
+private let hostLog: @convention(c) (UnsafePointer<adorch_host>?, UInt32, UnsafePointer<CChar>?) -> Void = {
+    host, level, message in
+    guard let sink = sink(host) else { return }
+    let text = message.map { String(cString: $0) } ?? ""
+    let swiftLevel: Logger.Level = switch level {
+    case ...3: .error
+    case 4: .warning
+    case 5: .notice
+    case 6: .info
+    default: .debug
+    }
+    sink.logger.log(level: swiftLevel, "\(text)")
+}
+
+/// strdup'd strings that live exactly as long as one call into a plugin.
+private final class CStringArena {
+    private var pointers: [UnsafeMutablePointer<CChar>] = []
+
+    func dup(_ s: String) -> UnsafePointer<CChar> {
+        let p = strdup(s)!
+        pointers.append(p)
+        return UnsafePointer(p)
+    }
+
+    deinit { pointers.forEach { free($0) } }
+}
+
+/// A flag set once, from any thread.
+private final class LockedFlag: @unchecked Sendable {  // guarded by its own lock
+    private let lock = NSLock()
+    private var set = false
+
+    func setIfUnset() -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if set { return false }
+        set = true
+        return true
+    }
+}
+
+func jsonObject(_ dictionary: [String: Any]) -> String {
+    let data = (try? JSONSerialization.data(withJSONObject: dictionary, options: [.sortedKeys])) ?? Data("{}".utf8)
+    return String(decoding: data, as: UTF8.self)
+}

@@ -1,0 +1,31 @@
+/// Why a plugin file was refused. Each case reads as one log line naming the file.
+public enum PluginLoadError: Error, CustomStringConvertible, Sendable {
+    case cannotOpen(path: String, reason: String)
+    case noEntrySymbol(path: String)
+    case abiMismatch(path: String, pluginMajor: UInt32, pluginMinor: UInt32)
+    case malformedEntry(path: String, reason: String)
+    case initFailed(path: String, name: String, code: Int32)
+
+    public var description: String {
+        switch self {
+        case .cannotOpen(let path, let reason):
+            "plugin \(path) refused: dlopen failed: \(reason)"
+        case .noEntrySymbol(let path):
+            "plugin \(path) refused: it does not export the symbol adorch_plugin_entry"
+        case .abiMismatch(let path, let major, let minor):
+            "plugin \(path) refused: built for plugin ABI \(major).\(minor), this daemon speaks ABI \(PluginABI.major).\(PluginABI.minor) (major versions must match)"
+        case .malformedEntry(let path, let reason):
+            "plugin \(path) refused: its adorch_plugin_entry is malformed: \(reason)"
+        case .initFailed(let path, let name, let code):
+            "plugin \(path) refused: \(name)'s init returned \(code)"
+        }
+    }
+
+    public var path: String {
+        switch self {
+        case .cannotOpen(let path, _), .noEntrySymbol(let path), .abiMismatch(let path, _, _),
+            .malformedEntry(let path, _), .initFailed(let path, _, _):
+            path
+        }
+    }
+}
