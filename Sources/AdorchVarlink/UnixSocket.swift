@@ -1,0 +1,97 @@
+import Foundation
+
+/// Why a Unix socket could not be set up; each case names the path and what to do.
+public enum VarlinkSocketError: Error, CustomStringConvertible, Sendable {
+    case pathTooLong(String)
+    case inUse(String)
+    case system(path: String, call: String, errno: Int32)
+
+    public var description: String {
+        switch self {
+        case .pathTooLong(let path): "socket path \(path) is longer than the 107 bytes a Unix socket allows"
+        case .inUse(let path): "another process is already serving on \(path)"
+        case .system(let path, let call, let code): "\(call) \(path): \(String(cString: strerror(code)))"
+        }
+    }
+}
+
+enum UnixSocket {
+    static func address(_ path: String) throws(VarlinkSocketError) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw .pathTooLong(path) }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return address
+    }
+
+    static func withSockaddr<R>(_ address: inout sockaddr_un, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+        withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+    }
+
+    /// A connected, blocking stream socket.
+    static func connect(path: String) throws(VarlinkSocketError) -> Int32 {
+        var address = try address(path)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .system(path: path, call: "socket", errno: errno) }
+        let rc = withSockaddr(&address) { Glibc.connect(fd, $0, $1) }
+        if rc != 0 {
+            let code = errno
+            Glibc.close(fd)
+            throw .system(path: path, call: "connect", errno: code)
+        }
+        return fd
+    }
+
+    /// A non-blocking listening socket at `path`, making its folder if needed. A socket file
+    /// nobody answers on is a leftover and is replaced.
+    static func bindListening(path: String) throws(VarlinkSocketError) -> Int32 {
+        var address = try address(path)
+        let folder = (path as NSString).deletingLastPathComponent
+        if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        var info = stat()
+        if lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFSOCK {
+            if let probe = try? connect(path: path) {
+                Glibc.close(probe)
+                throw .inUse(path)
+            }
+            unlink(path)
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue | SOCK_NONBLOCK.rawValue), 0)
+        guard fd >= 0 else { throw .system(path: path, call: "socket", errno: errno) }
+        let bound = withSockaddr(&address) { bind(fd, $0, $1) }
+        guard bound == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            throw .system(path: path, call: "bind", errno: code)
+        }
+        // Who may call what is the daemon's decision (by peer credentials), not the file mode's.
+        chmod(path, 0o666)
+        guard Glibc.listen(fd, SOMAXCONN) == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            throw .system(path: path, call: "listen", errno: code)
+        }
+        return fd
+    }
+
+    static func peerCredentials(_ fd: Int32) -> PeerCredentials? {
+        var credentials = KernelUcred()
+        var length = socklen_t(MemoryLayout<KernelUcred>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else { return nil }
+        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
+    }
+}
+
+/// struct ucred from <sys/socket.h>, which Glibc's Swift overlay hides behind _GNU_SOURCE;
+/// the kernel's layout is fixed: pid, uid, gid, 32 bits each.
+private struct KernelUcred {
+    var pid: Int32 = 0
+    var uid: UInt32 = 0
+    var gid: UInt32 = 0
+}

@@ -1,0 +1,357 @@
+import Dispatch
+import Foundation
+import Logging
+
+/// What `org.varlink.service.GetInfo` says about the service.
+public struct VarlinkServiceInfo: Sendable {
+    public var vendor: String
+    public var product: String
+    public var version: String
+    public var url: String
+
+    public init(vendor: String, product: String, version: String, url: String) {
+        self.vendor = vendor
+        self.product = product
+        self.version = version
+        self.url = url
+    }
+}
+
+/// One interface the server offers: its name and IDL text.
+public struct VarlinkInterface: Sendable {
+    public let name: String
+    public let description: String
+    /// The methods declared in the IDL, so that unknown ones are refused before any handler runs.
+    public let methods: Set<String>
+
+    public init(description: String) {
+        let lines = description.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        self.name = lines.first { $0.hasPrefix("interface ") }.map { String($0.dropFirst("interface ".count)) } ?? ""
+        self.description = description
+        self.methods = Set(lines.filter { $0.hasPrefix("method ") }.compactMap {
+            $0.dropFirst("method ".count).split(separator: "(").first.map { String($0).trimmingCharacters(in: .whitespaces) }
+        })
+    }
+}
+
+/// Handles calls to the server's own interfaces; replies go through the replier.
+public typealias VarlinkHandler = @Sendable (VarlinkCall, VarlinkReplier) -> Void
+
+/// Limits that keep one client from hurting the others.
+public struct VarlinkLimits: Sendable {
+    /// The largest message accepted; a larger one closes the connection.
+    public var maxMessageSize: Int
+    /// Calls a client may queue behind the one in progress before it is disconnected.
+    public var maxQueuedCalls: Int
+
+    public init(maxMessageSize: Int = 1 << 20, maxQueuedCalls: Int = 1024) {
+        self.maxMessageSize = maxMessageSize
+        self.maxQueuedCalls = maxQueuedCalls
+    }
+}
+
+/// A Varlink server on a Unix stream socket, driven by Dispatch sources.
+///
+/// @unchecked Sendable: it owns its serial queue, and every mutable field (the listener,
+/// the connections) is touched only on that queue.
+public final class VarlinkServer: @unchecked Sendable {
+    public let info: VarlinkServiceInfo
+    public let limits: VarlinkLimits
+    let queue = DispatchQueue(label: "adorch.varlink")
+    private let logger: Logger
+    private let handler: VarlinkHandler
+    private var interfaces: [String: VarlinkInterface] = [:]
+    private var listenFD: Int32 = -1
+    private var ownsSocketPath: String?
+    private var acceptSource: DispatchSourceRead?
+    private var connections: [ObjectIdentifier: VarlinkConnection] = [:]
+    private var acceptedTotal = 0
+
+    public init(info: VarlinkServiceInfo, interfaces: [VarlinkInterface], limits: VarlinkLimits, logger: Logger, handler: @escaping VarlinkHandler) {
+        self.info = info
+        self.limits = limits
+        self.logger = logger
+        self.handler = handler
+        for interface in [VarlinkInterface(description: varlinkServiceIDL)] + interfaces {
+            self.interfaces[interface.name] = interface
+        }
+    }
+
+    /// Binds and listens on `path`. A stale socket file left by a dead daemon is replaced;
+    /// a live one is not (another daemon is serving there).
+    public func listen(path: String) throws(VarlinkSocketError) {
+        let fd = try UnixSocket.bindListening(path: path)
+        queue.sync {
+            ownsSocketPath = path
+            startAccepting(fd)
+        }
+    }
+
+    /// Serves on a listening socket handed over by systemd; it is never unlinked by us.
+    public func listen(fileDescriptor fd: Int32) {
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        queue.sync { startAccepting(fd) }
+    }
+
+    /// Stops accepting, closes every connection, and removes the socket file we created.
+    public func stop() {
+        queue.sync {
+            acceptSource?.cancel()
+            acceptSource = nil
+            for connection in connections.values { connection.close(reason: "server stopping") }
+            if let path = ownsSocketPath { unlink(path) }
+            ownsSocketPath = nil
+        }
+    }
+
+    /// Open connections now, and accepted since start.
+    public var connectionCounts: (open: Int, accepted: Int) {
+        queue.sync { (connections.count, acceptedTotal) }
+    }
+
+    private func startAccepting(_ fd: Int32) {
+        listenFD = fd
+        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+        source.setEventHandler { [unowned self] in acceptPending() }
+        source.setCancelHandler { [ownsSocketPath] in
+            // A socket handed to us by systemd stays open for the next start.
+            if ownsSocketPath != nil { Glibc.close(fd) }
+        }
+        acceptSource = source
+        source.resume()
+    }
+
+    private func acceptPending() {
+        while true {
+            let fd = accept(listenFD, nil, nil)
+            if fd >= 0 {
+                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            }
+            if fd < 0 {
+                if errno == EINTR { continue }
+                if errno != EAGAIN && errno != EWOULDBLOCK {
+                    logger.warning("accept failed: \(String(cString: strerror(errno)))")
+                }
+                return
+            }
+            acceptedTotal += 1
+            let connection = VarlinkConnection(fd: fd, server: self, framer: VarlinkFramer(maxMessageSize: limits.maxMessageSize))
+            connections[ObjectIdentifier(connection)] = connection
+            connection.start()
+        }
+    }
+
+    // MARK: Called by connections, on the queue
+
+    func connectionClosed(_ connection: VarlinkConnection) {
+        connections[ObjectIdentifier(connection)] = nil
+    }
+
+    func log(_ level: Logger.Level, _ message: String, peer: PeerCredentials?) {
+        var metadata: Logger.Metadata = [:]
+        if let peer {
+            metadata["peer_pid"] = "\(peer.pid)"
+            metadata["peer_uid"] = "\(peer.uid)"
+        }
+        logger.log(level: level, "\(message)", metadata: metadata)
+    }
+
+    /// Routes one call: org.varlink.service is answered here, unknown names are refused,
+    /// the rest goes to the handler.
+    func dispatch(_ call: VarlinkCall, replier: VarlinkReplier) {
+        if call.interface == "org.varlink.service" {
+            switch call.member {
+            case "GetInfo":
+                replier.reply([
+                    "vendor": .string(info.vendor), "product": .string(info.product),
+                    "version": .string(info.version), "url": .string(info.url),
+                    "interfaces": .array(interfaces.keys.sorted().map { .string($0) }),
+                ])
+            case "GetInterfaceDescription":
+                guard let name = try? call.string("interface") else { return replier.fail(.invalidParameter("interface")) }
+                guard let interface = interfaces[name] else { return replier.fail(.interfaceNotFound(name)) }
+                replier.reply(["description": .string(interface.description)])
+            default:
+                replier.fail(.methodNotFound(call.method))
+            }
+            return
+        }
+        guard let interface = interfaces[call.interface] else { return replier.fail(.interfaceNotFound(call.interface)) }
+        guard interface.methods.contains(call.member) else { return replier.fail(.methodNotFound(call.method)) }
+        handler(call, replier)
+    }
+}
+
+/// Sends the replies to one call, from any thread.
+public final class VarlinkReplier: Sendable {
+    private let connection: VarlinkConnection?
+    private let serial: UInt64
+    /// The caller asked for several replies.
+    public let wantsMore: Bool
+
+    init(connection: VarlinkConnection?, serial: UInt64, wantsMore: Bool) {
+        self.connection = connection
+        self.serial = serial
+        self.wantsMore = wantsMore
+    }
+
+    /// A reply; with `continues`, more will follow (only if the caller asked for more).
+    public func reply(_ parameters: [String: JSONValue], continues: Bool = false) {
+        connection?.send(VarlinkWire.reply(parameters, continues: continues && wantsMore), final: !(continues && wantsMore), serial: serial)
+    }
+
+    /// The final, error reply.
+    public func fail(_ error: VarlinkError) {
+        connection?.send(VarlinkWire.error(error), final: true, serial: serial)
+    }
+
+    /// Runs `body` once when the connection closes (at once if it already has).
+    public func onClose(_ body: @escaping @Sendable () -> Void) {
+        if let connection { connection.onClose(body) } else { body() }
+    }
+}
+
+/// One client connection. @unchecked Sendable: all its state is confined to the server's queue.
+final class VarlinkConnection: @unchecked Sendable {
+    private let fd: Int32
+    private unowned let server: VarlinkServer
+    private var framer: VarlinkFramer
+    private var readSource: DispatchSourceRead?
+    private var writeSource: DispatchSourceWrite?
+    private var outgoing = Data()
+    private var queued: [Data] = []
+    private var busy = false
+    /// Numbers calls, so a reply to an ended call can never slip into the next one's stream.
+    private var serial: UInt64 = 0
+    private var closeWhenFlushed = false
+    private var closed = false
+    private var closeHandlers: [@Sendable () -> Void] = []
+    let peer: PeerCredentials?
+
+    init(fd: Int32, server: VarlinkServer, framer: VarlinkFramer) {
+        self.fd = fd
+        self.server = server
+        self.framer = framer
+        self.peer = UnixSocket.peerCredentials(fd)
+    }
+
+    func start() {
+        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: server.queue)
+        source.setEventHandler { [self] in readAvailable() }
+        // The descriptor closes only once no source can fire on it, so its number cannot be
+        // reused under a live source.
+        source.setCancelHandler { [fd] in _ = Glibc.close(fd) }
+        readSource = source
+        source.resume()
+    }
+
+    private func readAvailable() {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while !closed {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n == 0 { return close(reason: nil) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { return }
+                return close(reason: "read failed: \(String(cString: strerror(errno)))")
+            }
+            if closeWhenFlushed { continue }  // refused: input is drained until the error is out
+            do {
+                let messages = try framer.append(chunk[0..<n])
+                queued += messages
+                if queued.count > server.limits.maxQueuedCalls {
+                    return refuse(.invalidParameter("message: more than \(server.limits.maxQueuedCalls) calls queued"))
+                }
+            } catch {
+                return refuse(.invalidParameter("message: larger than \(server.limits.maxMessageSize) bytes"))
+            }
+            pump()
+        }
+    }
+
+    /// Replies to a broken message and closes: after one, the stream cannot be trusted.
+    private func refuse(_ error: VarlinkError) {
+        server.log(.notice, "closing a connection: \(error)", peer: peer)
+        queued.removeAll()
+        enqueue(VarlinkWire.error(error))
+        closeWhenFlushed = true
+        flush()
+    }
+
+    /// Varlink answers calls in order: the next queued call starts when the last one ended.
+    private func pump() {
+        while !busy, !closeWhenFlushed, !closed, !queued.isEmpty {
+            let message = queued.removeFirst()
+            switch VarlinkCall.decode(message, peer: peer) {
+            case .failure(let error):
+                return refuse(error)
+            case .success(let call):
+                serial += 1
+                if call.oneway {
+                    server.dispatch(call, replier: VarlinkReplier(connection: nil, serial: serial, wantsMore: false))
+                } else {
+                    busy = true
+                    server.dispatch(call, replier: VarlinkReplier(connection: self, serial: serial, wantsMore: call.more))
+                }
+            }
+        }
+    }
+
+    func send(_ data: Data, final: Bool, serial: UInt64) {
+        server.queue.async { [self] in
+            guard !closed, busy, serial == self.serial else { return }
+            enqueue(data)
+            if final { busy = false }
+            flush()
+            pump()
+        }
+    }
+
+    func onClose(_ body: @escaping @Sendable () -> Void) {
+        server.queue.async { [self] in
+            if closed { body() } else { closeHandlers.append(body) }
+        }
+    }
+
+    private func enqueue(_ data: Data) { outgoing.append(data) }
+
+    private func flush() {
+        while !outgoing.isEmpty, !closed {
+            let n = outgoing.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { return waitWritable() }
+                return close(reason: "write failed: \(String(cString: strerror(errno)))")
+            }
+            outgoing.removeFirst(n)
+        }
+        if outgoing.isEmpty, closeWhenFlushed { close(reason: nil) }
+    }
+
+    private func waitWritable() {
+        guard writeSource == nil else { return }
+        let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: server.queue)
+        source.setEventHandler { [self] in
+            writeSource?.cancel()
+            writeSource = nil
+            flush()
+        }
+        writeSource = source
+        source.resume()
+    }
+
+    func close(reason: String?) {
+        guard !closed else { return }
+        closed = true
+        if let reason { server.log(.debug, "connection closed: \(reason)", peer: peer) }
+        writeSource?.cancel()
+        readSource?.cancel()
+        readSource = nil
+        writeSource = nil
+        server.connectionClosed(self)
+        let handlers = closeHandlers
+        closeHandlers.removeAll()
+        handlers.forEach { $0() }
+    }
+}
