@@ -1,0 +1,272 @@
+import AdorchEngine
+import Foundation
+import TOMLKit
+
+/// The daemon's configuration, from `adorchd.toml` or the embedded default.
+public struct DaemonConfig: Sendable, Equatable {
+    /// Where it came from, for messages: a path or "(embedded default)".
+    public var source: String
+    public var socketPath: String?
+    public var stateDir: String?
+    public var pluginDir: String?
+    public var logLevel: String?
+    /// The largest Varlink message a client may send.
+    public var maxMessageBytes: Int
+    public var scheduler: SchedulerSettings
+    /// Plugins by name; empty means "every plugin found in the plugin dir".
+    public var plugins: [PluginConfig]
+    public var slots: [SlotConfig]
+}
+
+/// One `[plugins.NAME]` section.
+public struct PluginConfig: Sendable, Equatable {
+    public var name: String
+    /// The .so file; relative paths are looked up in the plugin dir. Default:
+    /// `libadorch-plugin-NAME.so`.
+    public var path: String?
+    /// The section's `config` table as JSON, handed to the plugin's init.
+    public var configJSON: String
+}
+
+/// A config the daemon refuses to start on: which file, where, and what was expected.
+public struct ConfigError: Error, CustomStringConvertible, Equatable, Sendable {
+    public var file: String
+    /// "line 3, column 7" for syntax errors, "key slots[0].buffer" for the rest.
+    public var location: String
+    public var message: String
+
+    public var description: String { "\(file): \(location): \(message)" }
+}
+
+extension DaemonConfig {
+    public static let embeddedDefaultSource = "(embedded default)"
+
+    /// The built-in configuration: the sim plugin and three demo slots.
+    public static func embeddedDefault() -> DaemonConfig {
+        // The embedded text is part of the binary: a failure here is a build defect.
+        try! parse(toml: String(decoding: PackageResources.adorchd_toml, as: UTF8.self), source: embeddedDefaultSource)
+    }
+
+    public static func load(path: String) throws(ConfigError) -> DaemonConfig {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ConfigError(file: path, location: "file", message: "cannot be read: \(error.localizedDescription)")
+        }
+        var config = try parse(toml: text, source: path)
+        // Drop-ins, in name order, override or extend the main file (systemd's convention).
+        let dropInDir = path + ".d"
+        let dropIns = ((try? FileManager.default.contentsOfDirectory(atPath: dropInDir)) ?? []).filter { $0.hasSuffix(".toml") }.sorted()
+        if !dropIns.isEmpty {
+            var merged = try table(text, source: path)
+            for name in dropIns {
+                let file = dropInDir + "/" + name
+                guard let extra = try? String(contentsOfFile: file, encoding: .utf8) else {
+                    throw ConfigError(file: file, location: "file", message: "cannot be read")
+                }
+                merged = merge(merged, try table(extra, source: file))
+            }
+            config = try decode(merged, source: "\(path) (with drop-ins from \(dropInDir))")
+        }
+        return config
+    }
+
+    public static func parse(toml: String, source: String) throws(ConfigError) -> DaemonConfig {
+        try decode(try table(toml, source: source), source: source)
+    }
+
+    private static func table(_ text: String, source: String) throws(ConfigError) -> TOMLTable {
+        do {
+            return try TOMLTable(string: text)
+        } catch let error as TOMLParseError {
+            throw ConfigError(
+                file: source, location: "line \(error.source.begin.line), column \(error.source.begin.column)",
+                message: "not valid TOML: \(error.description)"
+            )
+        } catch {
+            throw ConfigError(file: source, location: "file", message: "not valid TOML: \(error)")
+        }
+    }
+
+    /// Tables merge key by key; arrays of slots merge by slot id; any other value is replaced.
+    private static func merge(_ base: TOMLTable, _ overlay: TOMLTable) -> TOMLTable {
+        let result = TOMLTable()
+        for key in base.keys { result[key] = base[key] }
+        for key in overlay.keys {
+            if let a = base[key]?.table, let b = overlay[key]?.table {
+                result[key] = merge(a, b)
+            } else if key == "slots", let a = base[key]?.array, let b = overlay[key]?.array {
+                var slots = a.compactMap(\.table)
+                for slot in b.compactMap(\.table) {
+                    if let i = slots.firstIndex(where: { $0["id"]?.string != nil && $0["id"]?.string == slot["id"]?.string }) {
+                        slots[i] = merge(slots[i], slot)
+                    } else {
+                        slots.append(slot)
+                    }
+                }
+                result[key] = TOMLArray(slots)
+            } else {
+                result[key] = overlay[key]
+            }
+        }
+        return result
+    }
+
+    private static func decode(_ root: TOMLTable, source: String) throws(ConfigError) -> DaemonConfig {
+        let r = TableReader(root, path: "", source: source)
+        try r.only(["daemon", "scheduler", "plugins", "slots"])
+
+        let daemon = try r.table("daemon")
+        try daemon?.only(["socket", "state_dir", "plugin_dir", "log_level", "max_message_bytes"])
+        let logLevel = try daemon?.string("log_level")
+        if let logLevel, !validLogLevels.contains(logLevel) {
+            throw r.error("daemon.log_level", "expected one of \(validLogLevels.joined(separator: ", ")), got \"\(logLevel)\"")
+        }
+
+        var scheduler = SchedulerSettings()
+        if let s = try r.table("scheduler") {
+            try s.only(["refresh_ahead_s", "backoff_base_ms", "backoff_max_s", "backoff_jitter", "shown_lifetime_s"])
+            if let v = try s.int("refresh_ahead_s", min: 0) { scheduler.refreshAhead = .seconds(v) }
+            if let v = try s.int("backoff_base_ms", min: 1) { scheduler.backoffBase = .milliseconds(v) }
+            if let v = try s.int("backoff_max_s", min: 1) { scheduler.backoffMax = .seconds(v) }
+            if let v = try s.double("backoff_jitter", range: 0...1) { scheduler.backoffJitter = v }
+            if let v = try s.int("shown_lifetime_s", min: 1) { scheduler.shownLifetime = .seconds(v) }
+        }
+
+        var plugins: [PluginConfig] = []
+        if let p = try r.table("plugins") {
+            for name in p.table.keys.sorted() {
+                guard isName(name) else { throw r.error("plugins.\(name)", "plugin names are [a-z0-9_-]+") }
+                guard let section = try p.table(name) else { throw r.error("plugins.\(name)", "expected a table") }
+                try section.only(["path", "config"])
+                let configJSON = try section.table("config").map { $0.table.convert(to: .json) } ?? "{}"
+                plugins.append(PluginConfig(name: name, path: try section.string("path"), configJSON: configJSON))
+            }
+        }
+
+        var slots: [SlotConfig] = []
+        for s in try r.tables("slots") {
+            try s.only(["id", "format", "buffer", "ttl_s", "reward_name", "reward_amount", "reward_extra", "test_mode", "targeting", "waterfall"])
+            let id = try s.requiredString("id")
+            guard isName(id) else { throw s.error("id", "slot ids are [a-z0-9_-]+, got \"\(id)\"") }
+            guard !slots.contains(where: { $0.id == id }) else { throw s.error("id", "slot \"\(id)\" is defined twice") }
+            let formatName = try s.requiredString("format")
+            guard let format = AdFormat(rawValue: formatName) else {
+                throw s.error("format", "expected one of \(AdFormat.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(formatName)\"")
+            }
+            var waterfall: [WaterfallEntry] = []
+            for w in try s.tables("waterfall") {
+                try w.only(["plugin", "ad_unit_id", "server_parameter", "timeout_ms"])
+                let plugin = try w.requiredString("plugin")
+                if !plugins.isEmpty, !plugins.contains(where: { $0.name == plugin }) {
+                    throw w.error("plugin", "no plugin \"\(plugin)\" is configured (add a [plugins.\(plugin)] section)")
+                }
+                waterfall.append(WaterfallEntry(
+                    plugin: plugin, adUnitID: try w.string("ad_unit_id") ?? "",
+                    serverParameter: try w.string("server_parameter") ?? "",
+                    timeout: .milliseconds(try w.int("timeout_ms", min: 1) ?? 5000)
+                ))
+            }
+            guard !waterfall.isEmpty else { throw s.error("waterfall", "a slot needs at least one [[slots.waterfall]] entry") }
+            slots.append(SlotConfig(
+                id: id, format: format, buffer: Int(try s.int("buffer", min: 0, max: 100) ?? 1),
+                ttl: .seconds(try s.int("ttl_s", min: 1) ?? 3600), waterfall: waterfall,
+                reward: RewardModel(name: try s.string("reward_name") ?? "", amount: try s.int("reward_amount", min: 0) ?? 0,
+                                    extra: try s.string("reward_extra") ?? ""),
+                testMode: try s.bool("test_mode") ?? false,
+                targetingJSON: try s.table("targeting").map { $0.table.convert(to: .json) } ?? "{}"
+            ))
+        }
+
+        return DaemonConfig(
+            source: source, socketPath: try daemon?.string("socket"), stateDir: try daemon?.string("state_dir"),
+            pluginDir: try daemon?.string("plugin_dir"), logLevel: logLevel,
+            maxMessageBytes: Int(try daemon?.int("max_message_bytes", min: 1024, max: 64 << 20) ?? 1 << 20),
+            scheduler: scheduler, plugins: plugins, slots: slots
+        )
+    }
+
+    public static let validLogLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+
+    static func isName(_ s: String) -> Bool {
+        !s.isEmpty && s.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" || $0 == "-" }
+    }
+}
+
+/// Reads one TOML table with typed accessors whose errors name the full key.
+private struct TableReader {
+    let table: TOMLTable
+    let path: String
+    let source: String
+
+    init(_ table: TOMLTable, path: String, source: String) {
+        self.table = table
+        self.path = path
+        self.source = source
+    }
+
+    func key(_ name: String) -> String { path.isEmpty ? name : "\(path).\(name)" }
+
+    func error(_ name: String, _ message: String) -> ConfigError {
+        ConfigError(file: source, location: "key \(key(name))", message: message)
+    }
+
+    func only(_ allowed: [String]) throws(ConfigError) {
+        for k in table.keys where !allowed.contains(k) {
+            throw error(k, "unknown key; expected one of \(allowed.joined(separator: ", "))")
+        }
+    }
+
+    private func typeName(_ value: TOMLValueConvertible) -> String { "\(value.type)" }
+
+    func string(_ name: String) throws(ConfigError) -> String? {
+        guard let value = table[name] else { return nil }
+        guard let s = value.string else { throw error(name, "expected a string, got \(typeName(value))") }
+        return s
+    }
+
+    func requiredString(_ name: String) throws(ConfigError) -> String {
+        guard let s = try string(name) else { throw error(name, "missing; expected a string") }
+        return s
+    }
+
+    func int(_ name: String, min: Int64? = nil, max: Int64? = nil) throws(ConfigError) -> Int64? {
+        guard let value = table[name] else { return nil }
+        guard let i = value.int.map(Int64.init) else { throw error(name, "expected an integer, got \(typeName(value))") }
+        if let min, i < min { throw error(name, "expected an integer of at least \(min), got \(i)") }
+        if let max, i > max { throw error(name, "expected an integer of at most \(max), got \(i)") }
+        return i
+    }
+
+    func double(_ name: String, range: ClosedRange<Double>) throws(ConfigError) -> Double? {
+        guard let value = table[name] else { return nil }
+        guard let d = value.double ?? value.int.map(Double.init) else { throw error(name, "expected a number, got \(typeName(value))") }
+        guard range.contains(d) else { throw error(name, "expected a number from \(range.lowerBound) to \(range.upperBound), got \(d)") }
+        return d
+    }
+
+    func bool(_ name: String) throws(ConfigError) -> Bool? {
+        guard let value = table[name] else { return nil }
+        guard let b = value.bool else { throw error(name, "expected true or false, got \(typeName(value))") }
+        return b
+    }
+
+    func table(_ name: String) throws(ConfigError) -> TableReader? {
+        guard let value = table[name] else { return nil }
+        guard let t = value.table else { throw error(name, "expected a table, got \(typeName(value))") }
+        return TableReader(t, path: key(name), source: source)
+    }
+
+    /// An array of tables (`[[name]]`); absent is empty.
+    func tables(_ name: String) throws(ConfigError) -> [TableReader] {
+        guard let value = table[name] else { return [] }
+        guard let array = value.array else { throw error(name, "expected an array of tables ([[\(key(name))]]), got \(typeName(value))") }
+        var readers: [TableReader] = []
+        for (i, item) in array.enumerated() {
+            guard let t = item.table else { throw error("\(name)[\(i)]", "expected a table, got \(typeName(item))") }
+            readers.append(TableReader(t, path: "\(key(name))[\(i)]", source: source))
+        }
+        return readers
+    }
+}

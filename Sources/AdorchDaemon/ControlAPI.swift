@@ -1,0 +1,148 @@
+import AdorchEngine
+import AdorchVarlink
+import Foundation
+
+/// Turns io.adorch.Ads and io.adorch.Manager calls into daemon operations and replies.
+struct ControlAPI: Sendable {
+    let daemon: Daemon
+
+    func handle(_ call: VarlinkCall, _ replier: VarlinkReplier) {
+        do throws(VarlinkError) {
+            switch call.method {
+            case "io.adorch.Ads.ListSlots":
+                try call.onlyParameters([])
+                daemon.slotStatuses { statuses in
+                    replier.reply(["slots": .array(statuses.map { s in
+                        ["id": .string(s.config.id), "format": .string(s.config.format.rawValue),
+                         "buffer": .int(Int64(s.config.buffer)), "ready": .int(Int64(s.ready)), "loading": .int(Int64(s.loading))]
+                    })])
+                }
+            case "io.adorch.Ads.Show":
+                try call.onlyParameters(["slot", "user_id"])
+                let slot = try call.string("slot")
+                let userID = try call.optionalString("user_id")
+                daemon.show(slot: slot, userID: userID) { result, expiresAt in
+                    switch result {
+                    case .success(let ad): replier.reply(["ad": adJSON(ad, expiresAt: expiresAt ?? Date())])
+                    case .failure(let error): replier.fail(varlinkError(error))
+                    }
+                }
+            case "io.adorch.Ads.Report":
+                try call.onlyParameters(["ad_id", "event"])
+                let adID = try call.string("ad_id")
+                let name = try call.string("event")
+                guard let event = ViewerEvent(rawValue: name) else {
+                    throw invalidParameter("event", "expected one of \(ViewerEvent.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(name)\"")
+                }
+                daemon.report(event, adID: adID) { result in
+                    switch result {
+                    case .success: replier.reply([:])
+                    case .failure(.adNotValid(let reason)):
+                        replier.fail(VarlinkError("io.adorch.Ads.AdNotValid", ["ad_id": .string(adID), "message": .string(reason)]))
+                    }
+                }
+            case "io.adorch.Ads.Subscribe":
+                try call.onlyParameters(["slots"])
+                guard call.more else { throw .expectedMore }
+                daemon.subscribe(slots: try call.optionalStringArray("slots").map(Set.init), replier: replier)
+            case "io.adorch.Ads.ListEvents":
+                try call.onlyParameters(["slots", "limit"])
+                let limit = try call.optionalInt("limit") ?? 50
+                guard (1...Int64(Daemon.recentEventsKept)).contains(limit) else {
+                    throw invalidParameter("limit", "expected 1 to \(Daemon.recentEventsKept), got \(limit)")
+                }
+                daemon.recentEvents(slots: try call.optionalStringArray("slots").map(Set.init), limit: Int(limit)) {
+                    replier.reply(["events": .array($0)])
+                }
+            case "io.adorch.Manager.GetStatus":
+                try call.onlyParameters([])
+                daemon.status { replier.reply(statusJSON($0)) }
+            case "io.adorch.Manager.Reload":
+                try call.onlyParameters([])
+                daemon.reload { result in
+                    switch result {
+                    case .success(let summary): replier.reply(["summary": .string(summary)])
+                    case .failure(let error):
+                        replier.fail(VarlinkError("io.adorch.Manager.ReloadFailed", ["message": .string(error.description)]))
+                    }
+                }
+            default:
+                throw .methodNotImplemented(call.method)
+            }
+        } catch {
+            replier.fail(error)
+        }
+    }
+
+    private func invalidParameter(_ name: String, _ message: String) -> VarlinkError {
+        VarlinkError("io.adorch.Ads.InvalidParameter", ["parameter": .string(name), "message": .string(message)])
+    }
+
+    private func varlinkError(_ error: ShowError) -> VarlinkError {
+        switch error {
+        case .slotNotFound(let slot):
+            VarlinkError("io.adorch.Ads.SlotNotFound", ["slot": .string(slot), "message": .string("no slot \"\(slot)\" is configured")])
+        case .noAdReady(let slot):
+            VarlinkError("io.adorch.Ads.NoAdReady", ["slot": .string(slot), "message": .string("no valid ad is ready in \(slot); it is being refilled")])
+        case .invalidParameter(let name, let reason):
+            invalidParameter(name, reason)
+        }
+    }
+
+    private func adJSON(_ ad: ShownAd, expiresAt: Date) -> JSONValue {
+        let payload = JSONValue.parse(Data(ad.payloadJSON.utf8)) ?? .object([:])
+        return [
+            "id": .string(daemon.externalID(ad.id)), "slot": .string(ad.slot), "network": .string(ad.network),
+            "format": .string(ad.format.rawValue), "payload": payload,
+            "expires_at": .string(Daemon.timestamp(expiresAt)), "price": .double(ad.price),
+        ]
+    }
+
+    private func statusJSON(_ s: DaemonStatus) -> [String: JSONValue] {
+        [
+            "version": .string(s.version), "pid": .int(Int64(s.pid)), "uptime_s": .double(s.uptime),
+            "socket": .string(s.socket), "config": .string(s.configSource),
+            "connections": ["open": .int(Int64(s.connections.open)), "accepted": .int(Int64(s.connections.accepted))],
+            "subscribers": .int(Int64(s.subscribers)),
+            "plugins": .array(s.plugins.map(pluginJSON)),
+            "slots": .array(s.slots.map(slotJSON)),
+            "unattributed_callbacks": .int(Int64(s.unattributedCallbacks)),
+        ]
+    }
+
+    private func pluginJSON(_ p: DaemonStatus.Plugin) -> JSONValue {
+        if let info = p.info {
+            var object: [String: JSONValue] = [
+                "name": .string(info.name), "state": "loaded", "path": .string(info.path),
+                "version": .string(info.version), "abi": .string("\(info.abiMajor).\(info.abiMinor)"),
+                "formats": .array(info.formats.map { .string($0.rawValue) }), "description": .string(info.description),
+            ]
+            if let stats = p.statsJSON.flatMap({ JSONValue.parse(Data($0.utf8)) }) { object["stats"] = stats }
+            return .object(object)
+        }
+        let refusal = p.refusal!
+        return ["name": .string(refusal.name), "state": "refused", "path": .string(refusal.path), "formats": [],
+                "error": .string(refusal.reason)]
+    }
+
+    private func slotJSON(_ s: SlotStatus) -> JSONValue {
+        let c = s.counters
+        return [
+            "id": .string(s.config.id), "format": .string(s.config.format.rawValue), "buffer": .int(Int64(s.config.buffer)),
+            "ready": .int(Int64(s.ready)), "loading": .int(Int64(s.loading)), "shown_open": .int(Int64(s.shownOpen)),
+            "ttl_s": .int(s.config.ttl.nanosecondsClamped / 1_000_000_000),
+            "waterfall": .array(zip(s.config.waterfall, s.backoffs).map { entry, backoff in
+                ["plugin": .string(entry.plugin), "ad_unit_id": .string(entry.adUnitID),
+                 "timeout_ms": .int(entry.timeout.nanosecondsClamped / 1_000_000),
+                 "backoff_ms": .int(backoff.nanosecondsClamped / 1_000_000)]
+            }),
+            "counters": [
+                "loads": .int(Int64(c.loads)), "fills": .int(Int64(c.fills)), "no_fills": .int(Int64(c.noFills)),
+                "errors": .int(Int64(c.errors)), "timeouts": .int(Int64(c.timeouts)), "shows": .int(Int64(c.shows)),
+                "expired": .int(Int64(c.expired)), "replaced": .int(Int64(c.replaced)), "ran_dry": .int(Int64(c.ranDry)),
+                "ignored_callbacks": .int(Int64(c.ignoredCallbacks)),
+                "contract_violations": .int(Int64(c.contractViolations)),
+            ],
+        ]
+    }
+}

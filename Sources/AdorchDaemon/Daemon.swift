@@ -1,0 +1,432 @@
+import AdorchEngine
+import AdorchPluginHost
+import AdorchVarlink
+import Dispatch
+import Foundation
+import Logging
+
+/// What the command line says; each field overrides the config's.
+public struct DaemonOptions: Sendable {
+    public var configPath: String?
+    public var socketPath: String?
+    public var stateDir: String?
+    public var pluginDir: String?
+
+    public init(configPath: String? = nil, socketPath: String? = nil, stateDir: String? = nil, pluginDir: String? = nil) {
+        self.configPath = configPath
+        self.socketPath = socketPath
+        self.stateDir = stateDir
+        self.pluginDir = pluginDir
+    }
+}
+
+/// A plugin the daemon tried to load and could not.
+public struct PluginRefusal: Sendable {
+    public var name: String
+    public var path: String
+    public var reason: String
+}
+
+/// The Dispatch shell around the pure engine: one serial queue owns the engine, a timer
+/// wakes it when it asked to be, and its effects become plugin calls, logs and events.
+///
+/// @unchecked Sendable: it owns the engine queue, and every mutable field is touched only
+/// on that queue.
+public final class Daemon: @unchecked Sendable {
+    public static let version = "0.1.0"
+
+    let queue = DispatchQueue(label: "adorch.engine")
+    let logger: Logger
+    let options: DaemonOptions
+    private(set) var config: DaemonConfig
+    private var engine: Engine
+    private var plugins: [String: LoadedPlugin] = [:]
+    private var refusals: [String: PluginRefusal] = [:]
+    private var subscribers: [UInt64: Subscriber] = [:]
+    private var nextSubscriber: UInt64 = 1
+    /// The latest events, oldest first, for `adorchctl events` without --follow.
+    private var recentEvents: [(slot: String?, json: JSONValue)] = []
+    static let recentEventsKept = 512
+    private var timer: DispatchSourceTimer?
+    private var server: VarlinkServer?
+    private let startedAt = Date()
+    /// Ad ids are `<bootTag>-<n>`: an id from an earlier run of the daemon is never mistaken
+    /// for one of this run's.
+    let bootTag = String(UInt32.random(in: 0x1000_0000...UInt32.max), radix: 16)
+    public let socketPath: String
+    public let stateDir: String
+
+    public init(config: DaemonConfig, options: DaemonOptions, logger: Logger) {
+        self.config = config
+        self.options = options
+        self.logger = logger
+        self.socketPath = options.socketPath ?? config.socketPath ?? DefaultPaths.socket
+        self.stateDir = options.stateDir ?? config.stateDir ?? DefaultPaths.stateDir
+        self.engine = Engine(slots: [], plugins: [], settings: config.scheduler)
+    }
+
+    /// Loads the plugins, fills the slots and starts serving. Throws only if the socket
+    /// cannot be served; a refused plugin is logged and the daemon runs on without it.
+    public func start() throws(VarlinkSocketError) {
+        try? FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+        queue.sync {
+            loadPlugins(config.plugins)
+            engine = Engine(slots: config.slots, plugins: Set(plugins.keys), settings: config.scheduler,
+                            seed: UInt64.random(in: 1...UInt64.max))
+            let timer = DispatchSource.makeTimerSource(queue: queue)
+            timer.setEventHandler { [unowned self] in apply(engine.advance(to: now())) }
+            timer.resume()
+            self.timer = timer
+            apply(engine.advance(to: now()))
+        }
+        let api = ControlAPI(daemon: self)
+        let server = VarlinkServer(
+            info: VarlinkServiceInfo(vendor: "adorch", product: "adorchd", version: Self.version, url: "https://adorch.invalid/"),
+            interfaces: [VarlinkInterface(description: adsInterfaceIDL), VarlinkInterface(description: managerInterfaceIDL)],
+            limits: VarlinkLimits(maxMessageSize: config.maxMessageBytes), logger: logger,
+            handler: { call, replier in api.handle(call, replier) }
+        )
+        try server.listen(path: socketPath)
+        self.server = server
+        logger.notice("adorchd \(Self.version) serving on \(socketPath): \(summary())")
+    }
+
+    /// Ends every ad, stops the plugins and the socket. Blocks until the plugins are done.
+    public func stop() {
+        server?.stop()
+        queue.sync {
+            timer?.cancel()
+            apply(engine.shutdown(now: now()))
+            for subscriber in subscribers.values { subscriber.replier.fail(VarlinkError("io.adorch.Ads.ShuttingDown")) }
+            subscribers.removeAll()
+            for plugin in plugins.values.sorted(by: { $0.info.name < $1.info.name }) { plugin.shutdown() }
+        }
+        logger.notice("adorchd stopped")
+    }
+
+    /// Reads the config again and applies it; on any error the running config stays.
+    public func reload(completion: @escaping @Sendable (Result<String, ConfigError>) -> Void = { _ in }) {
+        queue.async { [self] in
+            let next: DaemonConfig
+            do throws(ConfigError) {
+                next = try options.configPath.map { path throws(ConfigError) in try DaemonConfig.load(path: path) } ?? .embeddedDefault()
+            } catch {
+                logger.error("reload failed, keeping the running config: \(error)")
+                return completion(.failure(error))
+            }
+            let wanted = Set(next.plugins.map(\.name))
+            let removed = next.plugins.isEmpty ? [] : plugins.keys.filter { !wanted.contains($0) }
+            loadPlugins(next.plugins.filter { plugins[$0.name] == nil })
+            for name in removed { refusals[name] = nil }
+            let available = Set(plugins.keys).subtracting(removed)
+            _ = engine.setAvailablePlugins(available, now: now())
+            apply(engine.reconfigure(slots: next.slots, settings: next.scheduler, now: now()))
+            // Removed plugins stop after the destroys just queued to them ran.
+            for name in removed.sorted() {
+                plugins.removeValue(forKey: name)?.shutdown()
+            }
+            if next.maxMessageBytes != config.maxMessageBytes || next.socketPath != config.socketPath {
+                logger.notice("reload: socket and max_message_bytes changes take effect at the next start")
+            }
+            config = next
+            let text = summary()
+            logger.notice("reload done: \(text)")
+            completion(.success(text))
+        }
+    }
+
+    // MARK: Plugins
+
+    private func loadPlugins(_ wanted: [PluginConfig]) {
+        let dirs = (options.pluginDir ?? config.pluginDir).map { [$0] } ?? DefaultPaths.pluginDirs
+        let list = wanted.isEmpty && plugins.isEmpty ? discoverPlugins(in: dirs) : wanted
+        for plugin in list {
+            let file = plugin.path ?? "libadorch-plugin-\(plugin.name).so"
+            let candidates = file.hasPrefix("/") ? [file] : dirs.map { "\($0)/\(file)" }
+            guard let path = candidates.first(where: { FileManager.default.fileExists(atPath: $0) }) else {
+                let reason = "plugin \(plugin.name) refused: \(file) not found in \(dirs.joined(separator: ", "))"
+                logger.error("\(reason)", metadata: ["plugin": "\(plugin.name)"])
+                refusals[plugin.name] = PluginRefusal(name: plugin.name, path: candidates.first ?? file, reason: reason)
+                continue
+            }
+            do {
+                let loaded = try LoadedPlugin(
+                    name: plugin.name, path: path, configJSON: plugin.configJSON, logger: logger,
+                    onReport: { [weak self] name, id, report in self?.pluginReported(report, for: id, from: name) }
+                )
+                plugins[plugin.name] = loaded
+                refusals[plugin.name] = nil
+                let info = loaded.info
+                logger.notice(
+                    "plugin \(info.name) loaded: \(info.declaredName) \(info.version), ABI \(info.abiMajor).\(info.abiMinor), \(info.formats.map(\.rawValue).joined(separator: "/")), from \(path)",
+                    metadata: ["plugin": "\(info.name)"]
+                )
+            } catch {
+                logger.error("\(error.description)", metadata: ["plugin": "\(plugin.name)"])
+                refusals[plugin.name] = PluginRefusal(name: plugin.name, path: path, reason: error.description)
+            }
+        }
+    }
+
+    private func discoverPlugins(in dirs: [String]) -> [PluginConfig] {
+        var found: [String: PluginConfig] = [:]
+        for dir in dirs {
+            for file in ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).sorted() where file.hasSuffix(".so") {
+                var name = String(file.dropLast(3))
+                if name.hasPrefix("libadorch-plugin-") { name = String(name.dropFirst("libadorch-plugin-".count)) }
+                if found[name] == nil { found[name] = PluginConfig(name: name, path: "\(dir)/\(file)", configJSON: "{}") }
+            }
+        }
+        return found.values.sorted { $0.name < $1.name }
+    }
+
+    /// From any plugin thread: hop to the engine queue.
+    private func pluginReported(_ report: PluginReport, for id: AdID, from plugin: String) {
+        queue.async { [self] in apply(engine.pluginReported(report, for: id, from: plugin, now: now())) }
+    }
+
+    // MARK: Effects
+
+    /// Carries out the engine's effects, in order, then re-arms the timer. Engine queue only.
+    private func apply(_ effects: [Effect]) {
+        for effect in effects {
+            switch effect {
+            case .load(let order): plugins[order.plugin]?.load(order)
+            case .show(let id, let plugin, let userID): plugins[plugin]?.show(id, userID: userID)
+            case .notify(let id, let plugin, let event): plugins[plugin]?.notify(id, event: event)
+            case .destroy(let id, let plugin): plugins[plugin]?.destroy(id)
+            case .emit(let event): publish(event)
+            }
+        }
+        rearm()
+    }
+
+    private func rearm() {
+        guard let timer else { return }
+        let current = now()
+        if let wake = engine.nextWakeup(after: current) {
+            timer.schedule(deadline: .now() + .nanoseconds(Int((wake - current).nanosecondsClamped)), leeway: .milliseconds(2))
+        } else {
+            timer.schedule(deadline: .distantFuture)
+        }
+    }
+
+    private func publish(_ event: EngineEvent) {
+        var metadata: Logger.Metadata = [:]
+        if let slot = event.slot { metadata["slot"] = "\(slot)" }
+        if let network = event.network { metadata["network"] = "\(network)" }
+        if let id = event.adID { metadata["ad_id"] = "\(externalID(id))" }
+        if let code = event.errorCode { metadata["error_code"] = "\(code.rawValue)" }
+        if let code = event.networkCode { metadata["network_code"] = "\(code)" }
+        logger.log(level: logLevel(for: event.kind), "\(describe(event))", metadata: metadata)
+
+        let json = eventJSON(event)
+        recentEvents.append((event.slot, json))
+        if recentEvents.count > Self.recentEventsKept { recentEvents.removeFirst(recentEvents.count - Self.recentEventsKept) }
+        for subscriber in subscribers.values where subscriber.wants(event.slot) {
+            subscriber.replier.reply(["event": json], continues: true)
+        }
+    }
+
+    private func logLevel(for kind: EngineEvent.Kind) -> Logger.Level {
+        switch kind {
+        case .adLoaded, .adShown, .adExpired, .adReplaced, .adEvent: .info
+        case .mediaCached: .debug
+        case .adFailed, .adTimedOut, .slotEmpty: .notice
+        case .callbackIgnored, .contractViolation: .warning
+        }
+    }
+
+    private func describe(_ event: EngineEvent) -> String {
+        let ad = event.adID.map { " \(externalID($0))" } ?? ""
+        let slot = event.slot.map { " in \($0)" } ?? ""
+        let network = event.network.map { " from \($0)" } ?? ""
+        switch event.kind {
+        case .adLoaded: return "ad\(ad) loaded\(slot)\(network)"
+        case .adFailed:
+            return "ad\(ad) failed\(slot)\(network): \(event.errorCode?.rawValue ?? "?") (network code \(event.networkCode ?? 0): \(event.message ?? ""))"
+        case .adTimedOut: return "ad\(ad) timed out\(slot)\(network): \(event.message ?? "")"
+        case .adExpired: return "ad\(ad) expired unshown\(slot)"
+        case .adReplaced: return "ad\(ad) replaced by a fresher one\(slot)"
+        case .adShown: return "ad\(ad) shown\(slot)\(network)"
+        case .adEvent: return "ad\(ad) \(event.viewerEvent?.rawValue ?? event.message ?? "event")\(slot)"
+        case .mediaCached: return "ad\(ad) media cached\(slot)"
+        case .slotEmpty: return "slot \(event.slot ?? "?") ran dry: no valid ad ready"
+        case .callbackIgnored: return "plugin callback ignored\(slot)\(network): \(event.message ?? "")"
+        case .contractViolation: return "contract violation\(network)\(slot): \(event.message ?? "")"
+        }
+    }
+
+    func eventJSON(_ event: EngineEvent) -> JSONValue {
+        var object: [String: JSONValue] = [
+            "kind": .string(event.kind.rawValue), "time": .string(Self.timestamp(Date())),
+        ]
+        if let slot = event.slot { object["slot"] = .string(slot) }
+        if let id = event.adID { object["ad_id"] = .string(externalID(id)) }
+        if let network = event.network { object["network"] = .string(network) }
+        if let code = event.errorCode { object["error"] = .string(code.rawValue) }
+        if let code = event.networkCode { object["network_code"] = .int(code) }
+        if let message = event.message { object["message"] = .string(message) }
+        if let viewer = event.viewerEvent { object["viewer_event"] = .string(viewer.rawValue) }
+        return .object(object)
+    }
+
+    // MARK: Operations for the control API
+    // Each hops onto the engine queue asynchronously and answers through its completion: the
+    // Varlink queue never waits for the engine queue, so neither can deadlock the other.
+
+    func slotStatuses(completion: @escaping @Sendable ([SlotStatus]) -> Void) {
+        queue.async { [self] in completion(engine.slotStatuses(at: now())) }
+    }
+
+    func show(slot: String, userID: String?, completion: @escaping @Sendable (Result<ShownAd, ShowError>, Date?) -> Void) {
+        queue.async { [self] in
+            let (result, effects) = engine.show(slot: slot, userID: userID, now: now())
+            apply(effects)
+            completion(result, try? wallTime(result.get().expiresAt))
+        }
+    }
+
+    func report(_ event: ViewerEvent, adID: String, completion: @escaping @Sendable (Result<Void, ReportError>) -> Void) {
+        guard let id = internalID(adID) else {
+            return completion(.failure(.adNotValid(reason: "\(adID) is not an ad id of this daemon run")))
+        }
+        queue.async { [self] in
+            let (result, effects) = engine.report(event, for: id, now: now())
+            apply(effects)
+            completion(result)
+        }
+    }
+
+    func recentEvents(slots: Set<String>?, limit: Int, completion: @escaping @Sendable ([JSONValue]) -> Void) {
+        queue.async { [self] in
+            let matching = recentEvents.filter { event in slots.map { s in event.slot.map(s.contains) ?? false } ?? true }
+            completion(matching.suffix(limit).map(\.json))
+        }
+    }
+
+    func subscribe(slots: Set<String>?, replier: VarlinkReplier) {
+        queue.async { [self] in
+            let id = nextSubscriber
+            nextSubscriber += 1
+            subscribers[id] = Subscriber(slots: slots, replier: replier)
+            replier.onClose { [weak self] in
+                guard let self else { return }
+                queue.async { self.subscribers[id] = nil }
+            }
+            // The first reply says the subscription is in place: events from here on reach it.
+            replier.reply(["event": ["kind": "subscribed", "time": .string(Self.timestamp(Date()))]], continues: true)
+        }
+    }
+
+    /// Everything GetStatus reports; plugin counters are asked of each plugin's own queue.
+    func status(completion: @escaping @Sendable (DaemonStatus) -> Void) {
+        queue.async { [self] in
+            let loaded = plugins.values.sorted { $0.info.name < $1.info.name }
+            let base = DaemonStatus(
+                version: Self.version, pid: getpid(), uptime: Date().timeIntervalSince(startedAt), socket: socketPath,
+                configSource: config.source, connections: server?.connectionCounts ?? (0, 0),
+                plugins: loaded.map { .init(info: $0.info, refusal: nil, statsJSON: nil) }
+                    + refusals.values.sorted { $0.name < $1.name }.map { .init(info: nil, refusal: $0, statsJSON: nil) },
+                slots: engine.slotStatuses(at: now()), unattributedCallbacks: engine.unattributedCallbacks,
+                subscribers: subscribers.count
+            )
+            let group = DispatchGroup()
+            let stats = StatsCollector()
+            for plugin in loaded {
+                group.enter()
+                plugin.stats(timeout: .seconds(1)) { json in
+                    stats.set(plugin.info.name, json)
+                    group.leave()
+                }
+            }
+            group.notify(queue: queue) {
+                var status = base
+                for i in status.plugins.indices {
+                    if let name = status.plugins[i].info?.name { status.plugins[i].statsJSON = stats.get(name) }
+                }
+                completion(status)
+            }
+        }
+    }
+
+    // MARK: Helpers
+
+    func now() -> Moment {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Moment(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
+    }
+
+    /// The wall-clock time of a monotonic moment, for apps.
+    func wallTime(_ moment: Moment) -> Date { Date(timeIntervalSinceNow: (moment - now()).seconds) }
+
+    func externalID(_ id: AdID) -> String { "\(bootTag)-\(id)" }
+
+    func internalID(_ external: String) -> AdID? {
+        let parts = external.split(separator: "-")
+        guard parts.count == 2, parts[0] == bootTag else { return nil }
+        return AdID(parts[1])
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+    }
+
+    /// One line: slots, ready ads, plugins.
+    func summary() -> String {
+        let statuses = engine.slotStatuses(at: now())
+        let ready = statuses.map(\.ready).reduce(0, +)
+        let wanted = statuses.map(\.config.buffer).reduce(0, +)
+        return "\(statuses.count) slots, \(ready)/\(wanted) ads ready, \(plugins.count) plugins"
+            + (refusals.isEmpty ? "" : ", \(refusals.count) refused")
+    }
+}
+
+struct Subscriber {
+    var slots: Set<String>?
+    var replier: VarlinkReplier
+
+    func wants(_ slot: String?) -> Bool {
+        guard let slots else { return true }
+        return slot.map(slots.contains) ?? false
+    }
+}
+
+/// A snapshot for io.adorch.Manager.GetStatus.
+struct DaemonStatus: Sendable {
+    struct Plugin: Sendable {
+        var info: PluginInfo?
+        var refusal: PluginRefusal?
+        var statsJSON: String?
+    }
+
+    var version: String
+    var pid: Int32
+    var uptime: Double
+    var socket: String
+    var configSource: String
+    var connections: (open: Int, accepted: Int)
+    var plugins: [Plugin]
+    var slots: [SlotStatus]
+    var unattributedCallbacks: Int
+    var subscribers: Int
+}
+
+/// Plugin stats arriving from several plugin queues.
+private final class StatsCollector: @unchecked Sendable {  // guarded by its lock
+    private let lock = NSLock()
+    private var values: [String: String] = [:]
+
+    func set(_ name: String, _ json: String?) {
+        lock.lock()
+        values[name] = json
+        lock.unlock()
+    }
+
+    func get(_ name: String) -> String? {
+        lock.lock()
+        defer { lock.unlock() }
+        return values[name]
+    }
+}

@@ -1,0 +1,163 @@
+/// io.adorch.Ads: what apps call. The names are fixed: outside tools call them.
+let adsInterfaceIDL = """
+# Ads for the apps on this host: preloaded, valid, shown once.
+interface io.adorch.Ads
+
+# A place in an app where ads are shown.
+type Slot (
+  id: string,
+  # rewarded, fullscreen or interstitial
+  format: string,
+  # how many valid ads the daemon keeps ready
+  buffer: int,
+  # valid ads ready now: loaded, not shown, not expired
+  ready: int,
+  # loads in flight
+  loading: int
+)
+
+# An ad handed to the app. It is no longer valid for anyone else.
+type Ad (
+  # pass it to Report
+  id: string,
+  slot: string,
+  # the plugin (ad network) that filled it
+  network: string,
+  format: string,
+  # what the app needs to render it, from the network
+  payload: object,
+  # RFC 3339; the ad must be displayed before then
+  expires_at: string,
+  # the network's eCPM, 0 when unknown
+  price: float
+)
+
+# Something that happened in the daemon.
+type Event (
+  # subscribed, ad_loaded, ad_failed, ad_timed_out, ad_expired, ad_replaced, ad_shown,
+  # ad_event, media_cached, slot_empty, callback_ignored, contract_violation
+  kind: string,
+  time: string,
+  slot: ?string,
+  ad_id: ?string,
+  network: ?string,
+  # the host error code: internal, network, no_fill, invalid_request, timeout, ...
+  error: ?string,
+  # the network's own error code
+  network_code: ?int,
+  message: ?string,
+  # for ad_event: impression, click, close, complete, skip
+  viewer_event: ?string
+)
+
+# The slots and how many ads each has ready.
+method ListSlots() -> (slots: []Slot)
+
+# Takes the best valid ad of a slot. A rewarded slot needs a non-empty user_id.
+method Show(slot: string, user_id: ?string) -> (ad: Ad)
+
+# Reports what the viewer did with a shown ad: impression, click, close, complete or skip.
+# Each but click is accepted once per ad; close ends the ad.
+method Report(ad_id: string, event: string) -> ()
+
+# The latest events (at most 512 are kept), oldest first, of the named slots or of all.
+method ListEvents(slots: ?[]string, limit: ?int) -> (events: []Event)
+
+# Streams events (call with more): first one of kind "subscribed", then one per event
+# of the named slots, or of all slots when none are named.
+method Subscribe(slots: ?[]string) -> (event: Event)
+
+# The slot has no valid ad right now; it is being refilled.
+error NoAdReady (slot: string, message: string)
+
+# No slot has this id.
+error SlotNotFound (slot: string, message: string)
+
+# The ad is unknown, was never shown, has ended, or the event was already reported.
+error AdNotValid (ad_id: string, message: string)
+
+# A parameter is missing, of the wrong type, or out of range.
+error InvalidParameter (parameter: string, message: string)
+
+# The daemon is stopping; subscriptions end with this.
+error ShuttingDown ()
+
+"""
+
+/// io.adorch.Manager: what operators call.
+let managerInterfaceIDL = """
+# Operating the daemon: status, counters, reload.
+interface io.adorch.Manager
+
+type Connections (open: int, accepted: int)
+
+type Plugin (
+  name: string,
+  # loaded or refused
+  state: string,
+  path: string,
+  version: ?string,
+  abi: ?string,
+  formats: []string,
+  description: ?string,
+  # why it was refused
+  error: ?string,
+  # the plugin's own counters, if it keeps any (sim: creates, loads, shows, contract_violations, ...)
+  stats: ?object
+)
+
+type Counters (
+  loads: int,
+  fills: int,
+  no_fills: int,
+  errors: int,
+  timeouts: int,
+  shows: int,
+  expired: int,
+  replaced: int,
+  ran_dry: int,
+  ignored_callbacks: int,
+  contract_violations: int
+)
+
+type WaterfallEntry (
+  plugin: string,
+  ad_unit_id: string,
+  timeout_ms: int,
+  # how long this entry still rests after failures
+  backoff_ms: int
+)
+
+type Slot (
+  id: string,
+  format: string,
+  buffer: int,
+  ready: int,
+  loading: int,
+  shown_open: int,
+  ttl_s: int,
+  waterfall: []WaterfallEntry,
+  counters: Counters
+)
+
+method GetStatus() -> (
+  version: string,
+  pid: int,
+  uptime_s: float,
+  socket: string,
+  config: string,
+  connections: Connections,
+  subscribers: int,
+  plugins: []Plugin,
+  slots: []Slot,
+  # plugin reports for ads the plugin does not own
+  unattributed_callbacks: int
+)
+
+# Reads the config again and applies it; a bad config changes nothing.
+method Reload() -> (summary: string)
+
+# The config could not be applied; the running one stays.
+error ReloadFailed (message: string)
+
+"""

@@ -1,0 +1,204 @@
+import AdorchDaemon
+import AdorchVarlink
+import ArgumentParser
+import Foundation
+
+AdorchCtl.main()
+
+struct AdorchCtl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "adorchctl",
+        abstract: "Talks to adorchd over its Varlink socket.",
+        discussion: "The socket is --socket, else $ADORCH_SOCKET, else adorchd's default (\(DefaultPaths.socket)).",
+        version: Daemon.version,
+        subcommands: [Status.self, Slots.self, Show.self, Report.self, Events.self, Reload.self]
+    )
+}
+
+struct Connection: ParsableArguments {
+    @Option(help: ArgumentHelp("The daemon's socket.", valueName: "path"))
+    var socket: String?
+
+    @Flag(help: "Print the daemon's JSON reply instead of a table.")
+    var json = false
+
+    var path: String { DefaultPaths.clientSocket(socket) }
+
+    func client() throws -> VarlinkClient {
+        do {
+            return try VarlinkClient(path: path)
+        } catch {
+            throw CtlError("cannot reach adorchd at \(path): \(error) (is it running? `make run` starts one)")
+        }
+    }
+
+    /// One call; an error reply becomes a failure naming the error and its message.
+    func call(_ method: String, _ parameters: [String: JSONValue] = [:]) throws -> [String: JSONValue] {
+        let reply: VarlinkClient.Reply
+        do { reply = try client().call(method, parameters) } catch { throw CtlError("\(method): \(error)") }
+        if let error = reply.error { throw CtlError(describe(error: error, parameters: reply.parameters)) }
+        return reply.parameters
+    }
+
+    func printJSON(_ value: [String: JSONValue]) { print(JSONValue.object(value).prettyString) }
+}
+
+struct CtlError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+func describe(error: String, parameters: [String: JSONValue]) -> String {
+    let message = parameters["message"]?.stringValue ?? parameters.values.compactMap(\.stringValue).first
+    return message.map { "\(error): \($0)" } ?? error
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The daemon, its plugins and slots, with counters.")
+    @OptionGroup var connection: Connection
+
+    func run() throws {
+        let s = try connection.call("io.adorch.Manager.GetStatus")
+        if connection.json { return connection.printJSON(s) }
+        let uptime = Int(s["uptime_s"]?.doubleValue ?? 0)
+        print("adorchd \(s["version"]?.stringValue ?? "?"), pid \(s["pid"]?.intValue ?? 0), up \(uptime / 3600)h \(uptime / 60 % 60)m \(uptime % 60)s")
+        print("socket \(s["socket"]?.stringValue ?? "?"), config \(s["config"]?.stringValue ?? "?")")
+        print("connections: \(s["connections"]?["open"]?.intValue ?? 0) open, \(s["connections"]?["accepted"]?.intValue ?? 0) accepted; subscribers: \(s["subscribers"]?.intValue ?? 0)")
+        print()
+        var plugins = [["PLUGIN", "STATE", "VERSION", "ABI", "DETAIL"]]
+        for p in s["plugins"]?.arrayValue ?? [] {
+            let detail = p["error"]?.stringValue
+                ?? p["stats"]?.objectValue.map { stats in
+                    stats.keys.sorted().map { "\($0)=\(stats[$0]!.intValue.map(String.init) ?? stats[$0]!.jsonString)" }.joined(separator: " ")
+                } ?? ""
+            plugins.append([p["name"]?.stringValue ?? "?", p["state"]?.stringValue ?? "?", p["version"]?.stringValue ?? "-",
+                            p["abi"]?.stringValue ?? "-", detail])
+        }
+        printTable(plugins)
+        print()
+        var slots = [["SLOT", "FORMAT", "READY", "LOADING", "SHOWS", "LOADS", "FILLS", "NO-FILL", "ERRORS", "TIMEOUTS", "EXPIRED", "IGNORED", "VIOLATIONS"]]
+        for slot in s["slots"]?.arrayValue ?? [] {
+            let c = slot["counters"]
+            func n(_ key: String) -> String { String(c?[key]?.intValue ?? 0) }
+            slots.append([slot["id"]?.stringValue ?? "?", slot["format"]?.stringValue ?? "?",
+                          "\(slot["ready"]?.intValue ?? 0)/\(slot["buffer"]?.intValue ?? 0)", String(slot["loading"]?.intValue ?? 0),
+                          n("shows"), n("loads"), n("fills"), n("no_fills"), n("errors"), n("timeouts"), n("expired"),
+                          n("ignored_callbacks"), n("contract_violations")])
+        }
+        printTable(slots)
+    }
+}
+
+struct Slots: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Each slot and how many ads it has ready.")
+    @OptionGroup var connection: Connection
+
+    func run() throws {
+        let reply = try connection.call("io.adorch.Ads.ListSlots")
+        if connection.json { return connection.printJSON(reply) }
+        var rows = [["SLOT", "FORMAT", "BUFFER", "READY", "LOADING"]]
+        for slot in reply["slots"]?.arrayValue ?? [] {
+            rows.append([slot["id"]?.stringValue ?? "?", slot["format"]?.stringValue ?? "?", String(slot["buffer"]?.intValue ?? 0),
+                         String(slot["ready"]?.intValue ?? 0), String(slot["loading"]?.intValue ?? 0)])
+        }
+        printTable(rows)
+    }
+}
+
+struct Show: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Take the best valid ad of a slot (it is then shown: no one else gets it).")
+    @OptionGroup var connection: Connection
+    @Argument(help: "The slot id.") var slot: String
+    @Option(help: ArgumentHelp("The app's user id (required for rewarded slots).", valueName: "id")) var user: String?
+
+    func run() throws {
+        var parameters: [String: JSONValue] = ["slot": .string(slot)]
+        if let user { parameters["user_id"] = .string(user) }
+        let reply = try connection.call("io.adorch.Ads.Show", parameters)
+        if connection.json { return connection.printJSON(reply) }
+        let ad = reply["ad"]
+        print("ad \(ad?["id"]?.stringValue ?? "?") from \(ad?["network"]?.stringValue ?? "?") in \(ad?["slot"]?.stringValue ?? "?"), expires \(ad?["expires_at"]?.stringValue ?? "?")")
+        print(ad?["payload"]?.prettyString ?? "{}")
+    }
+}
+
+struct Report: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Report what the viewer did with a shown ad.")
+    @OptionGroup var connection: Connection
+    @Argument(help: "The ad id Show returned.") var adID: String
+    @Argument(help: "impression, click, close, complete or skip.") var event: String
+
+    func run() throws {
+        let reply = try connection.call("io.adorch.Ads.Report", ["ad_id": .string(adID), "event": .string(event)])
+        if connection.json { connection.printJSON(reply) }
+    }
+}
+
+struct Events: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Recent events; with --follow, then every new one as it happens.")
+    @OptionGroup var connection: Connection
+    @Flag(name: .shortAndLong, help: "Keep printing new events until interrupted.") var follow = false
+    @Option(help: ArgumentHelp("Only this slot's events (repeatable).", valueName: "id")) var slot: [String] = []
+    @Option(help: "How many recent events to print first.") var lines = 20
+
+    func run() throws {
+        let slots: JSONValue? = slot.isEmpty ? nil : .array(slot.map { .string($0) })
+        var stream: VarlinkClient?
+        if follow {
+            // Subscribed before the history is read, so no event falls between the two.
+            let client = try connection.client()
+            var parameters: [String: JSONValue] = [:]
+            if let slots { parameters["slots"] = slots }
+            let first = try client.call("io.adorch.Ads.Subscribe", parameters, more: true)
+            if let error = first.error { throw CtlError(describe(error: error, parameters: first.parameters)) }
+            stream = client
+        }
+        var parameters: [String: JSONValue] = ["limit": .int(Int64(lines))]
+        if let slots { parameters["slots"] = slots }
+        for event in try connection.call("io.adorch.Ads.ListEvents", parameters)["events"]?.arrayValue ?? [] { emit(event) }
+        guard let stream else { return }
+        while true {
+            let reply: VarlinkClient.Reply
+            do { reply = try stream.nextReply() } catch { throw CtlError("event stream ended: \(error)") }
+            if let error = reply.error { throw CtlError(describe(error: error, parameters: reply.parameters)) }
+            if let event = reply.parameters["event"] { emit(event) }
+            if !reply.continues { return }
+        }
+    }
+
+    private func emit(_ event: JSONValue) {
+        if connection.json {
+            print(event.jsonString)
+        } else {
+            let fields = ["slot", "ad_id", "network", "error", "viewer_event", "message"].compactMap { key in
+                event[key].map { key == "message" ? ($0.stringValue ?? "") : "\(key)=\($0.stringValue ?? $0.jsonString)" }
+            }
+            print("\(event["time"]?.stringValue ?? "") \(event["kind"]?.stringValue ?? "?") \(fields.joined(separator: " "))")
+        }
+        fflush(nil)
+    }
+}
+
+struct Reload: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Make the daemon read its config again (like systemctl reload).")
+    @OptionGroup var connection: Connection
+
+    func run() throws {
+        let reply = try connection.call("io.adorch.Manager.Reload")
+        if connection.json { return connection.printJSON(reply) }
+        print("reloaded: \(reply["summary"]?.stringValue ?? "")")
+    }
+}
+
+/// Left-aligned columns, two spaces apart.
+func printTable(_ rows: [[String]]) {
+    let widths = rows.reduce(into: [Int]()) { widths, row in
+        for (i, cell) in row.enumerated() {
+            if i == widths.count { widths.append(cell.count) } else { widths[i] = max(widths[i], cell.count) }
+        }
+    }
+    for row in rows {
+        let cells = row.enumerated().map { i, cell in i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+        print(cells.joined(separator: "  "))
+    }
+}

@@ -1,0 +1,105 @@
+import AdorchDaemon
+import ArgumentParser
+import Dispatch
+import Foundation
+import Logging
+
+// Blocked before any thread starts, so every thread inherits the mask and these signals
+// arrive only through the Dispatch sources in run().
+var handledSignals = sigset_t()
+sigemptyset(&handledSignals)
+for signal in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handledSignals, signal) }
+pthread_sigmask(SIG_BLOCK, &handledSignals, nil)
+
+AdorchD.main()
+
+struct AdorchD: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "adorchd",
+        abstract: "Keeps ad inventory ready for the apps on this host and serves it over Varlink.",
+        discussion: """
+        With no --config, adorchd runs on its embedded default: the sim plugin (found next to
+        the adorchd binary in a build) and the demo slots rewarded_main, fullscreen_main and
+        interstitial_main. The config format is documented in etc/adorch/adorchd.toml.
+
+        Signals: SIGTERM or SIGINT end every ad and stop; SIGHUP reloads the config.
+        """,
+        version: Daemon.version
+    )
+
+    @Option(help: ArgumentHelp("The config file (TOML); drop-ins in FILE.d/*.toml are merged over it.", valueName: "file"))
+    var config: String?
+
+    @Option(help: ArgumentHelp("The Varlink socket to serve on (overrides the config).", valueName: "path"))
+    var socket: String?
+
+    @Option(help: ArgumentHelp("Where state that survives restarts is kept (overrides the config).", valueName: "dir"))
+    var stateDir: String?
+
+    @Option(help: ArgumentHelp("Where plugins are found (overrides the config).", valueName: "dir"))
+    var pluginDir: String?
+
+    @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical (overrides the config).", valueName: "level"))
+    var logLevel: String?
+
+    @Flag(help: "Check the config, print a summary and exit (0 if it is valid, 78 if not).")
+    var checkConfig = false
+
+    func validate() throws {
+        if let logLevel, !DaemonConfig.validLogLevels.contains(logLevel) {
+            throw ValidationError("--log-level must be one of \(DaemonConfig.validLogLevels.joined(separator: ", ")), not \(logLevel)")
+        }
+    }
+
+    func run() throws {
+        let settings: DaemonConfig
+        do throws(ConfigError) {
+            settings = try config.map { path throws(ConfigError) in try DaemonConfig.load(path: path) } ?? .embeddedDefault()
+        } catch {
+            FileHandle.standardError.write(Data("adorchd: bad config, not starting: \(error)\n".utf8))
+            throw ExitCode(78)  // EX_CONFIG
+        }
+        if checkConfig {
+            print("\(settings.source): valid, \(settings.slots.count) slots, \(settings.plugins.count) plugins")
+            return
+        }
+
+        let level = Logger.Level(rawValue: logLevel ?? settings.logLevel ?? "info") ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "adorchd")
+        let daemon = Daemon(
+            config: settings,
+            options: DaemonOptions(configPath: config, socketPath: socket, stateDir: stateDir, pluginDir: pluginDir),
+            logger: logger
+        )
+        do {
+            try daemon.start()
+        } catch {
+            logger.critical("cannot serve: \(error)")
+            throw ExitCode(1)
+        }
+        print("adorchd: serving on \(daemon.socketPath)")
+        fflush(nil)
+
+        let signals = [SIGTERM, SIGINT, SIGHUP].map { number in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
+            source.setEventHandler {
+                if number == SIGHUP {
+                    logger.notice("SIGHUP: reloading \(config ?? "the embedded default config")")
+                    daemon.reload()
+                } else {
+                    logger.notice("\(number == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
+                    daemon.stop()
+                    Foundation.exit(0)
+                }
+            }
+            source.resume()
+            return source
+        }
+        withExtendedLifetime(signals) { dispatchMain() }
+    }
+}
