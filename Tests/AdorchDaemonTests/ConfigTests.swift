@@ -1,0 +1,84 @@
+import AdorchEngine
+import Foundation
+import XCTest
+
+@testable import AdorchDaemon
+
+final class ConfigTests: XCTestCase {
+    private let minimal = """
+    [[slots]]
+    id = "s"
+    format = "interstitial"
+      [[slots.waterfall]]
+      plugin = "sim"
+    """
+
+    private func refusal(_ toml: String) -> ConfigError? {
+        do {
+            _ = try DaemonConfig.parse(toml: toml, source: "test.toml")
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    func testTheEmbeddedDefaultHasTheDemoSlots() {
+        let config = DaemonConfig.embeddedDefault()
+        XCTAssertEqual(config.slots.map(\.id), ["rewarded_main", "fullscreen_main", "interstitial_main"])
+        XCTAssertEqual(config.slots.map(\.format), [.rewarded, .fullscreen, .interstitial])
+        XCTAssertEqual(config.plugins.map(\.name), ["sim"])
+        XCTAssertTrue(config.slots.allSatisfy { $0.buffer >= 1 && !$0.waterfall.isEmpty })
+    }
+
+    func testTheShippedFileIsTheEmbeddedDefault() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../etc/adorch/adorchd.toml").path
+        var shipped = try DaemonConfig.load(path: path)
+        shipped.source = DaemonConfig.embeddedDefaultSource
+        XCTAssertEqual(shipped, DaemonConfig.embeddedDefault())
+    }
+
+    func testAMinimalConfigGetsDefaults() throws {
+        let config = try DaemonConfig.parse(toml: minimal, source: "test.toml")
+        XCTAssertEqual(config.slots[0].buffer, 1)
+        XCTAssertEqual(config.slots[0].ttl, .seconds(3600))
+        XCTAssertEqual(config.slots[0].waterfall[0].timeout, .seconds(5))
+        XCTAssertEqual(config.maxMessageBytes, 1 << 20)
+        XCTAssertEqual(config.plugins, [], "no [plugins]: discover them")
+    }
+
+    func testSyntaxErrorsNameTheLine() {
+        let error = refusal("[daemon]\nsocket = \"/x\"\nbroken = = 3\n")
+        XCTAssertEqual(error?.file, "test.toml")
+        XCTAssertEqual(error?.location.hasPrefix("line 3,"), true, error?.description ?? "")
+    }
+
+    func testSemanticErrorsNameTheKeyAndWhatWasExpected() {
+        XCTAssertEqual(refusal(minimal + "\n  bufer = 2").map(\.location), "key slots[0].waterfall[0].bufer")
+        XCTAssertEqual(refusal(minimal.replacingOccurrences(of: "interstitial", with: "popup"))?.description,
+                       "test.toml: key slots[0].format: expected one of rewarded, fullscreen, interstitial, got \"popup\"")
+        XCTAssertEqual(refusal("[daemon]\nmax_message_bytes = \"big\"\n" + minimal)?.description,
+                       "test.toml: key daemon.max_message_bytes: expected an integer, got string")
+        XCTAssertEqual(refusal("[daemon]\nlog_level = \"loud\"\n" + minimal)?.location, "key daemon.log_level")
+        XCTAssertEqual(refusal(minimal + "\n" + minimal)?.description, "test.toml: key slots[1].id: slot \"s\" is defined twice")
+        XCTAssertEqual(refusal("[[slots]]\nid = \"s\"\nformat = \"rewarded\"\n")?.location, "key slots[0].waterfall")
+        XCTAssertEqual(refusal("[plugins.other]\n" + minimal)?.description,
+                       "test.toml: key slots[0].waterfall[0].plugin: no plugin \"sim\" is configured (add a [plugins.sim] section)")
+        XCTAssertEqual(refusal(minimal.replacingOccurrences(of: "id = \"s\"", with: "id = \"Bad Slot\""))?.location, "key slots[0].id")
+        XCTAssertEqual(refusal("[scheduler]\nbackoff_jitter = 2.0\n" + minimal)?.location, "key scheduler.backoff_jitter")
+    }
+
+    func testDropInsOverrideKeysAndSlotsByID() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-config-\(UUID())")
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("main.toml.d"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try minimal.replacingOccurrences(of: "format = \"interstitial\"", with: "format = \"interstitial\"\nbuffer = 1").write(to: dir.appendingPathComponent("main.toml"), atomically: true, encoding: .utf8)
+        try "[[slots]]\nid = \"s\"\nbuffer = 4\n".write(to: dir.appendingPathComponent("main.toml.d/10-buffer.toml"), atomically: true, encoding: .utf8)
+        try "[[slots]]\nid = \"t\"\nformat = \"rewarded\"\n  [[slots.waterfall]]\n  plugin = \"sim\"\n"
+            .write(to: dir.appendingPathComponent("main.toml.d/20-more.toml"), atomically: true, encoding: .utf8)
+        try "ignored = true".write(to: dir.appendingPathComponent("main.toml.d/README"), atomically: true, encoding: .utf8)
+        let config = try DaemonConfig.load(path: dir.appendingPathComponent("main.toml").path)
+        XCTAssertEqual(config.slots.map(\.id), ["s", "t"])
+        XCTAssertEqual(config.slots[0].buffer, 4)
+        XCTAssertEqual(config.slots[0].format, .interstitial, "keys the drop-in does not name stay")
+    }
+}

@@ -1,0 +1,384 @@
+import XCTest
+
+@testable import AdorchEngine
+
+/// Drives an engine with a manual clock and records what it asks the shell to do.
+private struct Harness {
+    var engine: Engine
+    var now = Moment(nanoseconds: 1_000_000_000)
+    var effects: [Effect] = []
+
+    init(slots: [SlotConfig], plugins: Set<String> = ["a", "b"], settings: SchedulerSettings = .init(backoffJitter: 0)) {
+        engine = Engine(slots: slots, plugins: plugins, settings: settings, seed: 7)
+        effects = engine.advance(to: now)
+    }
+
+    mutating func advance(_ d: Duration) {
+        now = now + d
+        effects += engine.advance(to: now)
+    }
+
+    /// Load orders not yet answered, in order.
+    var loads: [LoadOrder] {
+        effects.compactMap { if case .load(let o) = $0 { o } else { nil } }
+    }
+
+    var destroyed: [AdID] {
+        effects.compactMap { if case .destroy(let id, _) = $0 { id } else { nil } }
+    }
+
+    var events: [EngineEvent] {
+        effects.compactMap { if case .emit(let e) = $0 { e } else { nil } }
+    }
+
+    mutating func report(_ r: PluginReport, _ id: AdID, from plugin: String? = nil) {
+        let owner = plugin ?? loads.first { $0.adID == id }?.plugin ?? "a"
+        effects += engine.pluginReported(r, for: id, from: owner, now: now)
+    }
+
+    mutating func fill(_ id: AdID, expiresIn: Duration? = nil, price: Double? = nil) {
+        report(.loaded(payloadJSON: #"{"n":\#(id)}"#, expiresIn: expiresIn, price: price), id)
+    }
+
+    mutating func show(_ slot: String, user: String? = "u1") -> Result<ShownAd, ShowError> {
+        let (result, out) = engine.show(slot: slot, userID: user, now: now)
+        effects += out
+        return result
+    }
+
+    mutating func reportViewer(_ event: ViewerEvent, _ id: AdID) -> Result<Void, ReportError> {
+        let (result, out) = engine.report(event, for: id, now: now)
+        effects += out
+        return result
+    }
+
+    func status(_ slot: String) -> SlotStatus { engine.slotStatuses(at: now).first { $0.config.id == slot }! }
+}
+
+/// The reason a report was refused, nil if it was accepted.
+private func refusal(_ result: Result<Void, ReportError>) -> String? {
+    if case .failure(.adNotValid(let reason)) = result { reason } else { nil }
+}
+
+private func slot(
+    _ id: String = "s", format: AdFormat = .interstitial, buffer: Int = 1, ttl: Duration = .seconds(600),
+    entries: [String] = ["a"], timeout: Duration = .seconds(2)
+) -> SlotConfig {
+    SlotConfig(id: id, format: format, buffer: buffer, ttl: ttl,
+               waterfall: entries.map { WaterfallEntry(plugin: $0, adUnitID: "unit-\($0)", timeout: timeout) })
+}
+
+final class FreshObjectTests: XCTestCase {
+    func testEveryLoadIsANewObjectWithANewID() {
+        var h = Harness(slots: [slot(buffer: 2)])
+        XCTAssertEqual(h.loads.count, 2)
+        for order in h.loads { h.fill(order.adID) }
+        for _ in 0..<5 {
+            guard case .success = h.show("s") else { return XCTFail("no ad") }
+            let order = h.loads.last!
+            h.fill(order.adID)
+        }
+        let ids = h.loads.map(\.adID)
+        XCTAssertEqual(ids.count, 7)
+        XCTAssertEqual(Set(ids).count, ids.count, "an ad id was loaded twice")
+    }
+
+    func testAShownAdIsNeverShownAgainAndItsObjectEndsOnClose() {
+        var h = Harness(slots: [slot()])
+        h.fill(h.loads[0].adID)
+        guard case .success(let ad) = h.show("s") else { return XCTFail("no ad") }
+        XCTAssertTrue(h.effects.contains(.show(ad.id, plugin: "a", userID: "u1")))
+        XCTAssertEqual(h.show("s"), .failure(.noAdReady(slot: "s")), "the only ad was already shown")
+        XCTAssertNil(refusal(h.reportViewer(.close, ad.id)))
+        XCTAssertTrue(h.destroyed.contains(ad.id))
+    }
+}
+
+final class AdValidTests: XCTestCase {
+    func testALoadingAdIsNotValid() {
+        var h = Harness(slots: [slot()])
+        XCTAssertEqual(h.status("s").loading, 1)
+        XCTAssertEqual(h.show("s"), .failure(.noAdReady(slot: "s")))
+        XCTAssertTrue(h.events.contains { $0.kind == .slotEmpty })
+    }
+
+    func testShowTakesTheAdOutOfValidityAtOnce() {
+        var h = Harness(slots: [slot()])
+        h.fill(h.loads[0].adID)
+        XCTAssertEqual(h.status("s").ready, 1)
+        guard case .success = h.show("s") else { return XCTFail("no ad") }
+        XCTAssertEqual(h.status("s").ready, 0)
+        XCTAssertEqual(h.status("s").counters.shows, 1)
+    }
+
+    func testAnExpiredAdIsNeverShown() {
+        // The replacement's network is down, so the old ad reaches its expiry unreplaced.
+        var h = Harness(slots: [slot(ttl: .seconds(10))])
+        let first = h.loads[0].adID
+        h.fill(first)
+        h.advance(.seconds(8))  // inside the refresh margin: a replacement load starts
+        let replacement = h.loads.last!.adID
+        XCTAssertNotEqual(replacement, first)
+        XCTAssertEqual(h.status("s").ready, 1, "still valid inside the margin")
+        h.report(.failed(.network, networkCode: -2, message: "down"), replacement)
+        h.advance(.seconds(2))  // exactly at expiry
+        XCTAssertEqual(h.status("s").ready, 0)
+        XCTAssertEqual(h.show("s"), .failure(.noAdReady(slot: "s")))
+        XCTAssertTrue(h.destroyed.contains(first))
+        XCTAssertEqual(h.status("s").counters.expired, 1)
+        XCTAssertTrue(h.events.contains { $0.kind == .adExpired && $0.adID == first })
+    }
+
+    func testShowChecksExpiryEvenIfNoTimerFiredYet() {
+        var h = Harness(slots: [slot(ttl: .seconds(10))])
+        h.fill(h.loads[0].adID)
+        h.now = h.now + .seconds(11)  // time passes with no advance: the timer is late
+        XCTAssertEqual(h.show("s"), .failure(.noAdReady(slot: "s")))
+    }
+
+    func testTheNetworksShorterExpiryWinsOverTheSlotTTL() {
+        var h = Harness(slots: [slot(ttl: .seconds(600))])
+        h.fill(h.loads[0].adID, expiresIn: .seconds(30))
+        h.now = h.now + .seconds(31)
+        XCTAssertEqual(h.show("s"), .failure(.noAdReady(slot: "s")))
+    }
+
+    func testShowPicksTheEarliestExpiryFirst() {
+        var h = Harness(slots: [slot(buffer: 2)])
+        let (x, y) = (h.loads[0].adID, h.loads[1].adID)
+        h.fill(x, expiresIn: .seconds(500))
+        h.fill(y, expiresIn: .seconds(100))
+        guard case .success(let ad) = h.show("s") else { return XCTFail("no ad") }
+        XCTAssertEqual(ad.id, y)
+    }
+
+    func testARewardedShowNeedsAUserID() {
+        var h = Harness(slots: [slot("r", format: .rewarded)])
+        h.fill(h.loads[0].adID)
+        XCTAssertEqual(h.show("r", user: nil), .failure(.invalidParameter(name: "user_id", reason: "a rewarded slot needs a non-empty user_id")))
+        XCTAssertEqual(h.show("r", user: ""), .failure(.invalidParameter(name: "user_id", reason: "a rewarded slot needs a non-empty user_id")))
+        XCTAssertEqual(h.status("r").ready, 1, "a refused show changes nothing")
+        guard case .success = h.show("r", user: "u1") else { return XCTFail("no ad") }
+    }
+
+    func testAnUnknownSlot() {
+        var h = Harness(slots: [slot()])
+        XCTAssertEqual(h.show("nope"), .failure(.slotNotFound("nope")))
+    }
+}
+
+final class CompletionOnceTests: XCTestCase {
+    func testASecondLoadedIsIgnoredAndCounted() {
+        var h = Harness(slots: [slot()])
+        let id = h.loads[0].adID
+        h.fill(id)
+        h.fill(id)
+        XCTAssertEqual(h.status("s").ready, 1, "not counted twice")
+        XCTAssertEqual(h.status("s").counters.fills, 1)
+        XCTAssertEqual(h.status("s").counters.ignoredCallbacks, 1)
+        XCTAssertTrue(h.events.contains { $0.kind == .callbackIgnored && $0.adID == id })
+    }
+
+    func testFailedAfterLoadedIsIgnored() {
+        var h = Harness(slots: [slot()])
+        let id = h.loads[0].adID
+        h.fill(id)
+        h.report(.failed(.internal, networkCode: 0, message: "late"), id)
+        XCTAssertEqual(h.status("s").ready, 1)
+        XCTAssertEqual(h.status("s").counters.errors, 0)
+        XCTAssertEqual(h.status("s").counters.ignoredCallbacks, 1)
+    }
+
+    func testAReportAfterTheDeadlineIsIgnored() {
+        var h = Harness(slots: [slot(timeout: .seconds(2))])
+        let id = h.loads[0].adID
+        h.advance(.seconds(2))
+        XCTAssertTrue(h.destroyed.contains(id))
+        h.fill(id)
+        XCTAssertEqual(h.status("s").ready, 0)
+        XCTAssertEqual(h.status("s").counters.ignoredCallbacks, 1)
+        XCTAssertEqual(h.status("s").counters.timeouts, 1)
+    }
+
+    func testAReportForAnotherPluginsAdIsIgnored() {
+        var h = Harness(slots: [slot()])
+        let id = h.loads[0].adID
+        h.report(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil), id, from: "b")
+        XCTAssertEqual(h.status("s").ready, 0)
+        XCTAssertEqual(h.engine.unattributedCallbacks, 1)
+        h.report(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil), 999_999, from: "a")
+        XCTAssertEqual(h.engine.unattributedCallbacks, 2)
+    }
+
+    func testAnInvalidPayloadIsAContractViolationAndAFailure() {
+        var h = Harness(slots: [slot()])
+        let id = h.loads[0].adID
+        h.report(.loadedInvalid(reason: "loaded with an empty payload"), id)
+        XCTAssertEqual(h.status("s").ready, 0)
+        XCTAssertEqual(h.status("s").counters.contractViolations, 1)
+        XCTAssertTrue(h.destroyed.contains(id))
+        XCTAssertTrue(h.events.contains { $0.kind == .contractViolation && $0.errorCode == .pluginFault })
+    }
+}
+
+final class DeadlineTests: XCTestCase {
+    func testEveryLoadCarriesADeadlineAndTimesOutThere() {
+        var h = Harness(slots: [slot(timeout: .milliseconds(1500))])
+        let order = h.loads[0]
+        XCTAssertEqual(order.deadline, h.now + .milliseconds(1500))
+        h.advance(.milliseconds(1499))
+        XCTAssertFalse(h.destroyed.contains(order.adID))
+        h.advance(.milliseconds(1))
+        XCTAssertTrue(h.destroyed.contains(order.adID))
+        XCTAssertTrue(h.events.contains { $0.kind == .adTimedOut && $0.errorCode == .timeout })
+    }
+
+    func testASilentEntryCostsTimeoutsWhileTheNextEntryServes() {
+        var h = Harness(slots: [slot(entries: ["a", "b"], timeout: .seconds(1))])
+        XCTAssertEqual(h.loads[0].plugin, "a")
+        h.advance(.seconds(1))  // a never answers
+        let next = h.loads.last!
+        XCTAssertEqual(next.plugin, "b", "the waterfall moves on while a backs off")
+        h.fill(next.adID)
+        XCTAssertEqual(h.status("s").ready, 1)
+        XCTAssertEqual(h.status("s").counters.timeouts, 1)
+    }
+}
+
+final class PreloadTests: XCTestCase {
+    func testBuffersFillAndRefillAfterAShow() {
+        var h = Harness(slots: [slot(buffer: 3)])
+        XCTAssertEqual(h.loads.count, 3)
+        for order in h.loads { h.fill(order.adID) }
+        XCTAssertEqual(h.status("s").ready, 3)
+        _ = h.show("s")
+        XCTAssertEqual(h.loads.count, 4, "one refill load right after the show")
+        h.fill(h.loads[3].adID)
+        XCTAssertEqual(h.status("s").ready, 3)
+    }
+
+    func testAReplacementLoadsBeforeExpiryAndTheOldAdGoes() {
+        let settings = SchedulerSettings(refreshAhead: .seconds(60), backoffJitter: 0)
+        var h = Harness(slots: [slot(ttl: .seconds(1000))], settings: settings)
+        let first = h.loads[0].adID
+        h.fill(first)
+        h.advance(.seconds(939))
+        XCTAssertEqual(h.loads.count, 1)
+        h.advance(.seconds(1))  // 60 s before expiry
+        XCTAssertEqual(h.loads.count, 2)
+        h.fill(h.loads[1].adID)
+        XCTAssertEqual(h.status("s").ready, 1, "back to the buffer, not above it")
+        XCTAssertTrue(h.destroyed.contains(first))
+        XCTAssertEqual(h.status("s").counters.replaced, 1)
+        XCTAssertEqual(h.status("s").counters.expired, 0)
+    }
+
+    func testTheRefreshMarginIsAtMostAFifthOfTheAdsLife() {
+        var h = Harness(slots: [slot(ttl: .seconds(10))])
+        h.fill(h.loads[0].adID)
+        h.advance(.milliseconds(7999))
+        XCTAssertEqual(h.loads.count, 1)
+        h.advance(.milliseconds(1))
+        XCTAssertEqual(h.loads.count, 2)
+    }
+
+    func testBackoffDoublesPerFailureAndResetsOnSuccess() {
+        let settings = SchedulerSettings(backoffBase: .seconds(1), backoffMax: .seconds(8), backoffJitter: 0)
+        var h = Harness(slots: [slot()], settings: settings)
+        var gaps: [Duration] = []
+        for _ in 0..<5 {
+            let order = h.loads.last!
+            let failedAt = h.now
+            h.report(.failed(.noFill, networkCode: 20001, message: "no ads"), order.adID)
+            while h.loads.last!.adID == order.adID { h.advance(.milliseconds(100)) }
+            gaps.append(h.now - failedAt)
+        }
+        XCTAssertEqual(gaps, [.seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(8)])
+        XCTAssertEqual(h.status("s").counters.noFills, 5)
+        h.fill(h.loads.last!.adID)
+        _ = h.show("s")
+        XCTAssertEqual(h.loads.count, 7, "after a success the entry is tried again at once")
+    }
+
+    func testJitterSpreadsBackoffsWithinItsShare() {
+        let settings = SchedulerSettings(backoffBase: .seconds(10), backoffJitter: 0.2)
+        var h = Harness(slots: (0..<20).map { slot("s\($0)") }, settings: settings)
+        for order in h.loads { h.report(.failed(.network, networkCode: -2, message: ""), order.adID) }
+        let backoffs = h.engine.slotStatuses(at: h.now).map { $0.backoffs[0].seconds }
+        XCTAssertTrue(backoffs.allSatisfy { (8.0...12.0).contains($0) }, "\(backoffs)")
+        XCTAssertGreaterThan(Set(backoffs).count, 10, "jitter spreads them")
+    }
+
+    func testAllEntriesBackingOffWakesAtTheEarliestEnd() {
+        let settings = SchedulerSettings(backoffBase: .seconds(5), backoffJitter: 0)
+        var h = Harness(slots: [slot(entries: ["a", "b"])], settings: settings)
+        h.report(.failed(.noFill, networkCode: 0, message: ""), h.loads[0].adID)
+        h.report(.failed(.noFill, networkCode: 0, message: ""), h.loads[1].adID)
+        XCTAssertEqual(h.loads.count, 2)
+        XCTAssertEqual(h.engine.nextWakeup(after: h.now), h.now + .seconds(5))
+        h.advance(.seconds(5))
+        XCTAssertEqual(h.loads.count, 3)
+    }
+
+    func testAMissingPluginsEntriesAreSkipped() {
+        var h = Harness(slots: [slot(entries: ["gone", "a"])], plugins: ["a"])
+        XCTAssertEqual(h.loads.map(\.plugin), ["a"])
+    }
+
+    func testNextWakeupIsNeverInThePast() {
+        var h = Harness(slots: [slot(buffer: 2, ttl: .seconds(10), entries: ["a", "b"])])
+        for _ in 0..<200 {
+            if let order = h.loads.last, h.engine.isShown(order.adID) == false {
+                h.fill(order.adID)
+            }
+            _ = h.show("s")
+            let wake = h.engine.nextWakeup(after: h.now)
+            XCTAssertTrue(wake.map { $0 > h.now } ?? true)
+            h.advance(.milliseconds(700))
+        }
+    }
+}
+
+final class ViewerReportTests: XCTestCase {
+    func testOnceEventsAreAcceptedOnceAndClicksAlways() {
+        var h = Harness(slots: [slot()])
+        h.fill(h.loads[0].adID)
+        guard case .success(let ad) = h.show("s") else { return XCTFail("no ad") }
+        XCTAssertNil(refusal(h.reportViewer(.impression, ad.id)))
+        XCTAssertEqual(refusal(h.reportViewer(.impression, ad.id)), "ad \(ad.id) already reported impression")
+        XCTAssertNil(refusal(h.reportViewer(.click, ad.id)))
+        XCTAssertNil(refusal(h.reportViewer(.click, ad.id)))
+        XCTAssertEqual(h.effects.filter { if case .notify(ad.id, _, .click) = $0 { true } else { false } }.count, 2)
+        XCTAssertNil(refusal(h.reportViewer(.close, ad.id)))
+        XCTAssertEqual(refusal(h.reportViewer(.click, ad.id)), "ad \(ad.id) has ended (closed)")
+    }
+
+    func testReportsForAdsNotShownAreRefused() {
+        var h = Harness(slots: [slot()])
+        let id = h.loads[0].adID
+        XCTAssertEqual(refusal(h.reportViewer(.impression, id)), "ad \(id) has not been shown")
+        XCTAssertEqual(refusal(h.reportViewer(.impression, 4242)), "no ad 4242 is known")
+    }
+}
+
+final class ReconfigureTests: XCTestCase {
+    func testRemovedSlotsEndTheirAdsAndKeptSlotsKeepThem() {
+        var h = Harness(slots: [slot("keep"), slot("drop")])
+        for order in h.loads { h.fill(order.adID) }
+        let dropAd = h.loads.first { $0.slotID == "drop" }!.adID
+        let keepAd = h.loads.first { $0.slotID == "keep" }!.adID
+        h.effects += h.engine.reconfigure(slots: [slot("keep"), slot("new")], settings: .init(), now: h.now)
+        XCTAssertTrue(h.destroyed.contains(dropAd))
+        XCTAssertFalse(h.destroyed.contains(keepAd))
+        XCTAssertEqual(h.engine.slotStatuses(at: h.now).map(\.config.id), ["keep", "new"])
+        XCTAssertEqual(h.loads.last!.slotID, "new")
+    }
+
+    func testShutdownDestroysEveryLiveObject() {
+        var h = Harness(slots: [slot(buffer: 2)])
+        h.fill(h.loads[0].adID)
+        let live = Set(h.loads.map(\.adID))
+        h.effects += h.engine.shutdown(now: h.now)
+        XCTAssertEqual(Set(h.destroyed), live)
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+import XCTest
+
+@testable import AdorchVarlink
+
+final class FramerTests: XCTestCase {
+    func testSplitsOnNulAndKeepsTheRest() throws {
+        var framer = VarlinkFramer(maxMessageSize: 100)
+        XCTAssertEqual(try framer.append(Data("{\"a\":1}\0{\"b\"".utf8)), [Data("{\"a\":1}".utf8)])
+        XCTAssertEqual(framer.pendingBytes, 4)
+        XCTAssertEqual(try framer.append(Data(":2}\0\0".utf8)), [Data("{\"b\":2}".utf8), Data()])
+        XCTAssertEqual(framer.pendingBytes, 0)
+    }
+
+    func testRefusesAMessageLargerThanTheLimitEvenBeforeItsNul() {
+        var framer = VarlinkFramer(maxMessageSize: 8)
+        XCTAssertThrowsError(try framer.append(Data(repeating: 0x41, count: 9))) {
+            XCTAssertEqual($0 as? VarlinkFramer.Failure, .messageTooLarge(limit: 8))
+        }
+        var whole = VarlinkFramer(maxMessageSize: 8)
+        XCTAssertThrowsError(try whole.append(Data(repeating: 0x41, count: 9) + Data([0])))
+        var exact = VarlinkFramer(maxMessageSize: 8)
+        XCTAssertEqual(try exact.append(Data(repeating: 0x41, count: 8) + Data([0])).count, 1)
+    }
+}
+
+final class CallDecodingTests: XCTestCase {
+    private func decode(_ text: String) -> Result<VarlinkCall, VarlinkError> { VarlinkCall.decode(Data(text.utf8)) }
+
+    private func error(_ text: String) -> VarlinkError? {
+        if case .failure(let e) = decode(text) { e } else { nil }
+    }
+
+    func testAWellFormedCall() throws {
+        let call = try decode(#"{"method":"io.adorch.Ads.Show","parameters":{"slot":"x"},"more":true}"#).get()
+        XCTAssertEqual(call.interface, "io.adorch.Ads")
+        XCTAssertEqual(call.member, "Show")
+        XCTAssertEqual(try call.string("slot"), "x")
+        XCTAssertTrue(call.more)
+        XCTAssertFalse(call.oneway)
+    }
+
+    func testMalformedMessagesAreNamed() {
+        XCTAssertEqual(error("not json")?.parameters["parameter"], "message: not JSON")
+        XCTAssertEqual(error("[1,2]")?.parameters["parameter"], "message: not a JSON object")
+        XCTAssertEqual(error(#"{"parameters":{}}"#)?.parameters["parameter"], "method: missing")
+        XCTAssertEqual(error(#"{"method":42}"#)?.parameters["parameter"], "method: not an interface-qualified method name")
+        XCTAssertEqual(error(#"{"method":"NoDots"}"#)?.parameters["parameter"], "method: not an interface-qualified method name")
+        XCTAssertEqual(error(#"{"method":"a.B","parameters":[]}"#)?.parameters["parameter"], "parameters: not an object")
+        XCTAssertEqual(error(#"{"method":"a.B","more":"yes"}"#)?.parameters["parameter"], "more: not a boolean")
+        XCTAssertTrue(error(#"{"method":"a.B"}"#) == nil)
+        XCTAssertEqual(error("not json")?.name, "org.varlink.service.InvalidParameter")
+    }
+
+    func testTypedParametersNameTheOffendingField() throws {
+        let call = try decode(#"{"method":"a.B","parameters":{"slot":5,"ids":["x",3],"n":1.5,"ok":"s"}}"#).get()
+        XCTAssertThrowsError(try call.string("slot")) { XCTAssertEqual($0 as? VarlinkError, .invalidParameter("slot")) }
+        XCTAssertThrowsError(try call.string("missing")) { XCTAssertEqual($0 as? VarlinkError, .invalidParameter("missing")) }
+        XCTAssertThrowsError(try call.optionalStringArray("ids")) { XCTAssertEqual($0 as? VarlinkError, .invalidParameter("ids")) }
+        XCTAssertThrowsError(try call.optionalInt("n")) { XCTAssertEqual($0 as? VarlinkError, .invalidParameter("n")) }
+        XCTAssertEqual(try call.optionalString("ok"), "s")
+        XCTAssertNil(try call.optionalString("absent"))
+        XCTAssertThrowsError(try call.onlyParameters(["slot", "ids", "n"])) { XCTAssertEqual($0 as? VarlinkError, .invalidParameter("ok")) }
+    }
+}
+
+final class InterfaceTests: XCTestCase {
+    func testMethodsAreReadFromTheIDL() {
+        let interface = VarlinkInterface(description: """
+        # comment
+        interface com.example.Test
+
+        type T (a: int)
+
+        method One() -> ()
+        method Two(x: string) -> (y: T)
+        error Bad ()
+        """)
+        XCTAssertEqual(interface.name, "com.example.Test")
+        XCTAssertEqual(interface.methods, ["One", "Two"])
+    }
+}
