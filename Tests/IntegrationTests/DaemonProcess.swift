@@ -1,0 +1,173 @@
+import AdorchVarlink
+import Foundation
+import XCTest
+
+/// The folder with the built products: adorchd, adorchctl and the plugin .so files.
+let productsDirectory: URL = {
+    // On Linux the test bundle is an executable in the products folder.
+    Bundle.main.bundleURL
+}()
+
+/// The package's root, for fixtures and the plugin header.
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// A real adorchd process on its own socket and state dir, stopped by PID when done.
+final class DaemonProcess {
+    let dir: URL
+    let socket: String
+    let logFile: URL
+    let process = Process()
+    private(set) var exitStatus: Int32?
+
+    /// Starts adorchd (with `config` as its config file, or on the embedded default) and
+    /// returns once it printed that it is serving.
+    init(config: String? = nil, pluginDir: String? = productsDirectory.path, extraArguments: [String] = [],
+         file: StaticString = #filePath, line: UInt = #line) throws {
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-it-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        socket = dir.appendingPathComponent("adorchd.sock").path
+        logFile = dir.appendingPathComponent("adorchd.log")
+        FileManager.default.createFile(atPath: logFile.path, contents: nil)
+
+        var arguments = ["--socket", socket, "--state-dir", dir.appendingPathComponent("state").path, "--log-level", "debug"]
+        if let config {
+            let path = dir.appendingPathComponent("adorchd.toml")
+            try config.write(to: path, atomically: true, encoding: .utf8)
+            arguments += ["--config", path.path]
+        }
+        if let pluginDir { arguments += ["--plugin-dir", pluginDir] }
+        process.executableURL = productsDirectory.appendingPathComponent("adorchd")
+        process.arguments = arguments + extraArguments
+        let stdout = Pipe()
+        process.standardOutput = stdout
+        process.standardError = try FileHandle(forWritingTo: logFile)
+        try process.run()
+
+        // Wait for the line adorchd prints once the socket is bound: an event, not a sleep.
+        var seen = Data()
+        while !String(decoding: seen, as: UTF8.self).contains("serving on") {
+            let chunk = stdout.fileHandleForReading.availableData
+            if chunk.isEmpty {
+                process.waitUntilExit()
+                exitStatus = process.terminationStatus
+                throw TestFailure("adorchd exited (\(process.terminationStatus)) before serving:\n\(log)")
+            }
+            seen.append(chunk)
+        }
+    }
+
+    deinit { stop() }
+
+    /// SIGTERM, then wait for the exit; returns the exit status.
+    @discardableResult
+    func stop() -> Int32 {
+        if let exitStatus { return exitStatus }
+        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        process.waitUntilExit()
+        exitStatus = process.terminationStatus
+        try? FileManager.default.removeItem(at: dir)
+        return process.terminationStatus
+    }
+
+    var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
+
+    func client(timeout: Duration = .seconds(10)) throws -> VarlinkClient { try VarlinkClient(path: socket, timeout: timeout) }
+
+    /// One call on a fresh connection; fails the test on an error reply.
+    func call(_ method: String, _ parameters: [String: JSONValue] = [:], file: StaticString = #filePath, line: UInt = #line) throws -> [String: JSONValue] {
+        let reply = try client().call(method, parameters)
+        if let error = reply.error { throw TestFailure("\(method) failed: \(error) \(reply.parameters)") }
+        return reply.parameters
+    }
+
+    /// One call on a fresh connection, expecting an error; returns its name and parameters.
+    func callExpectingError(_ method: String, _ parameters: [String: JSONValue] = [:]) throws -> (String, [String: JSONValue]) {
+        let reply = try client().call(method, parameters)
+        guard let error = reply.error else { throw TestFailure("\(method) succeeded: \(reply.parameters)") }
+        return (error, reply.parameters)
+    }
+
+    func status() throws -> JSONValue { .object(try call("io.adorch.Manager.GetStatus")) }
+
+    func slots() throws -> [JSONValue] { try call("io.adorch.Ads.ListSlots")["slots"]?.arrayValue ?? [] }
+
+    func allSlotsFull() throws -> Bool {
+        try slots().allSatisfy { $0["ready"]?.intValue == $0["buffer"]?.intValue }
+    }
+
+    /// Waits until `condition` holds, checking it again after every daemon event: the state
+    /// it looks at changes only when something happens. Fails after `timeout`.
+    func waitFor(_ what: String, timeout: Duration = .seconds(10), _ condition: () throws -> Bool) throws {
+        let deadline = ContinuousClock.now + timeout
+        let events = try client(timeout: .milliseconds(250))
+        let first = try events.call("io.adorch.Ads.Subscribe", [:], more: true)
+        guard first.error == nil else { throw TestFailure("Subscribe failed: \(first)") }
+        while true {
+            if try condition() { return }
+            if ContinuousClock.now >= deadline { throw TestFailure("timed out after \(timeout) waiting for \(what)") }
+            // A read timeout only means no event came in that quarter second: check again.
+            _ = try? events.nextReply()
+        }
+    }
+
+    /// The sim plugin's own counters from status.
+    func simStats() throws -> JSONValue {
+        let plugins = try status()["plugins"]?.arrayValue ?? []
+        guard let stats = plugins.first(where: { $0["name"]?.stringValue == "sim" })?["stats"] else {
+            throw TestFailure("no sim stats in status")
+        }
+        return stats
+    }
+
+    func slotStatus(_ id: String) throws -> JSONValue {
+        guard let slot = try status()["slots"]?.arrayValue?.first(where: { $0["id"]?.stringValue == id }) else {
+            throw TestFailure("no slot \(id) in status")
+        }
+        return slot
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Runs a command to completion and returns its exit status and output.
+@discardableResult
+func runCommand(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    // Read both pipes to the end before waiting, so a chatty child cannot block on a full pipe.
+    let group = DispatchGroup()
+    nonisolated(unsafe) var errData = Data()
+    group.enter()
+    DispatchQueue.global().async {
+        errData = err.fileHandleForReading.readDataToEndOfFile()
+        group.leave()
+    }
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    group.wait()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+}
+
+/// A config of the test's own: the sim plugin from the build and the given slots.
+func simConfig(slots: String, scheduler: String = "", daemon: String = "") -> String {
+    """
+    [daemon]
+    \(daemon)
+
+    [scheduler]
+    \(scheduler)
+
+    [plugins.sim]
+
+    \(slots)
+    """
+}
