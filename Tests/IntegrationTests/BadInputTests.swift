@@ -1,0 +1,170 @@
+import AdorchVarlink
+import Foundation
+import XCTest
+
+/// Acceptance 6: every kind of bad input gets its named error or a clean close, while a
+/// well-behaved client on another connection sees no error at all.
+final class BadInputTests: XCTestCase {
+    private var daemon: DaemonProcess!
+    private var polite: PoliteClient!
+
+    override func setUpWithError() throws {
+        daemon = try DaemonProcess()
+        try daemon.waitFor("demo slots full") { try daemon.allSlotsFull() }
+        polite = PoliteClient(socket: daemon.socket)
+        polite.start()
+    }
+
+    override func tearDownWithError() throws {
+        let (calls, errors) = polite.stop()
+        XCTAssertGreaterThan(calls, 0, "the polite client made calls meanwhile")
+        XCTAssertEqual(errors, [], "the polite client saw errors")
+        // Every bad connection is gone: only the one asking remains.
+        try eventually("connections back to zero") { try daemon.status()["connections"]?["open"]?.intValue == 1 }
+        XCTAssertEqual(daemon.stop(), 0)
+    }
+
+    /// Sends raw bytes and returns the error reply, then checks the daemon closed the connection.
+    private func refusal(_ raw: Data, closes: Bool = true) throws -> (String?, [String: JSONValue]) {
+        let client = try daemon.client(timeout: .seconds(5))
+        try client.sendRaw(raw)
+        let reply = try client.nextReply()
+        if closes {
+            XCTAssertThrowsError(try client.nextReply(), "the connection is closed after a broken message")
+        }
+        return (reply.error, reply.parameters)
+    }
+
+    private func frame(_ text: String) -> Data { Data(text.utf8) + Data([0]) }
+
+    func testBrokenMessagesGetInvalidParameterAndAClose() throws {
+        let cases: [(String, String)] = [
+            ("this is not json", "message: not JSON"),
+            ("[1,2,3]", "message: not a JSON object"),
+            (#""just a string""#, "message: not a JSON object"),
+            (#"{"parameters":{}}"#, "method: missing"),
+            (#"{"method":7}"#, "method: not an interface-qualified method name"),
+            (#"{"method":"io.adorch.Ads.Show","parameters":"slot"}"#, "parameters: not an object"),
+        ]
+        for (text, parameter) in cases {
+            let (error, parameters) = try refusal(frame(text))
+            XCTAssertEqual(error, "org.varlink.service.InvalidParameter", text)
+            XCTAssertEqual(parameters["parameter"]?.stringValue, parameter, text)
+        }
+    }
+
+    func testWrongCallsGetTheirNamedErrorsAndTheConnectionStaysUsable() throws {
+        let client = try daemon.client()
+        func expect(_ method: String, _ parameters: [String: JSONValue], _ error: String, _ field: String? = nil, more: Bool = false) throws {
+            let reply = try client.call(method, parameters, more: more)
+            XCTAssertEqual(reply.error, error, "\(method) \(parameters)")
+            if let field { XCTAssertNotNil(reply.parameters[field], "\(error) names its \(field)") }
+        }
+        try expect("com.example.Nope.Call", [:], "org.varlink.service.InterfaceNotFound", "interface")
+        try expect("io.adorch.Ads.Nope", [:], "org.varlink.service.MethodNotFound", "method")
+        try expect("io.adorch.Ads.Show", ["slot": 5], "org.varlink.service.InvalidParameter", "parameter")
+        try expect("io.adorch.Ads.Show", [:], "org.varlink.service.InvalidParameter", "parameter")
+        try expect("io.adorch.Ads.Show", ["slot": "fullscreen_main", "colour": "red"], "org.varlink.service.InvalidParameter", "parameter")
+        try expect("io.adorch.Ads.Show", ["slot": "no_such_slot"], "io.adorch.Ads.SlotNotFound", "message")
+        try expect("io.adorch.Ads.Show", ["slot": "rewarded_main"], "io.adorch.Ads.InvalidParameter", "message")
+        try expect("io.adorch.Ads.Show", ["slot": "rewarded_main", "user_id": ""], "io.adorch.Ads.InvalidParameter", "message")
+        try expect("io.adorch.Ads.Report", ["ad_id": "deadbeef-1", "event": "impression"], "io.adorch.Ads.AdNotValid", "message")
+        try expect("io.adorch.Ads.Report", ["ad_id": "x", "event": "dance"], "io.adorch.Ads.InvalidParameter", "message")
+        try expect("io.adorch.Ads.Subscribe", [:], "org.varlink.service.ExpectedMore")
+        try expect("io.adorch.Ads.ListSlots", ["extra": true], "org.varlink.service.InvalidParameter", "parameter")
+        // After all of that, the same connection still serves.
+        let slots = try client.call("io.adorch.Ads.ListSlots")
+        XCTAssertNil(slots.error)
+        XCTAssertEqual(slots.parameters["slots"]?.arrayValue?.count, 3)
+    }
+
+    func testAMessageOverTheSizeLimitClosesTheConnection() throws {
+        // One byte over the default 1 MiB, never NUL-terminated: the daemon must not wait for more.
+        let huge = Data(#"{"method":"io.adorch.Ads.ListSlots","parameters":{"pad":""#.utf8) + Data(repeating: 0x61, count: 1 << 20)
+        let (error, parameters) = try refusal(huge)
+        XCTAssertEqual(error, "org.varlink.service.InvalidParameter")
+        XCTAssertEqual(parameters["parameter"]?.stringValue, "message: larger than 1048576 bytes")
+    }
+
+    func testHalfMessagesThenHangUpsAndThousandsOfConnections() throws {
+        for i in 0..<3000 {
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(daemon.socket.utf8) + [0]) }
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            XCTAssertEqual(connected, 0, "connect \(i): \(String(cString: strerror(errno)))")
+            if i % 3 == 0 {
+                // Half a message, then gone.
+                let half = Array(#"{"method":"io.adorch.Ads.Sh"#.utf8)
+                _ = half.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            }
+            close(fd)
+        }
+        let status = try daemon.status()
+        XCTAssertGreaterThanOrEqual(status["connections"]?["accepted"]?.intValue ?? 0, 3000)
+    }
+
+    /// Re-checks a condition on each fresh reply until it holds (for state that changes
+    /// without an engine event, such as connections closing).
+    private func eventually(_ what: String, timeout: Duration = .seconds(5), _ condition: () throws -> Bool) throws {
+        let deadline = ContinuousClock.now + timeout
+        while try !condition() {
+            if ContinuousClock.now >= deadline { throw TestFailure("timed out waiting for \(what)") }
+        }
+    }
+}
+
+/// A client that keeps making ordinary calls on its own connection and records any error.
+final class PoliteClient: @unchecked Sendable {  // state guarded by its lock
+    private let socket: String
+    private let lock = NSLock()
+    private var running = true
+    private var calls = 0
+    private var errors: [String] = []
+    private let done = DispatchSemaphore(value: 0)
+
+    init(socket: String) { self.socket = socket }
+
+    func start() {
+        Thread.detachNewThread { [self] in
+            defer { done.signal() }
+            do {
+                let client = try VarlinkClient(path: socket)
+                while isRunning {
+                    for method in ["io.adorch.Ads.ListSlots", "org.varlink.service.GetInfo"] {
+                        let reply = try client.call(method)
+                        record(reply.error.map { "\(method): \($0)" })
+                    }
+                }
+            } catch {
+                record("\(error)")
+            }
+        }
+    }
+
+    private var isRunning: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return running
+    }
+
+    private func record(_ error: String?) {
+        lock.lock()
+        calls += 1
+        if let error { errors.append(error) }
+        lock.unlock()
+    }
+
+    func stop() -> (calls: Int, errors: [String]) {
+        lock.lock()
+        running = false
+        lock.unlock()
+        done.wait()
+        lock.lock()
+        defer { lock.unlock() }
+        return (calls, errors)
+    }
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what building, running and testing adorch need, and nothing that is already
+# there. Safe to run again. Debian packages come from apt, Python ones from PyPI.
+set -euo pipefail
+
+apt_packages=()
+command -v cc >/dev/null 2>&1 || apt_packages+=(gcc)
+command -v python3 >/dev/null 2>&1 || apt_packages+=(python3 python3-pip)
+
+if [ ${#apt_packages[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "install-deps: missing ${apt_packages[*]}; run: sudo apt-get install ${apt_packages[*]}" >&2
+        exit 1
+    fi
+    echo "install-deps: apt-get install ${apt_packages[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+fi
+
+# The Varlink client from PyPI: the tests call the daemon through it, as outside tools do.
+if ! python3 -c 'import varlink' >/dev/null 2>&1; then
+    echo "install-deps: pip install varlink"
+    python3 -m pip install --quiet --disable-pip-version-check varlink 2>/dev/null \
+        || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages varlink
+fi
+
+command -v swift >/dev/null 2>&1 || { echo "install-deps: swift is not on PATH (Swift 6 is needed)" >&2; exit 1; }
