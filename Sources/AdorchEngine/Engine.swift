@@ -130,6 +130,7 @@ public struct Engine: Sendable {
         )
         effects.append(.show(pick.id, plugin: pick.plugin, userID: userID))
         effects.append(.emit(EngineEvent(.adShown, slot: slotID, adID: pick.id, network: pick.plugin)))
+        effects += markDryIfEmpty(slotID, now: now)
         effects += refill(slotID, now: now)
         return (.success(shown), effects)
     }
@@ -318,6 +319,11 @@ public struct Engine: Sendable {
         slots[ad.slot]!.entries[ad.entryIndex].backoffUntil = now + .nanoseconds(Int64(raw * spread * 1e9))
     }
 
+    /// A slot runs dry when its last valid ad goes (shown or expired) or a Show finds none.
+    private mutating func markDryIfEmpty(_ slotID: String, now: Moment) -> [Effect] {
+        ads.values.contains { $0.slot == slotID && $0.isValid(at: now) } ? [] : markDry(slotID)
+    }
+
     private mutating func markDry(_ slotID: String) -> [Effect] {
         guard slots[slotID]?.dry == false else { return [] }
         slots[slotID]!.dry = true
@@ -330,12 +336,7 @@ public struct Engine: Sendable {
         guard let ad = ads.removeValue(forKey: id) else { return [] }
         retired[id] = RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory)
         var effects: [Effect] = [.destroy(id, plugin: ad.plugin)]
-        if let slot = slots[ad.slot], slot.config.buffer > 0,
-           !ads.values.contains(where: { $0.slot == ad.slot && $0.isValid(at: now) }),
-           reason != .closed, reason != .ended
-        {
-            effects += markDry(ad.slot)
-        }
+        if reason == .expired { effects += markDryIfEmpty(ad.slot, now: now) }
         return effects
     }
 

@@ -102,6 +102,21 @@ final class AdValidTests: XCTestCase {
         XCTAssertTrue(h.events.contains { $0.kind == .slotEmpty })
     }
 
+    func testASlotRunsDryOnceWhenItsLastAdGoesAndNotOnShutdown() {
+        var h = Harness(slots: [slot()])
+        h.fill(h.loads[0].adID)
+        _ = h.show("s")
+        XCTAssertEqual(h.events.filter { $0.kind == .slotEmpty }.count, 1)
+        XCTAssertEqual(h.show("s"), .failure(.noAdReady(slot: "s")))
+        XCTAssertEqual(h.events.filter { $0.kind == .slotEmpty }.count, 1, "still the same dry spell")
+        h.fill(h.loads[1].adID)
+        _ = h.show("s")
+        XCTAssertEqual(h.status("s").counters.ranDry, 2)
+        let before = h.events.count
+        h.effects += h.engine.shutdown(now: h.now)
+        XCTAssertFalse(h.events.dropFirst(before).contains { $0.kind == .slotEmpty })
+    }
+
     func testShowTakesTheAdOutOfValidityAtOnce() {
         var h = Harness(slots: [slot()])
         h.fill(h.loads[0].adID)
