@@ -4,6 +4,7 @@ import AdorchVarlink
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 
 /// What the command line says; each field overrides the config's.
 public struct DaemonOptions: Sendable {
@@ -414,19 +415,10 @@ struct DaemonStatus: Sendable {
 }
 
 /// Plugin stats arriving from several plugin queues.
-private final class StatsCollector: @unchecked Sendable {  // guarded by its lock
-    private let lock = NSLock()
-    private var values: [String: String] = [:]
+private final class StatsCollector: Sendable {
+    private let values = Mutex<[String: String]>([:])
 
-    func set(_ name: String, _ json: String?) {
-        lock.lock()
-        values[name] = json
-        lock.unlock()
-    }
+    func set(_ name: String, _ json: String?) { values.withLock { $0[name] = json } }
 
-    func get(_ name: String) -> String? {
-        lock.lock()
-        defer { lock.unlock() }
-        return values[name]
-    }
+    func get(_ name: String) -> String? { values.withLock { $0[name] } }
 }

@@ -3,6 +3,7 @@ import CAdorchPlugin
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 
 /// Receives what a plugin reports, already copied out of C memory and decoded.
 /// Called on the plugin's calling thread: the receiver hops to its own queue.
@@ -280,16 +281,14 @@ private final class CStringArena {
 }
 
 /// A flag set once, from any thread.
-private final class LockedFlag: @unchecked Sendable {  // guarded by its own lock
-    private let lock = NSLock()
-    private var set = false
+private final class LockedFlag: Sendable {
+    private let set = Mutex(false)
 
     func setIfUnset() -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        if set { return false }
-        set = true
-        return true
+        set.withLock { isSet in
+            defer { isSet = true }
+            return !isSet
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 import AdorchVarlink
 import Foundation
+import Synchronization
 import XCTest
 
 /// Acceptance 6: every kind of bad input gets its named error or a clean close, while a
@@ -118,12 +119,15 @@ final class BadInputTests: XCTestCase {
 }
 
 /// A client that keeps making ordinary calls on its own connection and records any error.
-final class PoliteClient: @unchecked Sendable {  // state guarded by its lock
+final class PoliteClient: Sendable {
+    private struct State {
+        var running = true
+        var calls = 0
+        var errors: [String] = []
+    }
+
     private let socket: String
-    private let lock = NSLock()
-    private var running = true
-    private var calls = 0
-    private var errors: [String] = []
+    private let state = Mutex(State())
     private let done = DispatchSemaphore(value: 0)
 
     init(socket: String) { self.socket = socket }
@@ -133,7 +137,7 @@ final class PoliteClient: @unchecked Sendable {  // state guarded by its lock
             defer { done.signal() }
             do {
                 let client = try VarlinkClient(path: socket)
-                while isRunning {
+                while state.withLock({ $0.running }) {
                     for method in ["io.adorch.Ads.ListSlots", "org.varlink.service.GetInfo"] {
                         let reply = try client.call(method)
                         record(reply.error.map { "\(method): \($0)" })
@@ -145,26 +149,16 @@ final class PoliteClient: @unchecked Sendable {  // state guarded by its lock
         }
     }
 
-    private var isRunning: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return running
-    }
-
     private func record(_ error: String?) {
-        lock.lock()
-        calls += 1
-        if let error { errors.append(error) }
-        lock.unlock()
+        state.withLock {
+            $0.calls += 1
+            if let error { $0.errors.append(error) }
+        }
     }
 
     func stop() -> (calls: Int, errors: [String]) {
-        lock.lock()
-        running = false
-        lock.unlock()
+        state.withLock { $0.running = false }
         done.wait()
-        lock.lock()
-        defer { lock.unlock() }
-        return (calls, errors)
+        return state.withLock { ($0.calls, $0.errors) }
     }
 }

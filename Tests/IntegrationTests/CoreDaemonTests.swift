@@ -1,5 +1,6 @@
 import AdorchVarlink
 import Foundation
+import Synchronization
 import XCTest
 
 /// The real adorchd binary with the real plugins over the real socket (issue 2's acceptance).
@@ -288,19 +289,10 @@ final class CoreDaemonTests: XCTestCase {
 }
 
 /// Failures collected from several threads.
-final class Failures: @unchecked Sendable {  // guarded by its lock
-    private let lock = NSLock()
-    private var items: [String] = []
+final class Failures: Sendable {
+    private let items = Mutex<[String]>([])
 
-    func add(_ item: String) {
-        lock.lock()
-        items.append(item)
-        lock.unlock()
-    }
+    func add(_ item: String) { items.withLock { $0.append(item) } }
 
-    var all: [String] {
-        lock.lock()
-        defer { lock.unlock() }
-        return items
-    }
+    var all: [String] { items.withLock { $0 } }
 }
