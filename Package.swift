@@ -25,13 +25,16 @@ let package = Package(
             name: "AdorchPluginHost",
             dependencies: ["CAdorchPlugin", "AdorchEngine", .product(name: "Logging", package: "swift-log")]
         ),
+        // libsystemd from Debian's libsystemd-dev, and the daemon's small Swift layer over it.
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .target(name: "AdorchSystemd", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
         // Varlink: framing, a Dispatch server, a blocking client, the service interface.
         .target(name: "AdorchVarlink", dependencies: [.product(name: "Logging", package: "swift-log")]),
         // The daemon's wiring: config, runtime (engine queue, timers), the io.adorch.* handlers.
         .target(
             name: "AdorchDaemon",
             dependencies: [
-                "AdorchEngine", "AdorchPluginHost", "AdorchVarlink",
+                "AdorchEngine", "AdorchPluginHost", "AdorchVarlink", "AdorchSystemd",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -40,7 +43,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "adorchd",
-            dependencies: ["AdorchDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "AdorchDaemon", "AdorchSystemd",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         .executableTarget(
             name: "adorchctl",
