@@ -62,6 +62,7 @@ public struct Engine: Sendable {
             let expiresAt = now + lifetime
             let margin = min(settings.refreshAhead, lifetime / 5)
             ads[id]!.state = .ready(expiresAt: expiresAt)
+            ads[id]!.loadedAt = now
             ads[id]!.payloadJSON = payload
             ads[id]!.price = price ?? 0
             ads[id]!.refreshAt = expiresAt - margin
@@ -162,8 +163,10 @@ public struct Engine: Sendable {
         return advance(to: now)
     }
 
-    /// A new slot list (reload). Slots that stay keep their ads and counters; a slot whose
-    /// format or waterfall changed starts over; removed slots end their ads.
+    /// A new slot list (reload). Nothing still valid is lost: a slot that stays keeps its
+    /// counters and every ad that is valid under its new settings: its entry (plugin, ad
+    /// unit, parameter) is still in the waterfall, it is within the new TTL, and it fits the
+    /// new buffer. A slot whose format changed starts over; removed slots end their ads.
     public mutating func reconfigure(slots configs: [SlotConfig], settings: SchedulerSettings, now: Moment) -> [Effect] {
         self.settings = settings
         var effects: [Effect] = []
@@ -174,16 +177,42 @@ public struct Engine: Sendable {
         }
         slotOrder = []
         for config in configs {
-            if let existing = slots[config.id] {
-                if existing.config.format != config.format || existing.config.waterfall != config.waterfall {
-                    effects += endAll(in: config.id, now: now)
-                    slots[config.id]!.entries = config.waterfall.map { _ in EntryState() }
-                }
-                slots[config.id]!.config = config
-                slotOrder.append(config.id)
-            } else {
+            guard let existing = slots[config.id] else {
                 addSlot(config)
+                continue
             }
+            slotOrder.append(config.id)
+            if existing.config.format != config.format {
+                effects += endAll(in: config.id, now: now)
+                slots[config.id] = SlotState(config: config, entries: config.waterfall.map { _ in EntryState() },
+                                             counters: existing.counters)
+                continue
+            }
+            // Entries are matched by what they are, so a reordered waterfall keeps its backoffs.
+            let oldEntries = existing.config.waterfall
+            slots[config.id]!.entries = config.waterfall.map { entry in
+                oldEntries.firstIndex(of: entry).map { existing.entries[$0] } ?? EntryState()
+            }
+            slots[config.id]!.config = config
+            for ad in ads.values.filter({ $0.slot == config.id }).sorted(by: { $0.id < $1.id }) {
+                let entry = oldEntries[ad.entryIndex]
+                guard let newIndex = config.waterfall.firstIndex(where: { $0.plugin == entry.plugin && $0.adUnitID == entry.adUnitID && $0.serverParameter == entry.serverParameter }) else {
+                    if case .shown = ad.state { continue }  // already the app's; it ends on its own
+                    effects += end(ad.id, as: .removed, now: now)
+                    continue
+                }
+                ads[ad.id]!.entryIndex = newIndex
+                ads[ad.id]!.ttl = config.ttl
+                if case .ready(let expiresAt) = ad.state, let loadedAt = ad.loadedAt, loadedAt + config.ttl < expiresAt {
+                    let shorter = loadedAt + config.ttl
+                    ads[ad.id]!.state = .ready(expiresAt: shorter)
+                    ads[ad.id]!.refreshAt = min(ad.refreshAt, shorter - min(settings.refreshAhead, config.ttl / 5))
+                }
+            }
+            // A smaller buffer: the ads closest to expiry go first.
+            let valid = ads.values.filter { $0.slot == config.id && $0.isValid(at: now) }
+                .sorted { ($0.expiresAt!, $0.id) < ($1.expiresAt!, $1.id) }
+            for ad in valid.prefix(max(0, valid.count - config.buffer)) { effects += end(ad.id, as: .removed, now: now) }
         }
         return effects + advance(to: now)
     }
@@ -226,6 +255,7 @@ public struct Engine: Sendable {
             return SlotStatus(
                 config: slot.config,
                 ready: mine.filter { $0.isValid(at: now) }.count,
+                readyAds: mine.filter { $0.isValid(at: now) }.map(\.id).sorted(),
                 loading: mine.filter { if case .loading = $0.state { true } else { false } }.count,
                 shownOpen: mine.filter { if case .shown = $0.state { true } else { false } }.count,
                 counters: slot.counters,
@@ -384,6 +414,8 @@ public struct SlotStatus: Sendable, Equatable {
     public var config: SlotConfig
     /// Valid ads: loaded, unshown, unexpired.
     public var ready: Int
+    /// Their ids, oldest first.
+    public var readyAds: [AdID]
     public var loading: Int
     /// Shown ads still open for viewer reports.
     public var shownOpen: Int
@@ -443,6 +475,7 @@ private struct AdRecord: Sendable {
     var payloadJSON = ""
     var price = 0.0
     var refreshAt = Moment.zero
+    var loadedAt: Moment?
     var mediaCached = false
     var userID: String?
     var reported: Set<ViewerEvent> = []

@@ -389,6 +389,31 @@ final class ReconfigureTests: XCTestCase {
         XCTAssertEqual(h.loads.last!.slotID, "new")
     }
 
+    func testAChangedSlotKeepsTheAdsStillValidUnderItsNewSettings() {
+        var h = Harness(slots: [slot(buffer: 3, ttl: .seconds(600), entries: ["a", "b"])])
+        for order in h.loads { h.fill(order.adID) }
+        let before = h.status("s").readyAds
+        XCTAssertEqual(before.count, 3)
+        h.advance(.seconds(100))
+        // Same entries reordered, a TTL cut to 300 s, and a buffer of 2.
+        h.effects += h.engine.reconfigure(slots: [slot(buffer: 2, ttl: .seconds(300), entries: ["b", "a"])],
+                                          settings: .init(backoffJitter: 0), now: h.now)
+        let after = h.status("s").readyAds
+        XCTAssertEqual(after.count, 2)
+        XCTAssertTrue(Set(after).isSubset(of: Set(before)), "no new ads: the old ones stay")
+        h.advance(.seconds(200))  // 300 s after loading: the new TTL ends them
+        XCTAssertTrue(Set(after).isDisjoint(with: h.status("s").readyAds))
+    }
+
+    func testAnAdFromARemovedEntryGoesAndTheSlotRefillsFromTheNewOne() {
+        var h = Harness(slots: [slot(entries: ["a"])])
+        let old = h.loads[0].adID
+        h.fill(old)
+        h.effects += h.engine.reconfigure(slots: [slot(entries: ["b"])], settings: .init(), now: h.now)
+        XCTAssertTrue(h.destroyed.contains(old))
+        XCTAssertEqual(h.loads.last!.plugin, "b")
+    }
+
     func testShutdownDestroysEveryLiveObject() {
         var h = Harness(slots: [slot(buffer: 2)])
         h.fill(h.loads[0].adID)
