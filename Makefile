@@ -6,12 +6,25 @@ BUILD := .build/debug
 # Extra arguments for adorchd under `make run`, e.g. ARGS="--log-level debug".
 ARGS ?=
 
-.PHONY: run test build deps clean help
+# `make install`: PREFIX and DESTDIR as usual; CONFIGURATION=debug skips the release build.
+PREFIX ?= /usr/local
+DESTDIR ?=
+CONFIGURATION ?= release
+SYSCONFDIR ?= /etc
+BINDIR := $(PREFIX)/bin
+PLUGINDIR := $(PREFIX)/lib/adorch/plugins
+DOCDIR := $(PREFIX)/share/doc/adorch
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+CATALOGDIR ?= $(PREFIX)/lib/systemd/catalog
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+
+.PHONY: run test build deps clean help install install-files
 
 help:
 	@echo "make run    build and run adorchd in the foreground on the embedded default config"
 	@echo "make test   build and run every test (unit and integration)"
 	@echo "make build  build the daemon, adorchctl and the plugins"
+	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  binaries, plugins, header, units, catalog, config"
 
 deps:
 	@scripts/install-deps.sh
@@ -25,6 +38,27 @@ run: build
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --disable-swift-testing
+
+install: deps
+	$(SWIFT) build -c $(CONFIGURATION)
+	$(MAKE) install-files
+
+# Copies an existing build (the tests install the debug build this way, without rebuilding).
+install-files:
+	install -Dm755 .build/$(CONFIGURATION)/adorchd $(DESTDIR)$(BINDIR)/adorchd
+	install -Dm755 .build/$(CONFIGURATION)/adorchctl $(DESTDIR)$(BINDIR)/adorchctl
+	install -d $(DESTDIR)$(PLUGINDIR)
+	install -m644 .build/$(CONFIGURATION)/libadorch-plugin-*.so $(DESTDIR)$(PLUGINDIR)/
+	install -Dm644 Sources/CAdorchPlugin/include/adorch/plugin.h $(DESTDIR)$(PREFIX)/include/adorch/plugin.h
+	install -d $(DESTDIR)$(UNITDIR)
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' systemd/adorchd.service.in > $(DESTDIR)$(UNITDIR)/adorchd.service
+	install -m644 systemd/adorchd.socket $(DESTDIR)$(UNITDIR)/adorchd.socket
+	install -Dm644 systemd/adorchd.catalog $(DESTDIR)$(CATALOGDIR)/adorchd.catalog
+	install -Dm644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	install -Dm644 systemd/adorch.sysusers $(DESTDIR)$(SYSUSERSDIR)/adorch.conf
+	# An operator's edited config is never overwritten.
+	test -e $(DESTDIR)$(SYSCONFDIR)/adorch/adorchd.toml || install -Dm644 etc/adorch/adorchd.toml $(DESTDIR)$(SYSCONFDIR)/adorch/adorchd.toml
+	install -d $(DESTDIR)$(SYSCONFDIR)/adorch/adorchd.toml.d
 
 clean:
 	rm -rf .build

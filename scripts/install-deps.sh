@@ -6,6 +6,11 @@ set -euo pipefail
 apt_packages=()
 command -v cc >/dev/null 2>&1 || apt_packages+=(gcc)
 command -v python3 >/dev/null 2>&1 || apt_packages+=(python3 python3-pip)
+# libsystemd for sd_notify, socket activation and the journal; pkg-config finds it.
+pkg-config --exists libsystemd 2>/dev/null || apt_packages+=(libsystemd-dev pkg-config)
+# The system tests: a standalone journald, systemd-analyze, systemd-socket-activate, a real systemd.
+[ -x /lib/systemd/systemd-journald ] && command -v systemd-socket-activate >/dev/null 2>&1 || apt_packages+=(systemd)
+command -v unshare >/dev/null 2>&1 && command -v nsenter >/dev/null 2>&1 || apt_packages+=(util-linux)
 
 if [ ${#apt_packages[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then

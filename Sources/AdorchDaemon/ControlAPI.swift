@@ -66,6 +66,12 @@ struct ControlAPI: Sendable {
                         replier.fail(VarlinkError("io.adorch.Manager.ReloadFailed", ["message": .string(error.description)]))
                     }
                 }
+            case "io.adorch.Debug.FreezeEngine":
+                try call.onlyParameters(["seconds"])
+                guard let seconds = call.parameters["seconds"]?.doubleValue, (0...60).contains(seconds) else {
+                    throw .invalidParameter("seconds")
+                }
+                daemon.freezeEngine(for: .milliseconds(Int64(seconds * 1000))) { replier.reply([:]) }
             default:
                 throw .methodNotImplemented(call.method)
             }
@@ -130,6 +136,7 @@ struct ControlAPI: Sendable {
         return [
             "id": .string(s.config.id), "format": .string(s.config.format.rawValue), "buffer": .int(Int64(s.config.buffer)),
             "ready": .int(Int64(s.ready)), "loading": .int(Int64(s.loading)), "shown_open": .int(Int64(s.shownOpen)),
+            "ready_ads": .array(s.readyAds.map { .string(daemon.externalID($0)) }),
             "ttl_s": .int(s.config.ttl.nanosecondsClamped / 1_000_000_000),
             "waterfall": .array(zip(s.config.waterfall, s.backoffs).map { entry, backoff in
                 ["plugin": .string(entry.plugin), "ad_unit_id": .string(entry.adUnitID),

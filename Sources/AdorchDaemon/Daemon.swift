@@ -1,5 +1,6 @@
 import AdorchEngine
 import AdorchPluginHost
+import AdorchSystemd
 import AdorchVarlink
 import Dispatch
 import Foundation
@@ -12,12 +13,16 @@ public struct DaemonOptions: Sendable {
     public var socketPath: String?
     public var stateDir: String?
     public var pluginDir: String?
+    /// Serve io.adorch.Debug (tests only: it can freeze the engine queue).
+    public var debugInterface: Bool
 
-    public init(configPath: String? = nil, socketPath: String? = nil, stateDir: String? = nil, pluginDir: String? = nil) {
+    public init(configPath: String? = nil, socketPath: String? = nil, stateDir: String? = nil, pluginDir: String? = nil,
+                debugInterface: Bool = false) {
         self.configPath = configPath
         self.socketPath = socketPath
         self.stateDir = stateDir
         self.pluginDir = pluginDir
+        self.debugInterface = debugInterface
     }
 }
 
@@ -49,12 +54,17 @@ public final class Daemon: @unchecked Sendable {
     private var recentEvents: [(slot: String?, json: JSONValue)] = []
     static let recentEventsKept = 512
     private var timer: DispatchSourceTimer?
+    /// STATUS= for systemd, sent when the summary changed, at most once a second.
+    private var statusTicker: DispatchSourceTimer?
+    private var lastStatus = ""
+    /// WATCHDOG=1 from the engine queue itself: a stuck engine stops the pings.
+    private var watchdog: DispatchSourceTimer?
     private var server: VarlinkServer?
     private let startedAt = Date()
     /// Ad ids are `<bootTag>-<n>`: an id from an earlier run of the daemon is never mistaken
     /// for one of this run's.
     let bootTag = String(UInt32.random(in: 0x1000_0000...UInt32.max), radix: 16)
-    public let socketPath: String
+    public private(set) var socketPath: String
     public let stateDir: String
 
     public init(config: DaemonConfig, options: DaemonOptions, logger: Logger) {
@@ -66,74 +76,132 @@ public final class Daemon: @unchecked Sendable {
         self.engine = Engine(slots: [], plugins: [], settings: config.scheduler)
     }
 
-    /// Loads the plugins, fills the slots and starts serving. Throws only if the socket
-    /// cannot be served; a refused plugin is logged and the daemon runs on without it.
+    /// Loads the plugins, fills the slots and starts serving on the socket systemd passed
+    /// (socket activation) or on one of its own; then tells systemd it is ready. Throws only
+    /// if the socket cannot be served: a refused plugin is logged and the daemon runs on.
     public func start() throws(VarlinkSocketError) {
         try? FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
         queue.sync {
             loadPlugins(config.plugins)
             engine = Engine(slots: config.slots, plugins: Set(plugins.keys), settings: config.scheduler,
                             seed: UInt64.random(in: 1...UInt64.max))
-            let timer = DispatchSource.makeTimerSource(queue: queue)
-            timer.setEventHandler { [unowned self] in apply(engine.advance(to: now())) }
-            timer.resume()
-            self.timer = timer
+            timer = makeTimer { [unowned self] in apply(engine.advance(to: now())) }
             apply(engine.advance(to: now()))
         }
         let api = ControlAPI(daemon: self)
+        var interfaces = [VarlinkInterface(description: adsInterfaceIDL), VarlinkInterface(description: managerInterfaceIDL)]
+        if options.debugInterface { interfaces.append(VarlinkInterface(description: debugInterfaceIDL)) }
         let server = VarlinkServer(
             info: VarlinkServiceInfo(vendor: "adorch", product: "adorchd", version: Self.version, url: "https://adorch.invalid/"),
-            interfaces: [VarlinkInterface(description: adsInterfaceIDL), VarlinkInterface(description: managerInterfaceIDL)],
-            limits: VarlinkLimits(maxMessageSize: config.maxMessageBytes), logger: logger,
+            interfaces: interfaces, limits: VarlinkLimits(maxMessageSize: config.maxMessageBytes), logger: logger,
             handler: { call, replier in api.handle(call, replier) }
         )
-        try server.listen(path: socketPath)
+        if let fd = SocketActivation.listeningSockets().first {
+            socketPath = server.listen(fileDescriptor: fd)
+        } else {
+            try server.listen(path: socketPath)
+        }
         self.server = server
-        logger.notice("adorchd \(Self.version) serving on \(socketPath): \(summary())")
+        queue.sync {
+            let summary = summary()
+            lastStatus = summary
+            ServiceNotifier.ready(status: summary)
+            logger.notice("adorchd \(Self.version) ready on \(socketPath): \(summary)", metadata: MessageID.daemonReady.metadata)
+            statusTicker = makeTimer(every: .seconds(1)) { [unowned self] in publishStatus() }
+            if let interval = ServiceNotifier.watchdogInterval {
+                watchdog = makeTimer(every: interval / 2) { ServiceNotifier.watchdog() }
+                logger.info("watchdog: pinging every \(interval / 2)")
+            }
+        }
     }
 
-    /// Ends every ad, stops the plugins and the socket. Blocks until the plugins are done.
+    /// The graceful stop: STOPPING=1, no new connections, calls already taken answered,
+    /// subscriptions ended with a final reply, every ad destroyed through its plugin, the
+    /// plugins' deinit, then the connections closed.
     public func stop() {
-        server?.stop()
+        ServiceNotifier.stopping()
+        logger.notice("adorchd stopping", metadata: MessageID.daemonStopping.metadata)
+        server?.stopAccepting()
         queue.sync {
-            timer?.cancel()
+            for source in [timer, statusTicker, watchdog] { source?.cancel() }
             apply(engine.shutdown(now: now()))
-            for subscriber in subscribers.values { subscriber.replier.fail(VarlinkError("io.adorch.Ads.ShuttingDown")) }
+            for subscriber in subscribers.values {
+                subscriber.replier.fail(VarlinkError("io.adorch.Ads.ShuttingDown"))
+            }
             subscribers.removeAll()
             for plugin in plugins.values.sorted(by: { $0.info.name < $1.info.name }) { plugin.shutdown() }
         }
+        server?.stop()
         logger.notice("adorchd stopped")
     }
 
-    /// Reads the config again and applies it; on any error the running config stays.
+    /// A timer on the engine queue, once at `every` intervals or, without, re-armed by `rearm`.
+    private func makeTimer(every interval: Duration? = nil, _ body: @escaping () -> Void) -> DispatchSourceTimer {
+        let source = DispatchSource.makeTimerSource(queue: queue)
+        source.setEventHandler(handler: body)
+        if let interval {
+            let nanoseconds = Int(interval.nanosecondsClamped)
+            source.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(nanoseconds), leeway: .milliseconds(10))
+        }
+        source.resume()
+        return source
+    }
+
+    private func publishStatus() {
+        let summary = summary()
+        guard summary != lastStatus else { return }
+        lastStatus = summary
+        ServiceNotifier.status(summary)
+    }
+
+    /// Blocks the engine queue (io.adorch.Debug, tests only): the watchdog pings must stop.
+    func freezeEngine(for duration: Duration, completion: @escaping @Sendable () -> Void) {
+        logger.warning("debug: freezing the engine queue for \(duration)")
+        completion()
+        queue.async { Thread.sleep(forTimeInterval: duration.seconds) }
+    }
+
+    /// Reads the config again and applies it; on any error the running config stays and
+    /// the reply and the journal say why. systemd hears RELOADING=1 and READY=1 around it.
     public func reload(completion: @escaping @Sendable (Result<String, ConfigError>) -> Void = { _ in }) {
         queue.async { [self] in
-            let next: DaemonConfig
-            do throws(ConfigError) {
-                next = try options.configPath.map { path throws(ConfigError) in try DaemonConfig.load(path: path) } ?? .embeddedDefault()
-            } catch {
-                logger.error("reload failed, keeping the running config: \(error)")
-                return completion(.failure(error))
+            ServiceNotifier.reloading()
+            let result = applyConfig()
+            ServiceNotifier.ready(status: summary())
+            switch result {
+            case .success(let summary):
+                logger.notice("reload done: \(summary)", metadata: MessageID.reloadDone.metadata)
+            case .failure(let error):
+                logger.error("reload failed, keeping the running config: \(error)", metadata: MessageID.reloadFailed.metadata)
             }
-            let wanted = Set(next.plugins.map(\.name))
-            let removed = next.plugins.isEmpty ? [] : plugins.keys.filter { !wanted.contains($0) }
-            loadPlugins(next.plugins.filter { plugins[$0.name] == nil })
-            for name in removed { refusals[name] = nil }
-            let available = Set(plugins.keys).subtracting(removed)
-            _ = engine.setAvailablePlugins(available, now: now())
-            apply(engine.reconfigure(slots: next.slots, settings: next.scheduler, now: now()))
-            // Removed plugins stop after the destroys just queued to them ran.
-            for name in removed.sorted() {
-                plugins.removeValue(forKey: name)?.shutdown()
-            }
-            if next.maxMessageBytes != config.maxMessageBytes || next.socketPath != config.socketPath {
-                logger.notice("reload: socket and max_message_bytes changes take effect at the next start")
-            }
-            config = next
-            let text = summary()
-            logger.notice("reload done: \(text)")
-            completion(.success(text))
+            completion(result)
         }
+    }
+
+    private func applyConfig() -> Result<String, ConfigError> {
+        let next: DaemonConfig
+        do throws(ConfigError) {
+            next = try options.configPath.map { path throws(ConfigError) in try DaemonConfig.load(path: path) } ?? .embeddedDefault()
+        } catch {
+            return .failure(error)
+        }
+        let wanted = Set(next.plugins.map(\.name))
+        let removed = next.plugins.isEmpty ? [] : plugins.keys.filter { !wanted.contains($0) }
+        loadPlugins(next.plugins.filter { plugins[$0.name] == nil })
+        for name in removed { refusals[name] = nil }
+        for name in refusals.keys where !wanted.contains(name) && !next.plugins.isEmpty { refusals[name] = nil }
+        apply(engine.setAvailablePlugins(Set(plugins.keys).subtracting(removed), now: now()))
+        apply(engine.reconfigure(slots: next.slots, settings: next.scheduler, now: now()))
+        // Removed plugins stop after the destroys just queued to them ran.
+        for name in removed.sorted() {
+            plugins.removeValue(forKey: name)?.shutdown()
+            logger.notice("plugin \(name) removed", metadata: ["plugin": "\(name)"])
+        }
+        if next.maxMessageBytes != config.maxMessageBytes || next.socketPath != config.socketPath {
+            logger.notice("reload: socket and max_message_bytes changes take effect at the next start")
+        }
+        config = next
+        return .success(summary())
     }
 
     // MARK: Plugins
@@ -146,7 +214,7 @@ public final class Daemon: @unchecked Sendable {
             let candidates = file.hasPrefix("/") ? [file] : dirs.map { "\($0)/\(file)" }
             guard let path = candidates.first(where: { FileManager.default.fileExists(atPath: $0) }) else {
                 let reason = "plugin \(plugin.name) refused: \(file) not found in \(dirs.joined(separator: ", "))"
-                logger.error("\(reason)", metadata: ["plugin": "\(plugin.name)"])
+                logger.error("\(reason)", metadata: ["plugin": "\(plugin.name)"].merging(MessageID.pluginRefused.metadata) { $1 })
                 refusals[plugin.name] = PluginRefusal(name: plugin.name, path: candidates.first ?? file, reason: reason)
                 continue
             }
@@ -160,10 +228,10 @@ public final class Daemon: @unchecked Sendable {
                 let info = loaded.info
                 logger.notice(
                     "plugin \(info.name) loaded: \(info.declaredName) \(info.version), ABI \(info.abiMajor).\(info.abiMinor), \(info.formats.map(\.rawValue).joined(separator: "/")), from \(path)",
-                    metadata: ["plugin": "\(info.name)"]
+                    metadata: ["plugin": "\(info.name)"].merging(MessageID.pluginLoaded.metadata) { $1 }
                 )
             } catch {
-                logger.error("\(error.description)", metadata: ["plugin": "\(plugin.name)"])
+                logger.error("\(error.description)", metadata: ["plugin": "\(plugin.name)"].merging(MessageID.pluginRefused.metadata) { $1 })
                 refusals[plugin.name] = PluginRefusal(name: plugin.name, path: path, reason: error.description)
             }
         }
@@ -219,6 +287,7 @@ public final class Daemon: @unchecked Sendable {
         if let id = event.adID { metadata["ad_id"] = "\(externalID(id))" }
         if let code = event.errorCode { metadata["error_code"] = "\(code.rawValue)" }
         if let code = event.networkCode { metadata["network_code"] = "\(code)" }
+        if let id = MessageID(event.kind) { metadata["message_id"] = "\(id.rawValue)" }
         logger.log(level: logLevel(for: event.kind), "\(describe(event))", metadata: metadata)
 
         let json = eventJSON(event)

@@ -135,6 +135,8 @@ type Slot (
   ready: int,
   loading: int,
   shown_open: int,
+  # the ids of the ready ads, oldest first
+  ready_ads: []string,
   ttl_s: int,
   waterfall: []WaterfallEntry,
   counters: Counters
@@ -159,5 +161,16 @@ method Reload() -> (summary: string)
 
 # The config could not be applied; the running one stays.
 error ReloadFailed (message: string)
+
+"""
+
+/// io.adorch.Debug: served only with `adorchd --debug-interface`, for tests.
+let debugInterfaceIDL = """
+# Test hooks. Never enabled in production: adorchd serves this only with --debug-interface.
+interface io.adorch.Debug
+
+# Blocks the engine queue for this long (at most 60 s), as a stuck engine would: the
+# watchdog pings, which are sent from that queue, must stop meanwhile.
+method FreezeEngine(seconds: float) -> ()
 
 """

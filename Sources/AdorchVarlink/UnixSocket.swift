@@ -80,6 +80,18 @@ enum UnixSocket {
         return fd
     }
 
+    static func boundPath(_ fd: Int32) -> String? {
+        var address = sockaddr_un()
+        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
+        let rc = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard rc == 0, address.sun_family == sa_family_t(AF_UNIX) else { return nil }
+        return withUnsafeBytes(of: address.sun_path) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+    }
+
     static func peerCredentials(_ fd: Int32) -> PeerCredentials? {
         var credentials = KernelUcred()
         var length = socklen_t(MemoryLayout<KernelUcred>.size)

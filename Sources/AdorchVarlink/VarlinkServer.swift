@@ -87,20 +87,32 @@ public final class VarlinkServer: @unchecked Sendable {
         }
     }
 
-    /// Serves on a listening socket handed over by systemd; it is never unlinked by us.
-    public func listen(fileDescriptor fd: Int32) {
+    /// Serves on a listening socket handed over by systemd; it is never unlinked or closed
+    /// by us. Returns the path it is bound to, for messages.
+    @discardableResult
+    public func listen(fileDescriptor fd: Int32) -> String {
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         queue.sync { startAccepting(fd) }
+        return UnixSocket.boundPath(fd) ?? "fd \(fd)"
     }
 
-    /// Stops accepting, closes every connection, and removes the socket file we created.
-    public func stop() {
+    /// Stops accepting new connections; open ones are served on. A socket file we created is
+    /// removed; one systemd passed us stays open and in place for the next start.
+    public func stopAccepting() {
         queue.sync {
             acceptSource?.cancel()
             acceptSource = nil
-            for connection in connections.values { connection.close(reason: "server stopping") }
             if let path = ownsSocketPath { unlink(path) }
             ownsSocketPath = nil
+        }
+    }
+
+    /// Stops accepting and closes every connection once what is queued for it is written
+    /// (replies already on their way reach their callers).
+    public func stop() {
+        stopAccepting()
+        queue.sync {
+            for connection in connections.values { connection.finish() }
         }
     }
 
@@ -339,6 +351,15 @@ final class VarlinkConnection: @unchecked Sendable {
         }
         writeSource = source
         source.resume()
+    }
+
+    /// Closes after flushing what is queued; a call still in progress gets no reply.
+    func finish() {
+        queued.removeAll()
+        closeWhenFlushed = true
+        flush()
+        // A reader that is not reading must not hold the daemon's exit: give up on it.
+        if !closed { close(reason: "server stopping with unsent replies") }
     }
 
     func close(reason: String?) {

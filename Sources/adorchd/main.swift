@@ -1,4 +1,5 @@
 import AdorchDaemon
+import AdorchSystemd
 import ArgumentParser
 import Dispatch
 import Foundation
@@ -42,8 +43,32 @@ struct AdorchD: ParsableCommand {
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical (overrides the config).", valueName: "level"))
     var logLevel: String?
 
+    @Option(help: ArgumentHelp("""
+        auto, journal or console. auto writes native journal entries when stderr is the journal \
+        stream (started by systemd) or journald is there and stderr is not a terminal; \
+        otherwise readable lines on stderr.
+        """, valueName: "target"))
+    var logTarget: LogTarget = .auto
+
     @Flag(help: "Check the config, print a summary and exit (0 if it is valid, 78 if not).")
     var checkConfig = false
+
+    @Flag(help: .hidden)
+    var debugInterface = false
+
+    enum LogTarget: String, ExpressibleByArgument, CaseIterable {
+        case auto, journal, console
+
+        /// auto: the journal when systemd connected stderr to it, or when journald is there
+        /// and nobody is watching a terminal; a person at a terminal gets readable lines.
+        var usesJournal: Bool {
+            switch self {
+            case .journal: true
+            case .console: false
+            case .auto: JournalLogHandler.stderrIsJournalStream || (JournalLogHandler.journalIsAvailable && isatty(2) == 0)
+            }
+        }
+    }
 
     func validate() throws {
         if let logLevel, !DaemonConfig.validLogLevels.contains(logLevel) {
@@ -65,15 +90,20 @@ struct AdorchD: ParsableCommand {
         }
 
         let level = Logger.Level(rawValue: logLevel ?? settings.logLevel ?? "info") ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+        if logTarget.usesJournal {
+            LoggingSystem.bootstrap { _ in JournalLogHandler(identifier: "adorchd", level: level) }
+        } else {
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
         }
         let logger = Logger(label: "adorchd")
         let daemon = Daemon(
             config: settings,
-            options: DaemonOptions(configPath: config, socketPath: socket, stateDir: stateDir, pluginDir: pluginDir),
+            options: DaemonOptions(configPath: config, socketPath: socket, stateDir: stateDir, pluginDir: pluginDir,
+                                   debugInterface: debugInterface),
             logger: logger
         )
         do {
