@@ -22,7 +22,7 @@ final class DaemonProcess {
     /// Starts adorchd (with `config` as its config file, or on the embedded default) and
     /// returns once it printed that it is serving.
     init(config: String? = nil, pluginDir: String? = productsDirectory.path, extraArguments: [String] = [],
-         file: StaticString = #filePath, line: UInt = #line) throws {
+         environment: [String: String] = [:]) throws {
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-it-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         socket = dir.appendingPathComponent("adorchd.sock").path
@@ -38,6 +38,10 @@ final class DaemonProcess {
         if let pluginDir { arguments += ["--plugin-dir", pluginDir] }
         process.executableURL = productsDirectory.appendingPathComponent("adorchd")
         process.arguments = arguments + extraArguments
+        // Not started by systemd unless the test says so.
+        var inherited = ProcessInfo.processInfo.environment
+        for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "JOURNAL_STREAM"] { inherited[key] = nil }
+        process.environment = inherited.merging(environment) { $1 }
         let stdout = Pipe()
         process.standardOutput = stdout
         process.standardError = try FileHandle(forWritingTo: logFile)
@@ -170,4 +174,9 @@ func simConfig(slots: String, scheduler: String = "", daemon: String = "") -> St
 
     \(slots)
     """
+}
+
+extension Duration {
+    /// Seconds as a floating-point number.
+    var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -1,0 +1,142 @@
+import AdorchVarlink
+import Foundation
+import XCTest
+
+/// A NOTIFY_SOCKET listener: what systemd would hear from adorchd.
+final class NotifyListener {
+    let path: String
+    private let fd: Int32
+    /// Every message received so far, in order.
+    private(set) var history: [String] = []
+
+    init(in dir: URL) throws {
+        path = dir.appendingPathComponent("notify.sock").path
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8) + [0]) }
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else { throw TestFailure("bind \(path): \(String(cString: strerror(errno)))") }
+        var tv = timeval(tv_sec: 0, tv_usec: 100_000)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit { close(fd) }
+
+    /// The next datagram, or nil if none came within 100 ms.
+    func next() -> (at: ContinuousClock.Instant, text: String)? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { return nil }
+        let text = String(decoding: buffer[0..<n], as: UTF8.self)
+        history.append(text)
+        return (ContinuousClock.now, text)
+    }
+
+    /// Reads until a message satisfies `match`; returns everything read, that one last.
+    func read(until what: String, timeout: Duration = .seconds(10), _ match: (String) -> Bool) throws -> [(at: ContinuousClock.Instant, text: String)] {
+        let deadline = ContinuousClock.now + timeout
+        var seen: [(at: ContinuousClock.Instant, text: String)] = []
+        while ContinuousClock.now < deadline {
+            guard let message = next() else { continue }
+            seen.append(message)
+            if match(message.text) { return seen }
+        }
+        throw TestFailure("no \(what) within \(timeout); got \(seen.map(\.text))")
+    }
+}
+
+/// Acceptance 2 of issue 3: READY, STATUS, RELOADING with MONOTONIC_USEC, READY again,
+/// STOPPING, and WATCHDOG pings at half the interval that stop while the engine is frozen.
+final class SystemdNotifyTests: XCTestCase {
+    func testTheNotifyProtocolAroundStartReloadWatchdogAndStop() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-notify-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let listener = try NotifyListener(in: dir)
+        // A slow network, so that a slot's dip after a show lasts longer than STATUS's 1 s sampling.
+        let daemon = try DaemonProcess(
+            config: simConfig(slots: """
+            [[slots]]
+            id = "slow"
+            format = "interstitial"
+              [[slots.waterfall]]
+              plugin = "sim"
+              server_parameter = "fill=1 latency_ms=1500..1800"
+              timeout_ms = 5000
+            """),
+            extraArguments: ["--debug-interface"],
+            environment: ["NOTIFY_SOCKET": listener.path, "WATCHDOG_USEC": "400000"]
+        )
+
+        let start = try listener.read(until: "READY=1") { $0.contains("READY=1") }
+        let ready = start.last!.text
+        XCTAssertTrue(ready.contains("STATUS=1 slots, 0/1 ads ready, 1 plugins"), ready)
+
+        // Pings at half of WATCHDOG_USEC: 200 ms apart.
+        let pings = try (0..<6).map { _ in try listener.read(until: "WATCHDOG=1") { $0 == "WATCHDOG=1" }.last!.at }
+        let gaps = zip(pings.dropFirst(), pings).map { ($0 - $1).inSeconds }.sorted()
+        XCTAssertEqual(gaps[gaps.count / 2], 0.2, accuracy: 0.08, "median ping interval \(gaps)")
+
+        // STATUS follows the slot: filled, shown (empty), refilled; and is sent only on change.
+        let full = "STATUS=1 slots, 1/1 ads ready, 1 plugins"
+        if !listener.history.contains(full) { _ = try listener.read(until: full) { $0 == full } }
+        _ = try daemon.call("io.adorch.Ads.Show", ["slot": "slow"])
+        _ = try listener.read(until: "STATUS after the show") { $0 == "STATUS=1 slots, 0/1 ads ready, 1 plugins" }
+        _ = try listener.read(until: "STATUS after the refill") { $0 == full }
+        XCTAssertEqual(listener.history.filter { $0.hasPrefix("STATUS=") }.count, 3, "no STATUS without a change: \(listener.history.filter { $0.hasPrefix("STATUS") })")
+
+        // A frozen engine queue stops the pings; they resume after.
+        _ = try listener.read(until: "a ping before the freeze") { $0 == "WATCHDOG=1" }
+        _ = try daemon.call("io.adorch.Debug.FreezeEngine", ["seconds": 1.5])
+        let frozenAt = ContinuousClock.now
+        let resumed = try listener.read(until: "a ping after the freeze") { $0 == "WATCHDOG=1" }.last!.at
+        XCTAssertGreaterThan((resumed - frozenAt).inSeconds, 1.2, "no ping while the engine queue was stuck")
+        _ = try listener.read(until: "pings again") { $0 == "WATCHDOG=1" }
+
+        // SIGHUP: RELOADING=1 with MONOTONIC_USEC, then READY=1.
+        kill(daemon.process.processIdentifier, SIGHUP)
+        let reloading = try listener.read(until: "RELOADING=1") { $0.contains("RELOADING=1") }.last!.text
+        XCTAssertNotNil(reloading.range(of: #"MONOTONIC_USEC=\d+"#, options: .regularExpression), reloading)
+        _ = try listener.read(until: "READY=1 after the reload") { $0.contains("READY=1") }
+
+        kill(daemon.process.processIdentifier, SIGTERM)
+        _ = try listener.read(until: "STOPPING=1") { $0.contains("STOPPING=1") }
+        XCTAssertEqual(daemon.stop(), 0)
+    }
+
+    /// Acceptance 3: systemd-socket-activate passes the socket; the first client is served on it.
+    func testSocketActivationServesTheFirstClientOnThePassedSocket() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-sa-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("activated.sock").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
+        process.arguments = ["-l", socket, productsDirectory.appendingPathComponent("adorchd").path,
+                             "--plugin-dir", productsDirectory.path, "--state-dir", dir.appendingPathComponent("state").path]
+        let stderr = Pipe()
+        process.standardError = stderr
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        var said = ""
+        while !said.contains("Listening on") {
+            let chunk = stderr.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { throw TestFailure("systemd-socket-activate ended: \(said)") }
+            said += String(decoding: chunk, as: UTF8.self)
+        }
+        // The first connection starts adorchd on the passed fd.
+        let client = try VarlinkClient(path: socket)
+        let reply = try client.call("io.adorch.Manager.GetStatus")
+        XCTAssertNil(reply.error)
+        XCTAssertEqual(reply.parameters["socket"]?.stringValue, socket, "it serves on the passed socket, not its own")
+        XCTAssertEqual(reply.parameters["pid"]?.intValue, Int64(process.processIdentifier))
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: socket), "a passed socket is never removed by the daemon")
+    }
+}
