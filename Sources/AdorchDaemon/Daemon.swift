@@ -287,6 +287,7 @@ public final class Daemon: @unchecked Sendable {
         if let id = event.adID { metadata["ad_id"] = "\(externalID(id))" }
         if let code = event.errorCode { metadata["error_code"] = "\(code.rawValue)" }
         if let code = event.networkCode { metadata["network_code"] = "\(code)" }
+        if let user = event.userID, !user.isEmpty { metadata["user_id"] = "\(user)" }
         if let id = MessageID(event.kind) { metadata["message_id"] = "\(id.rawValue)" }
         logger.log(level: logLevel(for: event.kind), "\(describe(event))", metadata: metadata)
 
@@ -338,6 +339,7 @@ public final class Daemon: @unchecked Sendable {
         if let code = event.networkCode { object["network_code"] = .int(code) }
         if let message = event.message { object["message"] = .string(message) }
         if let viewer = event.viewerEvent { object["viewer_event"] = .string(viewer.rawValue) }
+        if let user = event.userID, !user.isEmpty { object["user_id"] = .string(user) }
         return .object(object)
     }
 

@@ -47,7 +47,9 @@ type Event (
   network_code: ?int,
   message: ?string,
   # for ad_event: impression, click, close, complete, skip
-  viewer_event: ?string
+  viewer_event: ?string,
+  # for ad_shown: the app's user id, if it gave one
+  user_id: ?string
 )
 
 # The slots and how many ads each has ready.

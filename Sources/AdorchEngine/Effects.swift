@@ -57,11 +57,13 @@ public struct EngineEvent: Sendable, Equatable {
     public var message: String?
     /// The viewer event for `.adEvent`.
     public var viewerEvent: ViewerEvent?
+    /// The app's user, for `.adShown`.
+    public var userID: String?
 
     public init(
         _ kind: Kind, slot: String? = nil, adID: AdID? = nil, network: String? = nil,
         errorCode: AdErrorCode? = nil, networkCode: Int64? = nil, message: String? = nil,
-        viewerEvent: ViewerEvent? = nil
+        viewerEvent: ViewerEvent? = nil, userID: String? = nil
     ) {
         self.kind = kind
         self.slot = slot
@@ -71,6 +73,7 @@ public struct EngineEvent: Sendable, Equatable {
         self.networkCode = networkCode
         self.message = message
         self.viewerEvent = viewerEvent
+        self.userID = userID
     }
 }
 

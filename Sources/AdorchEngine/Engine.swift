@@ -130,7 +130,7 @@ public struct Engine: Sendable {
             payloadJSON: pick.payloadJSON, expiresAt: pick.expiresAt!, price: pick.price
         )
         effects.append(.show(pick.id, plugin: pick.plugin, userID: userID))
-        effects.append(.emit(EngineEvent(.adShown, slot: slotID, adID: pick.id, network: pick.plugin)))
+        effects.append(.emit(EngineEvent(.adShown, slot: slotID, adID: pick.id, network: pick.plugin, userID: userID)))
         effects += markDryIfEmpty(slotID, now: now)
         effects += refill(slotID, now: now)
         return (.success(shown), effects)

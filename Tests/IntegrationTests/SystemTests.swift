@@ -1,0 +1,91 @@
+import AdorchVarlink
+import Foundation
+import XCTest
+
+/// Issue 3 against the real thing: journald, the catalog, systemd-analyze, and a real
+/// systemd booted in private namespaces. The namespace work is in Tests/system/*.sh; the
+/// checks are here.
+final class SystemTests: XCTestCase {
+    private func scratch(_ name: String) throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-\(name)-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        addTeardownBlock { try? FileManager.default.removeItem(at: dir) }
+        return dir
+    }
+
+    /// Runs a script of Tests/system; its exit 77 means "cannot be done on this machine".
+    private func runScript(_ name: String, _ arguments: [String]) throws {
+        let result = try runCommand(packageRoot.appendingPathComponent("Tests/system/\(name)").path, arguments)
+        if result.status == 77 { throw XCTSkip("\(name): \(result.stderr.trimmingCharacters(in: .whitespacesAndNewlines))") }
+        XCTAssertEqual(result.status, 0, "\(name) failed:\n\(result.stdout)\n\(result.stderr)")
+    }
+
+    private func entries(_ file: URL) throws -> [[String: JSONValue]] {
+        try String(contentsOf: file, encoding: .utf8).split(separator: "\n").compactMap { JSONValue.parse(Data($0.utf8))?.objectValue }
+    }
+
+    private var messageIDs: [String: String] {
+        // The ids as the daemon defines them, read from its source: the catalog must cover each.
+        let source = (try? String(contentsOf: packageRoot.appendingPathComponent("Sources/AdorchDaemon/MessageID.swift"), encoding: .utf8)) ?? ""
+        var ids: [String: String] = [:]
+        for match in source.matches(of: /case (\w+) = "([0-9a-f]{32})"/) { ids[String(match.1)] = String(match.2) }
+        return ids
+    }
+
+    /// Acceptance 1: every log line is a journal entry with its fields and MESSAGE_ID, and
+    /// journalctl -x explains them from the catalog.
+    func testEveryLogLineIsAJournalEntryWithFieldsAndACatalogExplanation() throws {
+        let out = try scratch("journald")
+        try runScript("journald.sh", [out.path, productsDirectory.path, packageRoot.path])
+        XCTAssertEqual(try String(contentsOf: out.appendingPathComponent("exit"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), "0")
+        XCTAssertEqual(try String(contentsOf: out.appendingPathComponent("stderr"), encoding: .utf8), "", "nothing went to stderr: every line is in the journal")
+        let ids = messageIDs
+        XCTAssertEqual(ids.count, 13)
+
+        let all = try entries(out.appendingPathComponent("all.json"))
+        func with(_ id: String?) -> [[String: JSONValue]] { all.filter { $0["MESSAGE_ID"]?.stringValue == id } }
+        XCTAssertEqual(with(ids["daemonReady"]).count, 1)
+        XCTAssertEqual(with(ids["daemonStopping"]).count, 1)
+        XCTAssertEqual(with(ids["pluginLoaded"]).first?["PLUGIN"]?.stringValue, "sim")
+
+        let shownAd = try XCTUnwrap(JSONValue.parse(try Data(contentsOf: out.appendingPathComponent("ad.json")))?["ad"]?["id"]?.stringValue)
+        let slot = try entries(out.appendingPathComponent("slot.json"))
+        XCTAssertTrue(slot.allSatisfy { $0["SLOT"]?.stringValue == "rewarded_main" })
+        let loaded = slot.filter { $0["MESSAGE_ID"]?.stringValue == ids["adLoaded"] }
+        let shown = slot.filter { $0["MESSAGE_ID"]?.stringValue == ids["adShown"] }
+        XCTAssertGreaterThanOrEqual(loaded.count, 1)
+        XCTAssertEqual(shown.count, 1)
+        XCTAssertEqual(shown.first?["AD_ID"]?.stringValue, shownAd)
+        XCTAssertEqual(shown.first?["USER_ID"]?.stringValue, "u-journal")
+        XCTAssertTrue(loaded.contains { $0["AD_ID"]?.stringValue == shownAd }, "the shown ad's load is there too")
+        for entry in loaded + shown {
+            XCTAssertEqual(entry["NETWORK"]?.stringValue, "sim")
+            XCTAssertEqual(entry["PRIORITY"]?.stringValue, "6")
+            XCTAssertEqual(entry["SYSLOG_IDENTIFIER"]?.stringValue, "adorchd")
+            for field in ["CODE_FILE", "CODE_LINE", "CODE_FUNC"] { XCTAssertNotNil(entry[field], field) }
+        }
+
+        let explained = try String(contentsOf: out.appendingPathComponent("explained.txt"), encoding: .utf8)
+        for subject in ["Subject: adorchd is ready", "Subject: An ad was loaded", "Subject: An ad was shown", "Subject: adorchd is stopping"] {
+            XCTAssertTrue(explained.contains(subject), "journalctl -x explains: \(subject)")
+        }
+        let catalog = try String(contentsOf: out.appendingPathComponent("catalog.txt"), encoding: .utf8)
+        for (name, id) in ids { XCTAssertTrue(catalog.contains("-- \(id)"), "the catalog explains \(name)") }
+    }
+
+    /// Acceptance 5: both units verify, and the service rates at most 2.0 (OK or SAFE).
+    func testTheUnitsVerifyAndTheServiceIsHardened() throws {
+        let prefix = try scratch("units")
+        let install = try runCommand("/usr/bin/env", ["make", "-s", "-C", packageRoot.path, "install-files", "CONFIGURATION=debug",
+                                                      "PREFIX=\(prefix.path)", "SYSCONFDIR=\(prefix.path)/etc"])
+        XCTAssertEqual(install.status, 0, install.stderr)
+        let units = prefix.appendingPathComponent("lib/systemd/system")
+        let service = units.appendingPathComponent("adorchd.service").path
+        let verify = try runCommand("/usr/bin/systemd-analyze", ["verify", service, units.appendingPathComponent("adorchd.socket").path])
+        XCTAssertEqual(verify.status, 0, verify.stdout + verify.stderr)
+        let security = try runCommand("/usr/bin/systemd-analyze", ["security", "--offline=yes", "--threshold=20", service])
+        XCTAssertEqual(security.status, 0, security.stdout)
+        let score = security.stdout.firstMatch(of: /Overall exposure level for adorchd.service: (\d+\.\d+)/).map { Double($0.1)! }
+        XCTAssertLessThanOrEqual(try XCTUnwrap(score), 2.0)
+    }
+}
