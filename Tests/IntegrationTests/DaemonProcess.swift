@@ -60,7 +60,10 @@ final class DaemonProcess {
         }
     }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(at: dir)
+    }
 
     /// SIGTERM, then wait for the exit; returns the exit status.
     @discardableResult
@@ -69,7 +72,6 @@ final class DaemonProcess {
         if process.isRunning { kill(process.processIdentifier, SIGTERM) }
         process.waitUntilExit()
         exitStatus = process.terminationStatus
-        try? FileManager.default.removeItem(at: dir)
         return process.terminationStatus
     }
 

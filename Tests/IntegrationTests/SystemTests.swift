@@ -73,6 +73,38 @@ final class SystemTests: XCTestCase {
         for (name, id) in ids { XCTAssertTrue(catalog.contains("-- \(id)"), "the catalog explains \(name)") }
     }
 
+    /// Acceptance 6: a real systemd in private namespaces runs the project's own units from
+    /// a DESTDIR install: socket start, activation by the first call, STATUS in systemctl
+    /// status, a reload that keeps ad ids, and a stop with exit 0 and nothing left running.
+    func testARealSystemdRunsTheInstalledUnits() throws {
+        let out = try scratch("systemd")
+        try runScript("systemd.sh", [out.path, packageRoot.path])
+        func text(_ name: String) -> String {
+            ((try? String(contentsOf: out.appendingPathComponent(name), encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let console = text("console.log")
+        XCTAssertEqual(text("done.txt"), "done", text("launcher.log") + console)
+        XCTAssertEqual(text("socket-active.txt"), "active")
+        XCTAssertEqual(text("service-before.txt"), "inactive", "nothing runs before the first call")
+        XCTAssertEqual(JSONValue.parse(Data(text("first-call.json").utf8))?["slots"]?.arrayValue?.count, 3, text("first-call.err"))
+        XCTAssertEqual(text("service-after.txt"), "active", "the first call started the service")
+        XCTAssertNotNil(text("status.txt").range(of: #"Status: "3 slots, \d/5 ads ready, 1 plugins""#, options: .regularExpression), text("status.txt"))
+        XCTAssertTrue(text("status.txt").contains("TriggeredBy: ● adorchd.socket"), text("status.txt"))
+        XCTAssertEqual(text("reload.txt"), "ok", text("reload.err"))
+        let before = JSONValue.parse(Data(text("before-reload.json").utf8))?["slots"]?.arrayValue ?? []
+        let after = JSONValue.parse(Data(text("after-reload.json").utf8))?["slots"]?.arrayValue ?? []
+        XCTAssertEqual(before.count, 3)
+        XCTAssertEqual(before.map { $0["ready_ads"] }, after.map { $0["ready_ads"] }, "systemctl reload kept every ready ad")
+        XCTAssertEqual(before.first?["ready_ads"]?.arrayValue?.count, 2)
+        XCTAssertEqual(text("stopped.txt").split(separator: "\n").sorted(),
+                       ["ActiveState=inactive", "ExecMainCode=1", "ExecMainStatus=0", "Result=success"].sorted(),
+                       "stopped cleanly with exit status 0")
+        XCTAssertEqual(text("leftover.txt"), "", "no adorchd process left")
+        let cgroup = text("cgroup.txt")
+        XCTAssertTrue(cgroup.hasPrefix("/sys/fs/cgroup/unified/adorch-st-"), cgroup)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: cgroup), "the test's cgroups are removed")
+    }
+
     /// Acceptance 5: both units verify, and the service rates at most 2.0 (OK or SAFE).
     func testTheUnitsVerifyAndTheServiceIsHardened() throws {
         let prefix = try scratch("units")

@@ -107,6 +107,22 @@ final class SystemdNotifyTests: XCTestCase {
         XCTAssertEqual(daemon.stop(), 0)
     }
 
+    /// Graceful stop: a subscription ends with a final reply, every ad is destroyed through
+    /// its plugin (the sim plugin's log says its deinit ran), and the exit status is 0.
+    func testSIGTERMEndsSubscriptionsWithAFinalReplyAndExitsZero() throws {
+        let daemon = try DaemonProcess()
+        try daemon.waitFor("demo slots full") { try daemon.allSlotsFull() }
+        let subscriber = try daemon.client(timeout: .seconds(10))
+        XCTAssertNil(try subscriber.call("io.adorch.Ads.Subscribe", [:], more: true).error)
+        kill(daemon.process.processIdentifier, SIGTERM)
+        var last = try subscriber.nextReply()
+        while last.continues { last = try subscriber.nextReply() }
+        XCTAssertEqual(last.error, "io.adorch.Ads.ShuttingDown", "the stream's last reply says why it ends")
+        XCTAssertEqual(daemon.stop(), 0)
+        XCTAssertTrue(daemon.log.contains("adorchd stopping"))
+        XCTAssertTrue(daemon.log.contains("adorchd stopped"))
+    }
+
     /// Acceptance 3: systemd-socket-activate passes the socket; the first client is served on it.
     func testSocketActivationServesTheFirstClientOnThePassedSocket() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-sa-\(UUID().uuidString.prefix(8))")

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Boots a real systemd as PID 1 of private namespaces (the recipe of
+# shared/notes/systemd-in-a-namespace.md), installs adorch into it with a DESTDIR install of
+# the project's own units, and drives it with systemctl. What it sees goes to OUT for
+# Tests/IntegrationTests/SystemTests.swift to check.
+#   usage: systemd.sh OUT PACKAGE_ROOT          (uses the debug build)
+#   exit 77: this machine cannot boot systemd in namespaces: the test skips, saying why.
+# The host is left as it was: private /run, /tmp, /dev, /etc (an overlay), /var/lib and
+# cgroup; read-only /proc/sys and /sys; everything torn down by PID at the end.
+set -euo pipefail
+out=$(realpath "$1") root=$(realpath "$2")
+
+[ "$(id -u)" = 0 ] || { echo "needs root" >&2; exit 77; }
+[ -x /lib/systemd/systemd ] || { echo "no /lib/systemd/systemd" >&2; exit 77; }
+cgparent=/sys/fs/cgroup/unified
+[ -f $cgparent/cgroup.procs ] || { echo "no cgroup v2 hierarchy at $cgparent" >&2; exit 77; }
+unshare --pid --fork --mount --uts --ipc --net --cgroup --mount-proc true 2>/dev/null \
+    || { echo "namespaces are not permitted here" >&2; exit 77; }
+
+name=adorch-st-$$
+cg=$cgparent/$name
+mkdir "$cg" || { echo "cannot make a cgroup under $cgparent" >&2; exit 77; }
+echo "$cg" >"$out/cgroup.txt"
+scratch=$out/ns
+mkdir -p "$scratch/units" "$scratch/etc-upper" "$scratch/etc-work" "$scratch/var-lib"
+: >"$scratch/console.log"
+
+# The project's own install, as a package would lay it out.
+make -s -C "$root" install-files CONFIGURATION=debug DESTDIR="$scratch/dest" PREFIX=/usr/local >"$out/install.log" 2>&1
+cp "$scratch/dest/usr/local/lib/systemd/system/adorchd.service" "$scratch/dest/usr/local/lib/systemd/system/adorchd.socket" "$scratch/units/"
+for unit in sysinit.target basic.target shutdown.target adorch-test.target; do
+    printf '[Unit]\nDescription=%s (test stub)\nDefaultDependencies=no\n' "$unit" >"$scratch/units/$unit"
+done
+
+cat >"$scratch/inner.sh" <<'INNER'
+#!/bin/bash
+# PID 1 of the new pid namespace, inside private mount/uts/ipc/net/cgroup namespaces.
+set -eu
+scratch=$1
+mount --make-rprivate /
+mount -t tmpfs tmpfs /srv
+mkdir /srv/scratch && mount --bind "$scratch" /srv/scratch
+mount -t tmpfs -o mode=755,nosuid,nodev tmpfs /run
+mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp
+mkdir -p "$scratch" && mount --move /srv/scratch "$scratch"
+# A minimal private /dev, its console a log file.
+mount -t tmpfs -o mode=755,nosuid tmpfs /srv
+for d in null zero full random urandom tty; do touch /srv/$d; mount --bind /dev/$d /srv/$d; done
+mkdir /srv/pts /srv/shm
+mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts /srv/pts
+ln -s pts/ptmx /srv/ptmx
+mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /srv/shm
+touch /srv/console; mount --bind "$scratch/console.log" /srv/console
+ln -s /proc/self/fd /srv/fd; ln -s /proc/self/fd/0 /srv/stdin; ln -s /proc/self/fd/1 /srv/stdout; ln -s /proc/self/fd/2 /srv/stderr
+mount --move /srv /dev
+# Global knobs stay out of the guest's reach.
+mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys
+if [ -e /proc/sysrq-trigger ]; then
+    mount --bind /proc/sysrq-trigger /proc/sysrq-trigger && mount -o remount,bind,ro /proc/sysrq-trigger
+fi
+mount -o remount,bind,ro /sys
+mount -t cgroup2 -o rw,nosuid,nodev,noexec cgroup2 /sys/fs/cgroup
+# A private /etc (sysusers writes the adorch user there), the install, and state.
+mount -t overlay overlay -o "lowerdir=/etc,upperdir=$scratch/etc-upper,workdir=$scratch/etc-work" /etc
+mount -t tmpfs tmpfs /etc/systemd/system
+cp -a "$scratch/dest/etc/adorch" /etc/adorch
+mount --bind "$scratch/dest/usr/local" /usr/local
+mount --bind "$scratch/var-lib" /var/lib
+[ -d /var/log/journal ] && mount -t tmpfs tmpfs /var/log/journal
+systemd-sysusers /usr/local/lib/sysusers.d/adorch.conf
+hostname adorch-st
+exec env -i container=adorch-st PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin SYSTEMD_UNIT_PATH="$scratch/units" \
+    /lib/systemd/systemd --system --unit=adorch-test.target --log-target=console --log-level=info --show-status=no
+INNER
+chmod +x "$scratch/inner.sh"
+
+( echo $BASHPID >"$cg/cgroup.procs"
+  exec timeout 120 unshare --pid --fork --kill-child --mount --uts --ipc --net --cgroup --mount-proc "$scratch/inner.sh" "$scratch"
+) >"$out/launcher.log" 2>&1 &
+launcher=$!
+
+pid1=
+teardown() {
+    [ -n "$pid1" ] && kill -KILL "$pid1" 2>/dev/null || true
+    kill -KILL $launcher 2>/dev/null || true
+    wait $launcher 2>/dev/null || true
+    # The namespace's processes die with its PID 1; their cgroups can go once empty.
+    for _ in $(seq 200); do
+        [ -z "$(cat $(find "$cg" -name cgroup.procs) 2>/dev/null)" ] && break
+        sleep 0.05
+    done
+    find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    [ -d "$cg" ] && echo "left behind: $cg" >&2
+    cp "$scratch/console.log" "$out/console.log" 2>/dev/null || true
+}
+trap teardown EXIT
+
+# Waits until a command succeeds, for at most 20 s.
+await() { for _ in $(seq 400); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done; echo "timed out: $*" >&2; return 1; }
+
+find_pid1() {
+    local u n
+    u=$(tr -d ' ' </proc/$launcher/task/$launcher/children 2>/dev/null) || return 1
+    [ -n "$u" ] || return 1
+    n=$(tr -d ' ' </proc/$u/task/$u/children 2>/dev/null) || return 1
+    [ -n "$n" ] && pid1=$n
+}
+await find_pid1
+find_pid1
+NS="timeout 30 nsenter -t $pid1 -m -p -u -i -n"
+booted() { st=$($NS systemctl is-system-running 2>/dev/null) || true; [ "$st" = running ] || [ "$st" = degraded ]; }
+await booted
+echo "booted: $($NS systemctl is-system-running || true)" >"$out/boot.txt"
+
+$NS systemctl start adorchd.socket
+$NS systemctl is-active adorchd.socket >"$out/socket-active.txt" || true
+$NS systemctl is-active adorchd.service >"$out/service-before.txt" || true
+# The first call starts the service through the socket.
+$NS adorchctl slots --json >"$out/first-call.json" 2>"$out/first-call.err" || true
+$NS systemctl is-active adorchd.service >"$out/service-after.txt" || true
+full() { $NS adorchctl slots --json | python3 -c 'import json,sys; s=json.load(sys.stdin)["slots"]; sys.exit(0 if all(x["ready"]==x["buffer"] for x in s) else 1)'; }
+await full || true
+$NS systemctl status --no-pager adorchd.service >"$out/status.txt" 2>&1 || true
+$NS adorchctl status --json >"$out/before-reload.json" 2>&1 || true
+$NS systemctl reload adorchd.service 2>"$out/reload.err" && echo ok >"$out/reload.txt" || echo failed >"$out/reload.txt"
+$NS adorchctl status --json >"$out/after-reload.json" 2>&1 || true
+mainpid=$($NS systemctl show -p MainPID --value adorchd.service)
+echo "$mainpid" >"$out/mainpid.txt"
+# The service first, so that its exit status is read while the socket keeps the unit loaded.
+$NS systemctl stop adorchd.service 2>"$out/stop.err" || true
+$NS systemctl show -p ActiveState -p Result -p ExecMainCode -p ExecMainStatus adorchd.service >"$out/stopped.txt" || true
+$NS systemctl stop adorchd.socket 2>>"$out/stop.err" || true
+$NS pgrep -x adorchd >"$out/leftover.txt" || true
+$NS test -e /run/adorch/adorchd.sock && echo present >"$out/socket-file.txt" || echo removed >"$out/socket-file.txt"
+echo done >"$out/done.txt"
