@@ -51,7 +51,7 @@ install-files:
 	install -m644 .build/$(CONFIGURATION)/libadorch-plugin-*.so $(DESTDIR)$(PLUGINDIR)/
 	install -Dm644 Sources/CAdorchPlugin/include/adorch/plugin.h $(DESTDIR)$(PREFIX)/include/adorch/plugin.h
 	install -d $(DESTDIR)$(UNITDIR)
-	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' systemd/adorchd.service.in > $(DESTDIR)$(UNITDIR)/adorchd.service
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' systemd/adorchd.service.in > $(DESTDIR)$(UNITDIR)/adorchd.service
 	install -m644 systemd/adorchd.socket $(DESTDIR)$(UNITDIR)/adorchd.socket
 	install -Dm644 systemd/adorchd.catalog $(DESTDIR)$(CATALOGDIR)/adorchd.catalog
 	install -Dm644 README.md $(DESTDIR)$(DOCDIR)/README.md

@@ -61,6 +61,7 @@ let package = Package(
         .testTarget(name: "AdorchEngineTests", dependencies: ["AdorchEngine"]),
         .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink"]),
         .testTarget(name: "AdorchDaemonTests", dependencies: ["AdorchDaemon"]),
+        .testTarget(name: "AdorchSystemdTests", dependencies: ["AdorchSystemd"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["AdorchVarlink"],

@@ -7,7 +7,7 @@ public enum DefaultPaths {
 
     /// The socket apps and adorchctl use. `ADORCH_SOCKET` overrides it for clients.
     public static var socket: String {
-        if isRoot { return "/run/adorch/adorchd.sock" }
+        if isRoot { return systemSocket }
         if let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
             return runtime + "/adorch/adorchd.sock"
         }
@@ -31,8 +31,18 @@ public enum DefaultPaths {
         return dirs
     }
 
-    /// The client side: `--socket`, then `ADORCH_SOCKET`, then the default.
+    /// The socket of the system service (the socket unit's ListenStream=).
+    public static let systemSocket = "/run/adorch/adorchd.sock"
+
+    /// The client side: `--socket`, then `ADORCH_SOCKET`, then this user's daemon if one is
+    /// running, then the system service's socket (an app user calling the systemd service).
     public static func clientSocket(_ explicit: String?) -> String {
-        explicit ?? ProcessInfo.processInfo.environment["ADORCH_SOCKET"].flatMap { $0.isEmpty ? nil : $0 } ?? socket
+        if let explicit { return explicit }
+        if let env = ProcessInfo.processInfo.environment["ADORCH_SOCKET"], !env.isEmpty { return env }
+        let own = socket
+        if own != systemSocket, !FileManager.default.fileExists(atPath: own), FileManager.default.fileExists(atPath: systemSocket) {
+            return systemSocket
+        }
+        return own
     }
 }
