@@ -126,12 +126,15 @@ extension DaemonConfig {
 
         var scheduler = SchedulerSettings()
         if let s = try r.table("scheduler") {
-            try s.only(["refresh_ahead_s", "backoff_base_ms", "backoff_max_s", "backoff_jitter", "shown_lifetime_s"])
+            try s.only(["refresh_ahead_s", "backoff_base_ms", "backoff_max_s", "backoff_jitter", "shown_lifetime_s",
+                        "rate_limit_pause_s", "max_loads_in_flight_per_network"])
             if let v = try s.int("refresh_ahead_s", min: 0) { scheduler.refreshAhead = .seconds(v) }
             if let v = try s.int("backoff_base_ms", min: 1) { scheduler.backoffBase = .milliseconds(v) }
             if let v = try s.int("backoff_max_s", min: 1) { scheduler.backoffMax = .seconds(v) }
             if let v = try s.double("backoff_jitter", range: 0...1) { scheduler.backoffJitter = v }
             if let v = try s.int("shown_lifetime_s", min: 1) { scheduler.shownLifetime = .seconds(v) }
+            if let v = try s.int("rate_limit_pause_s", min: 0) { scheduler.rateLimitPause = .seconds(v) }
+            if let v = try s.int("max_loads_in_flight_per_network", min: 1, max: 1000) { scheduler.maxLoadsInFlightPerNetwork = Int(v) }
         }
 
         var plugins: [PluginConfig] = []

@@ -112,6 +112,10 @@ struct ControlAPI: Sendable {
             "subscribers": .int(Int64(s.subscribers)),
             "plugins": .array(s.plugins.map(pluginJSON)),
             "slots": .array(s.slots.map(slotJSON)),
+            "networks": .array(s.networks.map { n in
+                ["name": .string(n.name), "loads_in_flight": .int(Int64(n.loadsInFlight)),
+                 "paused_ms": .int(n.paused.nanosecondsClamped / 1_000_000)]
+            }),
             "unattributed_callbacks": .int(Int64(s.unattributedCallbacks)),
         ]
     }
@@ -138,10 +142,16 @@ struct ControlAPI: Sendable {
             "ready": .int(Int64(s.ready)), "loading": .int(Int64(s.loading)), "shown_open": .int(Int64(s.shownOpen)),
             "ready_ads": .array(s.readyAds.map { .string(daemon.externalID($0)) }),
             "ttl_s": .int(s.config.ttl.nanosecondsClamped / 1_000_000_000),
-            "waterfall": .array(zip(s.config.waterfall, s.backoffs).map { entry, backoff in
-                ["plugin": .string(entry.plugin), "ad_unit_id": .string(entry.adUnitID),
-                 "timeout_ms": .int(entry.timeout.nanosecondsClamped / 1_000_000),
-                 "backoff_ms": .int(backoff.nanosecondsClamped / 1_000_000)]
+            "waterfall": .array(zip(s.config.waterfall, s.entries).map { entry, state in
+                var object: [String: JSONValue] = [
+                    "plugin": .string(entry.plugin), "ad_unit_id": .string(entry.adUnitID),
+                    "timeout_ms": .int(entry.timeout.nanosecondsClamped / 1_000_000),
+                    "loads": .int(Int64(state.loads)), "fills": .int(Int64(state.fills)),
+                    "failures_in_row": .int(Int64(state.failuresInRow)),
+                    "backoff_ms": .int(state.backoff.nanosecondsClamped / 1_000_000),
+                ]
+                if let error = state.lastError { object["last_error"] = .string(error.rawValue) }
+                return .object(object)
             }),
             "counters": [
                 "loads": .int(Int64(c.loads)), "fills": .int(Int64(c.fills)), "no_fills": .int(Int64(c.noFills)),
@@ -149,6 +159,8 @@ struct ControlAPI: Sendable {
                 "expired": .int(Int64(c.expired)), "replaced": .int(Int64(c.replaced)), "ran_dry": .int(Int64(c.ranDry)),
                 "ignored_callbacks": .int(Int64(c.ignoredCallbacks)),
                 "contract_violations": .int(Int64(c.contractViolations)),
+                "impressions": .int(Int64(c.impressions)), "clicks": .int(Int64(c.clicks)),
+                "duplicate_reports": .int(Int64(c.duplicateReports)),
             ],
         ]
     }

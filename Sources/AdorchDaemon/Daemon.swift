@@ -303,7 +303,7 @@ public final class Daemon: @unchecked Sendable {
         switch kind {
         case .adLoaded, .adShown, .adExpired, .adReplaced, .adEvent: .info
         case .mediaCached: .debug
-        case .adFailed, .adTimedOut, .slotEmpty: .notice
+        case .adFailed, .adTimedOut, .slotEmpty, .networkPaused: .notice
         case .callbackIgnored, .contractViolation: .warning
         }
     }
@@ -323,6 +323,7 @@ public final class Daemon: @unchecked Sendable {
         case .adEvent: return "ad\(ad) \(event.viewerEvent?.rawValue ?? event.message ?? "event")\(slot)"
         case .mediaCached: return "ad\(ad) media cached\(slot)"
         case .slotEmpty: return "slot \(event.slot ?? "?") ran dry: no valid ad ready"
+        case .networkPaused: return "network \(event.network ?? "?") rate-limited us (network code \(event.networkCode ?? 0)): \(event.message ?? "")"
         case .callbackIgnored: return "plugin callback ignored\(slot)\(network): \(event.message ?? "")"
         case .contractViolation: return "contract violation\(network)\(slot): \(event.message ?? "")"
         }
@@ -400,7 +401,8 @@ public final class Daemon: @unchecked Sendable {
                 configSource: config.source, connections: server?.connectionCounts ?? (0, 0),
                 plugins: loaded.map { .init(info: $0.info, refusal: nil, statsJSON: nil) }
                     + refusals.values.sorted { $0.name < $1.name }.map { .init(info: nil, refusal: $0, statsJSON: nil) },
-                slots: engine.slotStatuses(at: now()), unattributedCallbacks: engine.unattributedCallbacks,
+                slots: engine.slotStatuses(at: now()), networks: engine.networkStatuses(at: now()),
+                unattributedCallbacks: engine.unattributedCallbacks,
                 subscribers: subscribers.count
             )
             let group = DispatchGroup()
@@ -481,6 +483,7 @@ struct DaemonStatus: Sendable {
     var connections: (open: Int, accepted: Int)
     var plugins: [Plugin]
     var slots: [SlotStatus]
+    var networks: [NetworkStatus]
     var unattributedCallbacks: Int
     var subscribers: Int
 }

@@ -35,7 +35,7 @@ type Ad (
 # Something that happened in the daemon.
 type Event (
   # subscribed, ad_loaded, ad_failed, ad_timed_out, ad_expired, ad_replaced, ad_shown,
-  # ad_event, media_cached, slot_empty, callback_ignored, contract_violation
+  # ad_event, media_cached, slot_empty, network_paused, callback_ignored, contract_violation
   kind: string,
   time: string,
   slot: ?string,
@@ -119,15 +119,32 @@ type Counters (
   replaced: int,
   ran_dry: int,
   ignored_callbacks: int,
-  contract_violations: int
+  contract_violations: int,
+  impressions: int,
+  clicks: int,
+  # viewer reports dropped as repeats
+  duplicate_reports: int
 )
 
 type WaterfallEntry (
   plugin: string,
   ad_unit_id: string,
   timeout_ms: int,
+  # loads asked of this entry, and how many it filled
+  loads: int,
+  fills: int,
+  failures_in_row: int,
+  # the host error code of its last failure
+  last_error: ?string,
   # how long this entry still rests after failures
   backoff_ms: int
+)
+
+type Network (
+  name: string,
+  loads_in_flight: int,
+  # how long it is still paused after a rate_limited answer
+  paused_ms: int
 )
 
 type Slot (
@@ -154,6 +171,7 @@ method GetStatus() -> (
   subscribers: int,
   plugins: []Plugin,
   slots: []Slot,
+  networks: []Network,
   # plugin reports for ads the plugin does not own
   unattributed_callbacks: int
 )

@@ -44,6 +44,7 @@ public struct EngineEvent: Sendable, Equatable {
         case adEvent = "ad_event"
         case mediaCached = "media_cached"
         case slotEmpty = "slot_empty"
+        case networkPaused = "network_paused"
         case callbackIgnored = "callback_ignored"
         case contractViolation = "contract_violation"
     }
@@ -93,8 +94,9 @@ public enum Effect: Sendable, Equatable {
 
 /// A plugin's report about one ad, as the plugin host decoded it.
 public enum PluginReport: Sendable, Equatable {
-    /// Loaded with a valid JSON object; the host read the two keys it understands.
-    case loaded(payloadJSON: String, expiresIn: Duration?, price: Double?)
+    /// Loaded with a valid JSON object; the host read the keys it understands: the ad's
+    /// lifetime, its price, and whether the plugin tracks impressions and clicks itself.
+    case loaded(payloadJSON: String, expiresIn: Duration?, price: Double?, tracksItself: Bool = false)
     /// Loaded, but the payload is not a JSON object: the plugin broke the contract.
     case loadedInvalid(reason: String)
     case failed(AdErrorCode, networkCode: Int64, message: String)

@@ -11,6 +11,8 @@ public struct Engine: Sendable {
     private var ads: [AdID: AdRecord] = [:]
     private var retired: [AdID: RetiredAd] = [:]
     private var availablePlugins: Set<String>
+    /// Networks paused after a rate_limited answer, until when.
+    private var pausedUntil: [String: Moment] = [:]
     private var nextID: AdID = 1
     private var random: SplitMix64
     /// Reports for ids this engine never issued (or forgot): only a broken plugin sends them.
@@ -33,7 +35,7 @@ public struct Engine: Sendable {
             switch ad.state {
             case .loading(let deadline) where deadline <= now:
                 slots[ad.slot]?.counters.timeouts += 1
-                noteFailure(of: ad, now: now)
+                noteFailure(of: ad, code: .timeout, now: now)
                 effects += end(id, as: .timedOut, now: now)
                 effects.append(.emit(EngineEvent(.adTimedOut, slot: ad.slot, adID: id, network: ad.plugin,
                                                  errorCode: .timeout, message: "no answer within \(ad.timeout)")))
@@ -57,7 +59,7 @@ public struct Engine: Sendable {
     public mutating func pluginReported(_ report: PluginReport, for id: AdID, from plugin: String, now: Moment) -> [Effect] {
         guard let ad = ads[id], ad.plugin == plugin else { return ignored(report, for: id, from: plugin) }
         switch (report, ad.state) {
-        case (.loaded(let payload, let expiresIn, let price), .loading):
+        case (.loaded(let payload, let expiresIn, let price, let tracksItself), .loading):
             let lifetime = min(expiresIn ?? ad.ttl, ad.ttl)
             let expiresAt = now + lifetime
             let margin = min(settings.refreshAhead, lifetime / 5)
@@ -65,21 +67,22 @@ public struct Engine: Sendable {
             ads[id]!.loadedAt = now
             ads[id]!.payloadJSON = payload
             ads[id]!.price = price ?? 0
+            ads[id]!.tracksItself = tracksItself
             ads[id]!.refreshAt = expiresAt - margin
             slots[ad.slot]?.counters.fills += 1
             slots[ad.slot]?.entries[ad.entryIndex].succeeded()
             var effects: [Effect] = [.emit(EngineEvent(.adLoaded, slot: ad.slot, adID: id, network: ad.plugin))]
             effects += retireSurplus(in: ad.slot, now: now)
-            return effects + refill(ad.slot, now: now)
+            return effects + refillAll(now: now)
 
         case (.loadedInvalid(let reason), .loading):
             slots[ad.slot]?.counters.errors += 1
             slots[ad.slot]?.counters.contractViolations += 1
-            noteFailure(of: ad, now: now)
+            noteFailure(of: ad, code: .pluginFault, now: now)
             var effects = end(id, as: .failed, now: now)
             effects.append(.emit(EngineEvent(.contractViolation, slot: ad.slot, adID: id, network: ad.plugin,
                                              errorCode: .pluginFault, message: reason)))
-            return effects + refill(ad.slot, now: now)
+            return effects + refillAll(now: now)
 
         case (.failed(let code, let networkCode, let message), .loading):
             switch code {
@@ -87,11 +90,17 @@ public struct Engine: Sendable {
             case .timeout: slots[ad.slot]?.counters.timeouts += 1
             default: slots[ad.slot]?.counters.errors += 1
             }
-            noteFailure(of: ad, now: now)
+            noteFailure(of: ad, code: code, now: now)
             var effects = end(id, as: .failed, now: now)
             effects.append(.emit(EngineEvent(.adFailed, slot: ad.slot, adID: id, network: ad.plugin,
                                              errorCode: code, networkCode: networkCode, message: message)))
-            return effects + refill(ad.slot, now: now)
+            if code == .rateLimited {
+                // The network asked us to slow down: no load to it from any slot for a while.
+                pausedUntil[ad.plugin] = now + settings.rateLimitPause
+                effects.append(.emit(EngineEvent(.networkPaused, slot: ad.slot, network: ad.plugin, errorCode: code,
+                                                 networkCode: networkCode, message: "paused for \(settings.rateLimitPause)")))
+            }
+            return effects + refillAll(now: now)
 
         case (.loaded, _), (.loadedInvalid, _), (.failed, _):
             // Rule 3: a load completes once; this object already did.
@@ -115,8 +124,9 @@ public struct Engine: Sendable {
         }
         var effects = advance(to: now)
         let candidates = ads.values.filter { $0.slot == slotID && $0.isValid(at: now) }
+        // The highest price, then the earliest expiry (the one that would be wasted first).
         guard let pick = candidates.min(by: { a, b in
-            (a.expiresAt!, -a.price, a.id) < (b.expiresAt!, -b.price, b.id)
+            (-a.price, a.expiresAt!, a.id) < (-b.price, b.expiresAt!, b.id)
         }) else {
             effects += markDry(slotID)
             return (.failure(.noAdReady(slot: slotID)), effects)
@@ -148,11 +158,22 @@ public struct Engine: Sendable {
         if event.once, ad.reported.contains(event) {
             return (.failure(.adNotValid(reason: "ad \(id) already reported \(event.rawValue)")), [])
         }
+        if event == .click, ad.reported.contains(.click) {
+            // One click per ad is billed; later ones are accepted and dropped.
+            slots[ad.slot]?.counters.duplicateReports += 1
+            return (.success(()), [])
+        }
         ads[id]!.reported.insert(event)
-        var effects: [Effect] = [
-            .notify(id, plugin: ad.plugin, event: event),
-            .emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, viewerEvent: event)),
-        ]
+        switch event {
+        case .impression: slots[ad.slot]?.counters.impressions += 1
+        case .click: slots[ad.slot]?.counters.clicks += 1
+        default: break
+        }
+        var effects: [Effect] = [.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, viewerEvent: event))]
+        // A plugin that tracks impressions and clicks itself is not told again: never both.
+        if !(ad.tracksItself && (event == .impression || event == .click)) {
+            effects.insert(.notify(id, plugin: ad.plugin, event: event), at: 0)
+        }
         if event == .close { effects += end(id, as: .closed, now: now) }
         return (.success(()), effects)
     }
@@ -244,6 +265,7 @@ public struct Engine: Sendable {
             for entry in slot.entries { consider(entry.backoffUntil) }
         }
         if let forget = retired.values.map(\.forgetAt).min() { consider(forget) }
+        for until in pausedUntil.values { consider(until) }
         return soonest
     }
 
@@ -259,8 +281,20 @@ public struct Engine: Sendable {
                 loading: mine.filter { if case .loading = $0.state { true } else { false } }.count,
                 shownOpen: mine.filter { if case .shown = $0.state { true } else { false } }.count,
                 counters: slot.counters,
-                backoffs: slot.entries.map { $0.backoffUntil > now ? $0.backoffUntil - now : .zero }
+                entries: slot.entries.map { entry in
+                    EntryStatus(loads: entry.loads, fills: entry.fills, failuresInRow: entry.failuresInRow,
+                                lastError: entry.lastError,
+                                backoff: entry.backoffUntil > now ? entry.backoffUntil - now : .zero)
+                }
             )
+        }
+    }
+
+    /// Every available network: loads in flight and any rate-limit pause.
+    public func networkStatuses(at now: Moment) -> [NetworkStatus] {
+        availablePlugins.sorted().map { name in
+            let until = pausedUntil[name] ?? .zero
+            return NetworkStatus(name: name, loadsInFlight: loadsInFlight(to: name), paused: until > now ? until - now : .zero)
         }
     }
 
@@ -300,8 +334,19 @@ public struct Engine: Sendable {
     /// The waterfall: the first entry whose plugin is there and that is not backing off.
     private func pickEntry(_ slot: SlotState, now: Moment) -> Int? {
         slot.config.waterfall.indices.first { index in
-            availablePlugins.contains(slot.config.waterfall[index].plugin) && slot.entries[index].backoffUntil <= now
+            let plugin = slot.config.waterfall[index].plugin
+            return availablePlugins.contains(plugin) && slot.entries[index].backoffUntil <= now
+                && (pausedUntil[plugin] ?? .zero) <= now && loadsInFlight(to: plugin) < settings.maxLoadsInFlightPerNetwork
         }
+    }
+
+    private func loadsInFlight(to plugin: String) -> Int {
+        ads.values.filter { if case .loading = $0.state { $0.plugin == plugin } else { false } }.count
+    }
+
+    /// A load ended: a network's in-flight cap may have room for another slot now.
+    private mutating func refillAll(now: Moment) -> [Effect] {
+        slotOrder.flatMap { refill($0, now: now) }
     }
 
     /// Rule 1: every load is a new object with a new id, loaded once. Rule 4: a deadline.
@@ -316,6 +361,7 @@ public struct Engine: Sendable {
             ttl: config.ttl, timeout: entry.timeout, state: .loading(deadline: deadline)
         )
         slots[slotID]!.counters.loads += 1
+        slots[slotID]!.entries[entryIndex].loads += 1
         return .load(LoadOrder(
             adID: id, plugin: entry.plugin, slotID: slotID, format: config.format, entry: entry,
             deadline: deadline, reward: config.format == .rewarded ? config.reward : nil,
@@ -339,8 +385,9 @@ public struct Engine: Sendable {
         return effects
     }
 
-    private mutating func noteFailure(of ad: AdRecord, now: Moment) {
+    private mutating func noteFailure(of ad: AdRecord, code: AdErrorCode, now: Moment) {
         guard slots[ad.slot]?.entries.indices.contains(ad.entryIndex) == true else { return }
+        slots[ad.slot]!.entries[ad.entryIndex].lastError = code
         let failures = slots[ad.slot]!.entries[ad.entryIndex].failuresInRow + 1
         let doubling = Double(UInt64(1) << UInt64(min(failures - 1, 30)))
         let raw = min(settings.backoffMax.seconds, settings.backoffBase.seconds * doubling)
@@ -420,8 +467,25 @@ public struct SlotStatus: Sendable, Equatable {
     /// Shown ads still open for viewer reports.
     public var shownOpen: Int
     public var counters: SlotCounters
-    /// Per waterfall entry, how long it still backs off.
-    public var backoffs: [Duration]
+    /// Per waterfall entry, in order.
+    public var entries: [EntryStatus]
+}
+
+/// One waterfall entry as operators see it: what it was asked, what it gave, how long it rests.
+public struct EntryStatus: Sendable, Equatable {
+    public var loads: Int
+    public var fills: Int
+    public var failuresInRow: Int
+    public var lastError: AdErrorCode?
+    public var backoff: Duration
+}
+
+/// A network (plugin) as the scheduler sees it.
+public struct NetworkStatus: Sendable, Equatable {
+    public var name: String
+    public var loadsInFlight: Int
+    /// How long it is still paused after a rate_limited answer.
+    public var paused: Duration
 }
 
 /// What happened in a slot since the daemon started.
@@ -437,6 +501,10 @@ public struct SlotCounters: Sendable, Equatable {
     public var ranDry = 0
     public var ignoredCallbacks = 0
     public var contractViolations = 0
+    public var impressions = 0
+    public var clicks = 0
+    /// Viewer reports dropped as repeats (a second click).
+    public var duplicateReports = 0
     public init() {}
 }
 
@@ -450,10 +518,14 @@ private struct SlotState: Sendable {
 private struct EntryState: Sendable {
     var failuresInRow = 0
     var backoffUntil = Moment.zero
+    var loads = 0
+    var fills = 0
+    var lastError: AdErrorCode?
 
     mutating func succeeded() {
         failuresInRow = 0
         backoffUntil = .zero
+        fills += 1
     }
 }
 
@@ -477,6 +549,7 @@ private struct AdRecord: Sendable {
     var refreshAt = Moment.zero
     var loadedAt: Moment?
     var mediaCached = false
+    var tracksItself = false
     var userID: String?
     var reported: Set<ViewerEvent> = []
 

@@ -87,11 +87,16 @@ public struct SchedulerSettings: Sendable, Equatable {
     public var shownLifetime: Duration
     /// How long an ended ad is remembered, to attribute late callbacks and explain reports.
     public var retiredMemory: Duration
+    /// A network that answers rate_limited (the seed's 40020) gets no load at all for this long.
+    public var rateLimitPause: Duration
+    /// At most this many loads in flight to one network, over all slots.
+    public var maxLoadsInFlightPerNetwork: Int
 
     public init(
         refreshAhead: Duration = .seconds(60), backoffBase: Duration = .seconds(1),
         backoffMax: Duration = .seconds(300), backoffJitter: Double = 0.2,
-        shownLifetime: Duration = .seconds(3600), retiredMemory: Duration = .seconds(600)
+        shownLifetime: Duration = .seconds(3600), retiredMemory: Duration = .seconds(600),
+        rateLimitPause: Duration = .seconds(300), maxLoadsInFlightPerNetwork: Int = 8
     ) {
         self.refreshAhead = refreshAhead
         self.backoffBase = backoffBase
@@ -99,5 +104,7 @@ public struct SchedulerSettings: Sendable, Equatable {
         self.backoffJitter = backoffJitter
         self.shownLifetime = shownLifetime
         self.retiredMemory = retiredMemory
+        self.rateLimitPause = rateLimitPause
+        self.maxLoadsInFlightPerNetwork = maxLoadsInFlightPerNetwork
     }
 }

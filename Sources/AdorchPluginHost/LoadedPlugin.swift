@@ -220,7 +220,8 @@ private func sink(_ host: UnsafePointer<adorch_host>?) -> CallbackSink? {
     return Unmanaged<CallbackSink>.fromOpaque(data).takeUnretainedValue()
 }
 
-/// Decodes a loaded payload: it must be a JSON object; `expires_in_s` and `price` are read.
+/// Decodes a loaded payload: it must be a JSON object; `expires_in_s`, `price` and
+/// `tracks_impressions` are read.
 func decodePayload(_ text: String) -> PluginReport {
     if text.isEmpty { return .loadedInvalid(reason: "loaded with an empty payload") }
     guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
@@ -228,7 +229,8 @@ func decodePayload(_ text: String) -> PluginReport {
     }
     let expiresIn = (object["expires_in_s"] as? NSNumber).map { Duration.milliseconds(Int64($0.doubleValue * 1000)) }
     let price = (object["price"] as? NSNumber)?.doubleValue
-    return .loaded(payloadJSON: text, expiresIn: expiresIn.flatMap { $0 > .zero ? $0 : nil }, price: price)
+    let tracksItself = (object["tracks_impressions"] as? NSNumber)?.boolValue ?? false
+    return .loaded(payloadJSON: text, expiresIn: expiresIn.flatMap { $0 > .zero ? $0 : nil }, price: price, tracksItself: tracksItself)
 }
 
 private let hostLoaded: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, UnsafePointer<CChar>?) -> Void = {

@@ -158,13 +158,18 @@ final class AdValidTests: XCTestCase {
         XCTAssertEqual(h.show("s"), .failure(.noAdReady(slot: "s")))
     }
 
-    func testShowPicksTheEarliestExpiryFirst() {
-        var h = Harness(slots: [slot(buffer: 2)])
-        let (x, y) = (h.loads[0].adID, h.loads[1].adID)
-        h.fill(x, expiresIn: .seconds(500))
-        h.fill(y, expiresIn: .seconds(100))
-        guard case .success(let ad) = h.show("s") else { return XCTFail("no ad") }
-        XCTAssertEqual(ad.id, y)
+    func testShowPicksTheHighestPriceThenTheEarliestExpiry() {
+        var h = Harness(slots: [slot(buffer: 3)])
+        let (x, y, z) = (h.loads[0].adID, h.loads[1].adID, h.loads[2].adID)
+        h.fill(x, expiresIn: .seconds(500), price: 2)
+        h.fill(y, expiresIn: .seconds(100), price: 1)
+        h.fill(z, expiresIn: .seconds(300), price: 2)
+        var order: [AdID] = []
+        for _ in 0..<3 {
+            guard case .success(let ad) = h.show("s") else { return XCTFail("no ad") }
+            order.append(ad.id)
+        }
+        XCTAssertEqual(order, [z, x, y])
     }
 
     func testARewardedShowNeedsAUserID() {
@@ -316,10 +321,10 @@ final class PreloadTests: XCTestCase {
     }
 
     func testJitterSpreadsBackoffsWithinItsShare() {
-        let settings = SchedulerSettings(backoffBase: .seconds(10), backoffJitter: 0.2)
+        let settings = SchedulerSettings(backoffBase: .seconds(10), backoffJitter: 0.2, maxLoadsInFlightPerNetwork: 100)
         var h = Harness(slots: (0..<20).map { slot("s\($0)") }, settings: settings)
         for order in h.loads { h.report(.failed(.network, networkCode: -2, message: ""), order.adID) }
-        let backoffs = h.engine.slotStatuses(at: h.now).map { $0.backoffs[0].seconds }
+        let backoffs = h.engine.slotStatuses(at: h.now).map { $0.entries[0].backoff.seconds }
         XCTAssertTrue(backoffs.allSatisfy { (8.0...12.0).contains($0) }, "\(backoffs)")
         XCTAssertGreaterThan(Set(backoffs).count, 10, "jitter spreads them")
     }
@@ -354,7 +359,72 @@ final class PreloadTests: XCTestCase {
     }
 }
 
+final class NetworkTests: XCTestCase {
+    func testRateLimitedPausesTheWholeNetworkWhileOthersFill() {
+        let settings = SchedulerSettings(backoffBase: .seconds(1), backoffJitter: 0, rateLimitPause: .seconds(60))
+        var h = Harness(slots: [slot("x", entries: ["a", "b"]), slot("y", entries: ["a"])], settings: settings)
+        let first = h.loads.first { $0.slotID == "x" }!
+        XCTAssertEqual(first.plugin, "a")
+        h.report(.failed(.rateLimited, networkCode: 40020, message: "daily limit"), first.adID)
+        XCTAssertTrue(h.events.contains { $0.kind == .networkPaused && $0.network == "a" })
+        XCTAssertEqual(h.loads.last!.plugin, "b", "x fills from b meanwhile")
+        h.fill(h.loads.last!.adID)
+        // y's load to a is still in flight; when it fails, a is not asked again until the pause ends.
+        let yLoad = h.loads.first { $0.slotID == "y" }!
+        h.report(.failed(.noFill, networkCode: 20001, message: ""), yLoad.adID)
+        let before = h.loads.count
+        h.advance(.seconds(59))
+        XCTAssertEqual(h.loads.count, before, "no load to a during the pause, from any slot")
+        XCTAssertEqual(h.engine.networkStatuses(at: h.now).first { $0.name == "a" }?.paused, .seconds(1))
+        h.advance(.seconds(1))
+        XCTAssertEqual(h.loads.count, before + 1)
+        XCTAssertEqual(h.loads.last!.plugin, "a")
+    }
+
+    func testLoadsInFlightToOneNetworkAreCapped() {
+        let settings = SchedulerSettings(backoffJitter: 0, maxLoadsInFlightPerNetwork: 2)
+        var h = Harness(slots: [slot("x", buffer: 3), slot("y", buffer: 2)], settings: settings)
+        XCTAssertEqual(h.loads.count, 2, "two in flight to a, whatever the slots want")
+        h.fill(h.loads[0].adID)
+        XCTAssertEqual(h.loads.count, 3, "a finished load frees a place")
+        XCTAssertEqual(h.engine.networkStatuses(at: h.now).first?.loadsInFlight, 2)
+    }
+
+    func testEntryCountersShowTheOrderEntriesWereTried() {
+        var h = Harness(slots: [slot(entries: ["a", "b"], timeout: .seconds(1))])
+        h.report(.failed(.noFill, networkCode: 20001, message: ""), h.loads[0].adID)
+        h.fill(h.loads[1].adID)
+        let entries = h.status("s").entries
+        XCTAssertEqual(entries.map(\.loads), [1, 1])
+        XCTAssertEqual(entries.map(\.fills), [0, 1])
+        XCTAssertEqual(entries[0].lastError, .noFill)
+        XCTAssertEqual(entries[0].failuresInRow, 1)
+    }
+}
+
 final class ViewerReportTests: XCTestCase {
+    func testTheHostTellsAPluginOfImpressionsAndClicksOnlyIfItDoesNotTrackThemItself() {
+        var h = Harness(slots: [slot("host", entries: ["a"]), slot("self", entries: ["b"])])
+        let hostAd = h.loads.first { $0.slotID == "host" }!.adID
+        let selfAd = h.loads.first { $0.slotID == "self" }!.adID
+        h.report(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil, tracksItself: false), hostAd)
+        h.report(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil, tracksItself: true), selfAd)
+        for slot in ["host", "self"] {
+            guard case .success(let ad) = h.show(slot) else { return XCTFail("no ad in \(slot)") }
+            XCTAssertNil(refusal(h.reportViewer(.impression, ad.id)))
+            XCTAssertNil(refusal(h.reportViewer(.click, ad.id)))
+            XCTAssertNil(refusal(h.reportViewer(.click, ad.id)), "a second click is accepted")
+        }
+        func notified(_ id: AdID) -> [ViewerEvent] {
+            h.effects.compactMap { if case .notify(id, _, let e) = $0 { e } else { nil } }
+        }
+        XCTAssertEqual(notified(hostAd), [.impression, .click], "once each, never twice")
+        XCTAssertEqual(notified(selfAd), [], "a self-tracking plugin is never notified")
+        XCTAssertEqual(h.status("host").counters.clicks, 1)
+        XCTAssertEqual(h.status("host").counters.duplicateReports, 1)
+        XCTAssertEqual(h.events.filter { $0.adID == selfAd && $0.viewerEvent == .click }.count, 1, "subscribers hear it once")
+    }
+
     func testOnceEventsAreAcceptedOnceAndClicksAlways() {
         var h = Harness(slots: [slot()])
         h.fill(h.loads[0].adID)
@@ -363,7 +433,7 @@ final class ViewerReportTests: XCTestCase {
         XCTAssertEqual(refusal(h.reportViewer(.impression, ad.id)), "ad \(ad.id) already reported impression")
         XCTAssertNil(refusal(h.reportViewer(.click, ad.id)))
         XCTAssertNil(refusal(h.reportViewer(.click, ad.id)))
-        XCTAssertEqual(h.effects.filter { if case .notify(ad.id, _, .click) = $0 { true } else { false } }.count, 2)
+        XCTAssertEqual(h.effects.filter { if case .notify(ad.id, _, .click) = $0 { true } else { false } }.count, 1, "one click per ad")
         XCTAssertNil(refusal(h.reportViewer(.close, ad.id)))
         XCTAssertEqual(refusal(h.reportViewer(.click, ad.id)), "ad \(ad.id) has ended (closed)")
     }

@@ -139,8 +139,10 @@ struct adorch_host {
     void *host_data;      /* the host's; pass the host pointer back, never touch this */
 
     /* [any thread] The load of `ad` succeeded. `payload_json` is a JSON object with what
-     * the app needs to render the ad; the keys "expires_in_s" (number) and "price"
-     * (number) are read by the host as the ad's lifetime and eCPM when present. */
+     * the app needs to render the ad. The host reads three keys when present:
+     * "expires_in_s" (number, the ad's lifetime), "price" (number, its eCPM) and
+     * "tracks_impressions" (true: the plugin counts impressions and clicks itself, so the
+     * host does not ad_notify it of them; false or absent: the host does). */
     void (*loaded)(const adorch_host *host, adorch_ad_id ad, const char *payload_json);
 
     /* [any thread] The load of `ad` failed with `error` (an adorch_error). `network_code`
