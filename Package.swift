@@ -9,6 +9,7 @@ let package = Package(
         // Plugins are shared objects the daemon dlopens; the file names are libadorch-plugin-NAME.so.
         .library(name: "adorch-plugin-sim", type: .dynamic, targets: ["AdorchSimPlugin"]),
         .library(name: "adorch-plugin-example", type: .dynamic, targets: ["AdorchExamplePlugin"]),
+        .library(name: "adorch-plugin-swift-example", type: .dynamic, targets: ["AdorchSwiftExamplePlugin"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -57,6 +58,7 @@ let package = Package(
         ),
         .target(name: "AdorchSimPlugin", dependencies: ["CAdorchPlugin"], path: "plugins/sim", publicHeadersPath: "."),
         .target(name: "AdorchExamplePlugin", dependencies: ["CAdorchPlugin"], path: "plugins/example", publicHeadersPath: "."),
+        .target(name: "AdorchSwiftExamplePlugin", dependencies: ["CAdorchPlugin"], path: "plugins/swift-example"),
 
         .testTarget(name: "AdorchEngineTests", dependencies: ["AdorchEngine"]),
         .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink"]),

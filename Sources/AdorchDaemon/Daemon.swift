@@ -129,7 +129,10 @@ public final class Daemon: @unchecked Sendable {
                 subscriber.replier.fail(VarlinkError("io.adorch.Ads.ShuttingDown"))
             }
             subscribers.removeAll()
-            for plugin in plugins.values.sorted(by: { $0.info.name < $1.info.name }) { plugin.shutdown() }
+            for plugin in plugins.values.sorted(by: { $0.info.name < $1.info.name }) where !plugin.shutdown() {
+                logger.error("plugin \(plugin.info.name) did not return from a call within 5 s: stopping without its deinit",
+                             metadata: ["plugin": "\(plugin.info.name)"])
+            }
         }
         server?.stop()
         logger.notice("adorchd stopped")

@@ -103,4 +103,7 @@ public enum PluginReport: Sendable, Equatable {
     case mediaCached
     /// Another event from the plugin (reward, show failed, …), passed on as it came.
     case other(name: String)
+    /// Not from the plugin but about it: its ad_destroy for this ad returned. Reports that
+    /// were already on their way before that are not the plugin's fault.
+    case destroyed
 }

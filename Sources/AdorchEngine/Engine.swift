@@ -57,6 +57,10 @@ public struct Engine: Sendable {
     /// A plugin reported on one of its ads. A report naming another plugin's ad is ignored
     /// like one for an ad that does not exist.
     public mutating func pluginReported(_ report: PluginReport, for id: AdID, from plugin: String, now: Moment) -> [Effect] {
+        if report == .destroyed {
+            retired[id]?.destroyConfirmed = true
+            return []
+        }
         guard let ad = ads[id], ad.plugin == plugin else { return ignored(report, for: id, from: plugin) }
         switch (report, ad.state) {
         case (.loaded(let payload, let expiresIn, let price, let tracksItself), .loading):
@@ -112,6 +116,9 @@ public struct Engine: Sendable {
 
         case (.other(let name), _):
             return [.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: name))]
+
+        case (.destroyed, _):
+            return []  // handled above: a live ad is never destroyed
         }
     }
 
@@ -428,6 +435,7 @@ public struct Engine: Sendable {
         case .failed: what = "failed"
         case .mediaCached: what = "media cached"
         case .other(let name): what = name
+        case .destroyed: what = "destroyed"
         }
         if let ad = ads[id], ad.plugin == plugin {
             slots[ad.slot]?.counters.ignoredCallbacks += 1
@@ -435,6 +443,10 @@ public struct Engine: Sendable {
                                       message: "second completion (\(what)) ignored"))]
         }
         if let memory = retired[id], memory.plugin == plugin {
+            // The host ended the ad but the plugin's ad_destroy has not returned yet: this
+            // report crossed it on the way, which the contract allows. After a deadline,
+            // though, an answer is late whenever it comes (rule 3).
+            if !memory.destroyConfirmed, memory.reason != .timedOut { return [] }
             slots[memory.slot]?.counters.ignoredCallbacks += 1
             return [.emit(EngineEvent(.callbackIgnored, slot: memory.slot, adID: id, network: plugin,
                                       message: "\(what) after the ad ended (\(memory.reason.rawValue)) ignored"))]
@@ -572,4 +584,6 @@ private struct RetiredAd: Sendable {
     var plugin: String
     var reason: Reason
     var forgetAt: Moment
+    /// The plugin's ad_destroy has returned: from now on any report is its fault.
+    var destroyConfirmed = false
 }

@@ -42,7 +42,14 @@ public final class LoadedPlugin: @unchecked Sendable {
         guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
             throw .cannotOpen(path: path, reason: dlerror().map { String(cString: $0) } ?? "unknown error")
         }
-        guard let symbol = dlsym(handle, ADORCH_PLUGIN_ENTRY_SYMBOL) else {
+        let symbol: UnsafeMutableRawPointer
+        if let data = dlsym(handle, ADORCH_PLUGIN_ENTRY_SYMBOL) {
+            symbol = data
+        } else if let function = dlsym(handle, ADORCH_PLUGIN_GET_ENTRY_SYMBOL),
+                  let entry = unsafeBitCast(function, to: adorch_plugin_get_entry_fn.self)()
+        {
+            symbol = UnsafeMutableRawPointer(mutating: entry)
+        } else {
             dlclose(handle)
             throw .noEntrySymbol(path: path)
         }
@@ -79,17 +86,17 @@ public final class LoadedPlugin: @unchecked Sendable {
             loaded: hostLoaded, failed: hostFailed, event: hostEvent, log: hostLog
         ))
         let code = queue.sync { configJSON.withCString { entry.pointee.`init`(host, $0) } }
-        guard code == 0 else {
-            dlclose(handle)
-            host.deallocate()
-            sink.release()
-            throw .initFailed(path: path, name: name, code: code)
-        }
+        // Every stored property is set, so a throw from here runs deinit, which frees the
+        // host struct and the sink; the library stays mapped, as after any plugin's use.
+        guard code == 0 else { throw .initFailed(path: path, name: name, code: code) }
         initialized = true
     }
 
     deinit {
-        shutdown()
+        // The daemon shuts a plugin down before letting it go (or its init failed). One that
+        // never finished shutting down may still call back: its host struct and sink are
+        // leaked rather than freed under it. Nothing here may capture self.
+        guard !initialized else { return }
         host.deallocate()
         sink.release()
         // The library stays mapped: a plugin thread that outlived deinit must not jump into
@@ -170,8 +177,8 @@ public final class LoadedPlugin: @unchecked Sendable {
 
     public func destroy(_ id: AdID) {
         queue.async { [self] in
-            guard let object = objects.removeValue(forKey: id) else { return }
-            entry.pointee.ad_destroy(object)
+            if let object = objects.removeValue(forKey: id) { entry.pointee.ad_destroy(object) }
+            sink.takeUnretainedValue().deliver(id, .destroyed)
         }
     }
 
@@ -189,14 +196,21 @@ public final class LoadedPlugin: @unchecked Sendable {
     }
 
     /// Destroys every object the plugin still holds, then calls its deinit. Idempotent.
-    public func shutdown() {
-        queue.sync {
-            guard initialized else { return }
-            for (_, object) in objects.sorted(by: { $0.key < $1.key }) { entry.pointee.ad_destroy(object) }
-            objects.removeAll()
-            entry.pointee.deinit()
-            initialized = false
+    /// Returns false if the plugin's queue did not get there within `timeout` (a call into
+    /// it never returned): the daemon stops anyway, without that plugin's deinit.
+    @discardableResult
+    public func shutdown(timeout: DispatchTimeInterval = .seconds(5)) -> Bool {
+        let done = DispatchSemaphore(value: 0)
+        queue.async { [self] in
+            if initialized {
+                for (_, object) in objects.sorted(by: { $0.key < $1.key }) { entry.pointee.ad_destroy(object) }
+                objects.removeAll()
+                entry.pointee.deinit()
+                initialized = false
+            }
+            done.signal()
         }
+        return done.wait(timeout: .now() + timeout) == .success
     }
 }
 

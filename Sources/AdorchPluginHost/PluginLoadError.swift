@@ -11,7 +11,7 @@ public enum PluginLoadError: Error, CustomStringConvertible, Sendable {
         case .cannotOpen(let path, let reason):
             "plugin \(path) refused: dlopen failed: \(reason)"
         case .noEntrySymbol(let path):
-            "plugin \(path) refused: it does not export the symbol adorch_plugin_entry"
+            "plugin \(path) refused: it exports neither adorch_plugin_entry nor adorch_plugin_get_entry"
         case .abiMismatch(let path, let major, let minor):
             "plugin \(path) refused: built for plugin ABI \(major).\(minor), this daemon speaks ABI \(PluginABI.major).\(PluginABI.minor) (major versions must match)"
         case .malformedEntry(let path, let reason):

@@ -220,6 +220,28 @@ final class CompletionOnceTests: XCTestCase {
         XCTAssertEqual(h.status("s").counters.timeouts, 1)
     }
 
+    func testAReportCrossingTheDestroyIsNotThePluginsFaultButOneAfterItIs() {
+        var h = Harness(slots: [slot()])
+        let id = h.loads[0].adID
+        h.fill(id)
+        guard case .success = h.show("s") else { return XCTFail("no ad") }
+        _ = h.reportViewer(.close, id)
+        XCTAssertTrue(h.destroyed.contains(id))
+        h.report(.mediaCached, id)  // sent before the plugin's ad_destroy ran
+        XCTAssertEqual(h.status("s").counters.ignoredCallbacks, 0)
+        h.report(.destroyed, id)
+        h.report(.mediaCached, id)  // after it: a contract breach
+        XCTAssertEqual(h.status("s").counters.ignoredCallbacks, 1)
+    }
+
+    func testALateAnswerAfterTheDeadlineCountsEvenBeforeTheDestroyReturned() {
+        var h = Harness(slots: [slot(timeout: .seconds(1))])
+        let id = h.loads[0].adID
+        h.advance(.seconds(1))
+        h.fill(id)
+        XCTAssertEqual(h.status("s").counters.ignoredCallbacks, 1)
+    }
+
     func testAReportForAnotherPluginsAdIsIgnored() {
         var h = Harness(slots: [slot()])
         let id = h.loads[0].adID

@@ -17,6 +17,11 @@
  *   price=1.5                the eCPM reported in the payload (default 1.0)
  *   seed=42                  random seed, for repeatable runs (default 1)
  *   misbehave=never|twice|after_destroy|empty_payload   break the contract (default none)
+ *   block_ms=3000            ad_load blocks the plugin queue this long, like a stuck SDK call
+ *   tracks=1                 the payload says the plugin tracks impressions and clicks itself
+ *
+ * The plugin's own config (init's config_json) understands {"fail_init": true}: init then
+ * fails, to show how the host treats a plugin that cannot start.
  *
  * Threads: ad_* run on the host's plugin queue; completions fire from one scheduler
  * thread started by init and joined by deinit. One mutex guards all state, and host
@@ -51,6 +56,8 @@ typedef struct sim_config {
     double price;
     uint64_t seed;
     enum misbehaviour misbehave;
+    uint32_t block_ms;
+    int tracks;
     uint64_t creates; /* objects made with this config: each one's random stream */
 } sim_config;
 
@@ -193,6 +200,12 @@ static void parse_config(sim_config *c, const char *text) {
                 c->n_errors++;
             }
             free(list);
+        } else if (!strcmp(key, "block_ms")) {
+            bad = parse_u32(val, &c->block_ms);
+        } else if (!strcmp(key, "tracks")) {
+            uint32_t v = 0;
+            bad = parse_u32(val, &v) || v > 1;
+            c->tracks = (int)v;
         } else if (!strcmp(key, "misbehave")) {
             if (!strcmp(val, "never")) c->misbehave = MB_NEVER;
             else if (!strcmp(val, "twice")) c->misbehave = MB_TWICE;
@@ -372,7 +385,12 @@ static void *scheduler_main(void *arg) {
 /* ---- the entry points ------------------------------------------------------------- */
 
 static int32_t sim_init(const adorch_host *host, const char *config_json) {
-    (void)config_json; /* everything is per waterfall entry, in the server parameter */
+    /* Everything else is per waterfall entry, in the server parameter. A flat check is
+     * enough for the one switch this config has. */
+    if (config_json && strstr(config_json, "\"fail_init\"") && strstr(config_json, "true")) {
+        host->log(host, ADORCH_LOG_ERROR, "sim: init refused on purpose (fail_init)");
+        return 1;
+    }
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -461,6 +479,14 @@ static adorch_ad *sim_ad_create(adorch_ad_id id, const adorch_request *request) 
 static int32_t sim_ad_load(adorch_ad *opaque) {
     sim_ad *ad = opaque;
     pthread_mutex_lock(&g.lock);
+    uint32_t block_ms = is_live(ad) ? ad->config->block_ms : 0;
+    pthread_mutex_unlock(&g.lock);
+    if (block_ms) {
+        /* A stuck SDK call: the plugin queue waits, the scheduler thread does not. */
+        struct timespec pause = {.tv_sec = block_ms / 1000, .tv_nsec = (long)(block_ms % 1000) * 1000000L};
+        while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {}
+    }
+    pthread_mutex_lock(&g.lock);
     if (!is_live(ad)) {
         g.n.stale_objects++;
         pthread_mutex_unlock(&g.lock);
@@ -510,9 +536,9 @@ static int32_t sim_ad_load(adorch_ad *opaque) {
                  "{\"network\":\"sim\",\"network_ad_id\":\"sim-%" PRIu64 "-%09" PRIu64 "\","
                  "\"format\":\"%s\",\"title\":\"Simulated ad %09" PRIu64 "\","
                  "\"media_url\":\"https://sim.invalid/media/%09" PRIu64 ".mp4\",\"duration_s\":%d,"
-                 "\"expires_in_s\":%u,\"price\":%.4f,\"tracks_impressions\":false,\"test\":true}",
+                 "\"expires_in_s\":%u,\"price\":%.4f,\"tracks_impressions\":%s,\"test\":true}",
                  c->seed, serial, format_name(ad->format), serial, serial,
-                 ad->format == ADORCH_FORMAT_REWARDED ? 30 : 15, c->ttl_s, c->price);
+                 ad->format == ADORCH_FORMAT_REWARDED ? 30 : 15, c->ttl_s, c->price, c->tracks ? "true" : "false");
     }
     switch (c->misbehave) {
     case MB_NEVER:

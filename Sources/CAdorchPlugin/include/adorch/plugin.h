@@ -46,8 +46,14 @@ extern "C" {
 #define ADORCH_PLUGIN_ABI_MAJOR 1
 #define ADORCH_PLUGIN_ABI_MINOR 0
 
-/* The name of the one symbol a plugin exports. */
+/* The name of the one symbol a plugin exports: the entry itself, a const data symbol. */
 #define ADORCH_PLUGIN_ENTRY_SYMBOL "adorch_plugin_entry"
+
+/* For languages that can export functions but not data (Swift's @_cdecl): instead of the
+ * data symbol, export this function returning a pointer to an entry that lives as long as
+ * the library. The host looks for the data symbol first. [any thread] */
+#define ADORCH_PLUGIN_GET_ENTRY_SYMBOL "adorch_plugin_get_entry"
+typedef const struct adorch_plugin_entry_t *(*adorch_plugin_get_entry_fn)(void);
 
 /* Marks the entry symbol as exported from a plugin built with -fvisibility=hidden. */
 #if defined(__GNUC__) || defined(__clang__)
