@@ -150,7 +150,8 @@ extension DaemonConfig {
 
         var slots: [SlotConfig] = []
         for s in try r.tables("slots") {
-            try s.only(["id", "format", "buffer", "ttl_s", "reward_name", "reward_amount", "reward_extra", "test_mode", "targeting", "waterfall"])
+            try s.only(["id", "format", "buffer", "ttl_s", "reward_name", "reward_amount", "reward_extra", "test_mode", "targeting",
+                        "width", "height", "count", "load_timeout_ms", "native_variant", "image_options", "waterfall"])
             let id = try s.requiredString("id")
             guard isName(id) else { throw s.error("id", "slot ids are [a-z0-9_-]+, got \"\(id)\"") }
             guard !slots.contains(where: { $0.id == id }) else { throw s.error("id", "slot \"\(id)\" is defined twice") }
@@ -172,13 +173,29 @@ extension DaemonConfig {
                 ))
             }
             guard !waterfall.isEmpty else { throw s.error("waterfall", "a slot needs at least one [[slots.waterfall]] entry") }
+            let buffer = try s.int("buffer", min: 0, max: 100)
+            if !format.isPreloaded, buffer != nil {
+                throw s.error("buffer", "\(format.rawValue) ads are loaded on demand (io.adorch.Ads.Load), not preloaded: remove buffer")
+            }
+            let variant = try s.string("native_variant") ?? (format == .native ? "feed" : "")
+            if format == .native, !["feed", "banner", "interstitial"].contains(variant) {
+                throw s.error("native_variant", "expected feed, banner or interstitial, got \"\(variant)\"")
+            }
+            if format != .native, try s.string("native_variant") != nil || s.table.keys.contains("image_options") {
+                throw s.error("native_variant", "only native slots take native_variant and image_options")
+            }
             slots.append(SlotConfig(
-                id: id, format: format, buffer: Int(try s.int("buffer", min: 0, max: 100) ?? 1),
+                id: id, format: format, buffer: format.isPreloaded ? Int(buffer ?? 1) : 0,
                 ttl: .seconds(try s.int("ttl_s", min: 1) ?? 3600), waterfall: waterfall,
                 reward: RewardModel(name: try s.string("reward_name") ?? "", amount: try s.int("reward_amount", min: 0) ?? 0,
                                     extra: try s.string("reward_extra") ?? ""),
                 testMode: try s.bool("test_mode") ?? false,
-                targetingJSON: try s.table("targeting").map { $0.table.convert(to: .json) } ?? "{}"
+                targetingJSON: try s.table("targeting").map { $0.table.convert(to: .json) } ?? "{}",
+                width: Int(try s.int("width", min: 0, max: 10_000) ?? 0), height: Int(try s.int("height", min: 0, max: 10_000) ?? 0),
+                count: Int(try s.int("count", min: 1, max: 10) ?? (format == .native ? 3 : 1)),
+                loadTimeout: try s.int("load_timeout_ms", min: 1, max: 60_000).map { .milliseconds($0) },
+                variant: variant,
+                imageOptionsJSON: try s.table("image_options").map { $0.table.convert(to: .json) } ?? "{}"
             ))
         }
 

@@ -27,6 +27,28 @@ struct ControlAPI: Sendable {
                     case .failure(let error): replier.fail(varlinkError(error))
                     }
                 }
+            case "io.adorch.Ads.Load":
+                try call.onlyParameters(["slot", "count", "width", "height", "timeout_ms"])
+                let slot = try call.string("slot")
+                let parameters = LoadParameters(
+                    count: try call.optionalInt("count").map { Int(clamping: $0) },
+                    width: try call.optionalInt("width").map { Int(clamping: $0) },
+                    height: try call.optionalInt("height").map { Int(clamping: $0) },
+                    timeout: try call.optionalInt("timeout_ms").map { .milliseconds($0) }
+                )
+                daemon.load(slot: slot, parameters, accepted: { replier.fail(varlinkError($0)) }) { result in
+                    switch result {
+                    case .success(let ads):
+                        replier.reply(["ads": .array(ads.map { adJSON($0, expiresAt: daemon.wallTimeNow(for: $0.expiresAt)) })])
+                    case .failure(let failure):
+                        replier.fail(VarlinkError("io.adorch.Ads.LoadFailed", [
+                            "slot": .string(slot), "error": .string(failure.code.rawValue), "message": .string(failure.message),
+                            "attempts": .array(failure.attempts.map {
+                                ["network": .string($0.plugin), "ad_unit_id": .string($0.adUnitID), "error": .string($0.code.rawValue)]
+                            }),
+                        ]))
+                    }
+                }
             case "io.adorch.Ads.Report":
                 try call.onlyParameters(["ad_id", "event"])
                 let adID = try call.string("ad_id")

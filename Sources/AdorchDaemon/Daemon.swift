@@ -49,6 +49,9 @@ public final class Daemon: @unchecked Sendable {
     private var plugins: [String: LoadedPlugin] = [:]
     private var refusals: [String: PluginRefusal] = [:]
     private var subscribers: [UInt64: Subscriber] = [:]
+    /// Load requests waiting for the engine's answer.
+    private var pendingLoads: [RequestID: @Sendable (Result<[ShownAd], LoadFailure>) -> Void] = [:]
+    private var nextRequest: RequestID = 1
     private var nextSubscriber: UInt64 = 1
     /// The latest events, oldest first, for `adorchctl events` without --follow.
     private var recentEvents: [(slot: String?, json: JSONValue)] = []
@@ -268,6 +271,7 @@ public final class Daemon: @unchecked Sendable {
             case .notify(let id, let plugin, let event): plugins[plugin]?.notify(id, event: event)
             case .destroy(let id, let plugin): plugins[plugin]?.destroy(id)
             case .emit(let event): publish(event)
+            case .completeLoad(let request, let result): pendingLoads.removeValue(forKey: request)?(result)
             }
         }
         rearm()
@@ -363,6 +367,23 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
+    /// An on-demand Load: `accepted` answers at once (bad parameters), `completion` when the
+    /// waterfall gave ads or ran out.
+    func load(slot: String, _ parameters: LoadParameters, accepted: @escaping @Sendable (ShowError) -> Void,
+              completion: @escaping @Sendable (Result<[ShownAd], LoadFailure>) -> Void) {
+        queue.async { [self] in
+            let request = nextRequest
+            nextRequest += 1
+            pendingLoads[request] = completion
+            let (result, effects) = engine.load(slot: slot, parameters, request: request, now: now())
+            if case .failure(let error) = result {
+                pendingLoads[request] = nil
+                accepted(error)
+            }
+            apply(effects)
+        }
+    }
+
     func report(_ event: ViewerEvent, adID: String, completion: @escaping @Sendable (Result<Void, ReportError>) -> Void) {
         guard let id = internalID(adID) else {
             return completion(.failure(.adNotValid(reason: "\(adID) is not an ad id of this daemon run")))
@@ -437,6 +458,9 @@ public final class Daemon: @unchecked Sendable {
 
     /// The wall-clock time of a monotonic moment, for apps.
     func wallTime(_ moment: Moment) -> Date { Date(timeIntervalSinceNow: (moment - now()).seconds) }
+
+    /// The same, from any thread (the clock is read, no state).
+    func wallTimeNow(for moment: Moment) -> Date { wallTime(moment) }
 
     func externalID(_ id: AdID) -> String { "\(bootTag)-\(id)" }
 

@@ -6,7 +6,7 @@ interface io.adorch.Ads
 # A place in an app where ads are shown.
 type Slot (
   id: string,
-  # rewarded, fullscreen or interstitial
+  # rewarded, fullscreen, interstitial (preloaded); banner, splash, native (loaded with Load)
   format: string,
   # how many valid ads the daemon keeps ready
   buffer: int,
@@ -58,6 +58,11 @@ method ListSlots() -> (slots: []Slot)
 # Takes the best valid ad of a slot. A rewarded slot needs a non-empty user_id.
 method Show(slot: string, user_id: ?string) -> (ad: Ad)
 
+# Loads ads of an on-demand slot (banner, splash, native) now, trying the slot's waterfall in
+# order within timeout_ms (default: the slot's; splash 2000). The ads returned are handed to
+# the caller (shown); native loads 1 to 10 at once (count, default the slot's, 3 recommended).
+method Load(slot: string, count: ?int, width: ?int, height: ?int, timeout_ms: ?int) -> (ads: []Ad)
+
 # Reports what the viewer did with a shown ad: impression, click, close, complete or skip.
 # Each but click is accepted once per ad; close ends the ad.
 method Report(ad_id: string, event: string) -> ()
@@ -77,6 +82,12 @@ error SlotNotFound (slot: string, message: string)
 
 # The ad is unknown, was never shown, has ended, or the event was already reported.
 error AdNotValid (ad_id: string, message: string)
+
+# One waterfall attempt of a Load.
+type Attempt (network: string, ad_unit_id: string, error: string)
+
+# A Load ended without ads: error is the host code of the last attempt (no_fill, timeout, ...).
+error LoadFailed (slot: string, error: string, message: string, attempts: []Attempt)
 
 # A parameter is missing, of the wrong type, or out of range.
 error InvalidParameter (parameter: string, message: string)

@@ -12,6 +12,44 @@ public struct LoadOrder: Sendable, Equatable {
     public var reward: RewardModel?
     public var testMode: Bool
     public var targetingJSON: String
+    /// For Load requests: how many ads, what size, native variant and image options.
+    public var count: Int = 1
+    public var width: Int = 0
+    public var height: Int = 0
+    public var variant: String = ""
+    public var imageOptionsJSON: String = "{}"
+}
+
+/// The host's name for one Load request.
+public typealias RequestID = UInt64
+
+/// Why a Load gave no ads: the host code of the last attempt, and every attempt in order.
+public struct LoadFailure: Error, Sendable, Equatable {
+    public var code: AdErrorCode
+    public var message: String
+    /// (plugin, host code) of each waterfall entry tried, in order.
+    public var attempts: [Attempt]
+
+    public struct Attempt: Sendable, Equatable {
+        public var plugin: String
+        public var adUnitID: String
+        public var code: AdErrorCode
+    }
+}
+
+/// What an app may ask of a Load; nil means the slot's default.
+public struct LoadParameters: Sendable, Equatable {
+    public var count: Int?
+    public var width: Int?
+    public var height: Int?
+    public var timeout: Duration?
+
+    public init(count: Int? = nil, width: Int? = nil, height: Int? = nil, timeout: Duration? = nil) {
+        self.count = count
+        self.width = width
+        self.height = height
+        self.timeout = timeout
+    }
 }
 
 /// What the app's viewer did with a shown ad.
@@ -90,13 +128,15 @@ public enum Effect: Sendable, Equatable {
     case destroy(AdID, plugin: String)
     /// Tell subscribers and the log.
     case emit(EngineEvent)
+    /// A Load request ended: its ads (already handed to the app), or why there are none.
+    case completeLoad(RequestID, Result<[ShownAd], LoadFailure>)
 }
 
 /// A plugin's report about one ad, as the plugin host decoded it.
 public enum PluginReport: Sendable, Equatable {
     /// Loaded with a valid JSON object; the host read the keys it understands: the ad's
     /// lifetime, its price, and whether the plugin tracks impressions and clicks itself.
-    case loaded(payloadJSON: String, expiresIn: Duration?, price: Double?, tracksItself: Bool = false)
+    case loaded(payloadJSON: String, expiresIn: Duration?, price: Double?, tracksItself: Bool = false, items: [PayloadItem] = [])
     /// Loaded, but the payload is not a JSON object: the plugin broke the contract.
     case loadedInvalid(reason: String)
     case failed(AdErrorCode, networkCode: Int64, message: String)
@@ -106,4 +146,17 @@ public enum PluginReport: Sendable, Equatable {
     /// Not from the plugin but about it: its ad_destroy for this ad returned. Reports that
     /// were already on their way before that are not the plugin's fault.
     case destroyed
+}
+
+/// One ad of a payload: the payload itself, or one element of its "ads" array (native ads
+/// loaded several at once). The host reads what the engine checks.
+public struct PayloadItem: Sendable, Equatable {
+    public var json: String
+    /// A native ad must have a non-empty "headline".
+    public var hasHeadline: Bool
+
+    public init(json: String, hasHeadline: Bool) {
+        self.json = json
+        self.hasHeadline = hasHeadline
+    }
 }

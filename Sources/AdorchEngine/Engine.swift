@@ -13,6 +13,10 @@ public struct Engine: Sendable {
     private var availablePlugins: Set<String>
     /// Networks paused after a rate_limited answer, until when.
     private var pausedUntil: [String: Moment] = [:]
+    /// Load requests in progress.
+    private var requests: [RequestID: LoadRequest] = [:]
+    /// Plugin objects of completed Loads whose ads are still out, by the object's id.
+    private var handedOut: [AdID: HandedOutObject] = [:]
     private var nextID: AdID = 1
     private var random: SplitMix64
     /// Reports for ids this engine never issued (or forgot): only a broken plugin sends them.
@@ -38,7 +42,8 @@ public struct Engine: Sendable {
                 noteFailure(of: ad, code: .timeout, now: now)
                 effects += end(id, as: .timedOut, now: now)
                 effects.append(.emit(EngineEvent(.adTimedOut, slot: ad.slot, adID: id, network: ad.plugin,
-                                                 errorCode: .timeout, message: "no answer within \(ad.timeout)")))
+                                                 errorCode: .timeout, message: "no answer within \(deadline - ad.startedAt)")))
+                effects += attemptFailed(ad, code: .timeout, now: now)
             case .ready(let expiresAt) where expiresAt <= now:
                 slots[ad.slot]?.counters.expired += 1
                 effects += end(id, as: .expired, now: now)
@@ -61,9 +66,23 @@ public struct Engine: Sendable {
             retired[id]?.destroyConfirmed = true
             return []
         }
+        if let object = handedOut[id], object.plugin == plugin {
+            switch report {
+            case .mediaCached, .other:
+                // The object's ads are with the app: its events are theirs.
+                let kind: EngineEvent.Kind = report == .mediaCached ? .mediaCached : .adEvent
+                let name: String? = if case .other(let n) = report { n } else { nil }
+                return [.emit(EngineEvent(kind, slot: object.slot, adID: id, network: plugin, message: name))]
+            default:
+                return ignored(report, for: id, from: plugin)
+            }
+        }
         guard let ad = ads[id], ad.plugin == plugin else { return ignored(report, for: id, from: plugin) }
         switch (report, ad.state) {
-        case (.loaded(let payload, let expiresIn, let price, let tracksItself), .loading):
+        case (.loaded(_, let expiresIn, let price, let tracksItself, let items), .loading) where ad.requestID != nil:
+            return loadRequestFilled(ad, items: items, expiresIn: expiresIn, price: price, tracksItself: tracksItself, now: now)
+
+        case (.loaded(let payload, let expiresIn, let price, let tracksItself, _), .loading):
             let lifetime = min(expiresIn ?? ad.ttl, ad.ttl)
             let expiresAt = now + lifetime
             let margin = min(settings.refreshAhead, lifetime / 5)
@@ -86,6 +105,7 @@ public struct Engine: Sendable {
             var effects = end(id, as: .failed, now: now)
             effects.append(.emit(EngineEvent(.contractViolation, slot: ad.slot, adID: id, network: ad.plugin,
                                              errorCode: .pluginFault, message: reason)))
+            effects += attemptFailed(ad, code: .pluginFault, now: now)
             return effects + refillAll(now: now)
 
         case (.failed(let code, let networkCode, let message), .loading):
@@ -104,6 +124,7 @@ public struct Engine: Sendable {
                 effects.append(.emit(EngineEvent(.networkPaused, slot: ad.slot, network: ad.plugin, errorCode: code,
                                                  networkCode: networkCode, message: "paused for \(settings.rateLimitPause)")))
             }
+            effects += attemptFailed(ad, code: code, now: now)
             return effects + refillAll(now: now)
 
         case (.loaded, _), (.loadedInvalid, _), (.failed, _):
@@ -125,6 +146,9 @@ public struct Engine: Sendable {
     /// An app asks for an ad to show now.
     public mutating func show(slot slotID: String, userID: String?, now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
         guard let slot = slots[slotID] else { return (.failure(.slotNotFound(slotID)), []) }
+        guard slot.config.format.isPreloaded else {
+            return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is a \(slot.config.format.rawValue) slot: its ads are loaded on demand with Load")), [])
+        }
         if slot.config.format == .rewarded, (userID ?? "").isEmpty {
             // Seed 2.11.4: the user id is required for a rewarded ad and is never empty.
             return (.failure(.invalidParameter(name: "user_id", reason: "a rewarded slot needs a non-empty user_id")), [])
@@ -179,10 +203,42 @@ public struct Engine: Sendable {
         var effects: [Effect] = [.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, viewerEvent: event))]
         // A plugin that tracks impressions and clicks itself is not told again: never both.
         if !(ad.tracksItself && (event == .impression || event == .click)) {
-            effects.insert(.notify(id, plugin: ad.plugin, event: event), at: 0)
+            effects.insert(.notify(ad.objectID ?? id, plugin: ad.plugin, event: event), at: 0)
         }
         if event == .close { effects += end(id, as: .closed, now: now) }
         return (.success(()), effects)
+    }
+
+    /// An app asks for ads of an on-demand slot (banner, splash, native). The waterfall is
+    /// tried entry by entry, each with its own timeout, within the request's overall
+    /// deadline; the outcome comes later as a `.completeLoad` effect.
+    public mutating func load(slot slotID: String, _ asked: LoadParameters, request: RequestID, now: Moment) -> (Result<Void, ShowError>, [Effect]) {
+        guard let slot = slots[slotID] else { return (.failure(.slotNotFound(slotID)), []) }
+        let config = slot.config
+        guard !config.format.isPreloaded else {
+            return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is a \(config.format.rawValue) slot: its ads are preloaded, take one with Show")), [])
+        }
+        let count = asked.count ?? config.count
+        if config.format == .native {
+            guard (1...10).contains(count) else {
+                return (.failure(.invalidParameter(name: "count", reason: "a native load takes 1 to 10 ads (3 recommended), got \(count)")), [])
+            }
+        } else if count != 1 {
+            return (.failure(.invalidParameter(name: "count", reason: "only native slots load several ads at once")), [])
+        }
+        let (width, height) = (asked.width ?? config.width, asked.height ?? config.height)
+        guard width >= 0, height >= 0, width <= 10_000, height <= 10_000 else {
+            return (.failure(.invalidParameter(name: width < 0 || width > 10_000 ? "width" : "height", reason: "sizes are 0 to 10000 points")), [])
+        }
+        if config.format == .banner, width == 0 || height == 0 {
+            return (.failure(.invalidParameter(name: "width", reason: "a banner needs a width and a height (none in the request or the slot)")), [])
+        }
+        let timeout = asked.timeout ?? config.loadTimeout
+        guard timeout > .zero, timeout <= .seconds(60) else {
+            return (.failure(.invalidParameter(name: "timeout_ms", reason: "1 ms to 60 s")), [])
+        }
+        requests[request] = LoadRequest(slot: slotID, count: count, width: width, height: height, deadline: now + timeout)
+        return (.success(()), attempt(request, now: now))
     }
 
     /// Plugins came or went (load, refusal, reload): entries of missing plugins are skipped.
@@ -245,9 +301,12 @@ public struct Engine: Sendable {
         return effects + advance(to: now)
     }
 
-    /// The daemon stops: every live ad ends and its object is destroyed.
+    /// The daemon stops: pending Loads fail, every live ad ends and its object is destroyed.
     public mutating func shutdown(now: Moment) -> [Effect] {
-        slotOrder.flatMap { endAll(in: $0, now: now) }
+        let pending = requests.keys.sorted().flatMap { rid in
+            finish(rid, .failure(LoadFailure(code: .internal, message: "the daemon is stopping", attempts: requests[rid]?.attempts ?? [])))
+        }
+        return pending + slotOrder.flatMap { endAll(in: $0, now: now) }
     }
 
     // MARK: Outputs
@@ -323,7 +382,7 @@ public struct Engine: Sendable {
     /// Rule 6: keep `buffer` fresh ads. An ad inside its refresh margin still counts as
     /// valid for Show but no longer as fresh, so its replacement is already on the way.
     private mutating func refill(_ slotID: String, now: Moment) -> [Effect] {
-        guard let slot = slots[slotID] else { return [] }
+        guard let slot = slots[slotID], slot.config.format.isPreloaded else { return [] }
         let mine = ads.values.filter { $0.slot == slotID }
         let fresh = mine.filter { $0.isValid(at: now) && $0.refreshAt > now }.count
         let loading = mine.filter { if case .loading = $0.state { true } else { false } }.count
@@ -365,7 +424,7 @@ public struct Engine: Sendable {
         let deadline = now + entry.timeout
         ads[id] = AdRecord(
             id: id, slot: slotID, format: config.format, plugin: entry.plugin, entryIndex: entryIndex,
-            ttl: config.ttl, timeout: entry.timeout, state: .loading(deadline: deadline)
+            ttl: config.ttl, timeout: entry.timeout, state: .loading(deadline: deadline), startedAt: now
         )
         slots[slotID]!.counters.loads += 1
         slots[slotID]!.entries[entryIndex].loads += 1
@@ -390,6 +449,90 @@ public struct Engine: Sendable {
             effects.append(.emit(EngineEvent(.adReplaced, slot: slotID, adID: ad.id, network: ad.plugin)))
         }
         return effects
+    }
+
+    // MARK: Load requests
+
+    /// Starts the request's next usable entry, or ends the request if none is left in time.
+    private mutating func attempt(_ rid: RequestID, now: Moment) -> [Effect] {
+        guard var request = requests[rid], let slot = slots[request.slot] else { return [] }
+        if now >= request.deadline {
+            return finish(rid, .failure(LoadFailure(code: .timeout, message: "no ad within the load's deadline", attempts: request.attempts)))
+        }
+        while request.nextEntry < slot.config.waterfall.count {
+            let index = request.nextEntry
+            request.nextEntry += 1
+            let entry = slot.config.waterfall[index]
+            // Entries known to be failing or paused are passed over, as for preloading.
+            guard availablePlugins.contains(entry.plugin), slot.entries[index].backoffUntil <= now,
+                  (pausedUntil[entry.plugin] ?? .zero) <= now, loadsInFlight(to: entry.plugin) < settings.maxLoadsInFlightPerNetwork
+            else { continue }
+            requests[rid] = request
+            guard case .load(var order) = startLoad(request.slot, entryIndex: index, now: now) else { return [] }
+            // This attempt may not outlive the request.
+            order.deadline = min(order.deadline, request.deadline)
+            ads[order.adID]!.state = .loading(deadline: order.deadline)
+            ads[order.adID]!.requestID = rid
+            (order.count, order.width, order.height) = (request.count, request.width, request.height)
+            (order.variant, order.imageOptionsJSON) = (slot.config.variant, slot.config.imageOptionsJSON)
+            return [.load(order)]
+        }
+        requests[rid] = request
+        let failure = request.attempts.isEmpty
+            ? LoadFailure(code: .noFill, message: "no waterfall entry could be asked (unavailable, paused or backing off)", attempts: [])
+            : LoadFailure(code: request.attempts.last!.code, message: "every waterfall entry failed", attempts: request.attempts)
+        return finish(rid, .failure(failure))
+    }
+
+    /// A request's attempt ended without ads: note it, then the next entry.
+    private mutating func attemptFailed(_ ad: AdRecord, code: AdErrorCode, now: Moment) -> [Effect] {
+        guard let rid = ad.requestID, requests[rid] != nil else { return [] }
+        let entry = slots[ad.slot]?.config.waterfall[ad.entryIndex]
+        requests[rid]!.attempts.append(.init(plugin: ad.plugin, adUnitID: entry?.adUnitID ?? "", code: code))
+        return attempt(rid, now: now)
+    }
+
+    /// A request's attempt loaded: its ads go to the app at once, each with an id of its own.
+    private mutating func loadRequestFilled(_ ad: AdRecord, items: [PayloadItem], expiresIn: Duration?, price: Double?,
+                                           tracksItself: Bool, now: Moment) -> [Effect] {
+        guard let rid = ad.requestID, let request = requests[rid] else { return [] }
+        if ad.format == .native, items.isEmpty || items.contains(where: { !$0.hasHeadline }) {
+            // A native ad without a headline is the plugin's fault, not something for an app.
+            return pluginReported(.loadedInvalid(reason: "a native ad without a headline"), for: ad.id, from: ad.plugin, now: now)
+        }
+        slots[ad.slot]?.counters.fills += 1
+        slots[ad.slot]?.entries[ad.entryIndex].succeeded()
+        ads[ad.id] = nil
+        let expiresAt = now + min(expiresIn ?? ad.ttl, ad.ttl)
+        var shown: [ShownAd] = []
+        var effects: [Effect] = [.emit(EngineEvent(.adLoaded, slot: ad.slot, adID: ad.id, network: ad.plugin))]
+        var children: Set<AdID> = []
+        for item in items.prefix(request.count) {
+            let child = nextID
+            nextID += 1
+            var record = ad
+            record.id = child
+            record.objectID = ad.id
+            record.requestID = nil
+            record.state = .shown(endsAt: min(expiresAt, now + settings.shownLifetime))
+            record.payloadJSON = item.json
+            record.price = price ?? 0
+            record.tracksItself = tracksItself
+            ads[child] = record
+            children.insert(child)
+            shown.append(ShownAd(id: child, slot: ad.slot, network: ad.plugin, format: ad.format, payloadJSON: item.json,
+                                 expiresAt: expiresAt, price: price ?? 0))
+            effects.append(.emit(EngineEvent(.adShown, slot: ad.slot, adID: child, network: ad.plugin)))
+        }
+        slots[ad.slot]?.counters.shows += shown.count
+        handedOut[ad.id] = HandedOutObject(slot: ad.slot, plugin: ad.plugin, children: children)
+        effects.insert(.show(ad.id, plugin: ad.plugin, userID: nil), at: 0)
+        return effects + finish(rid, .success(shown))
+    }
+
+    private mutating func finish(_ rid: RequestID, _ result: Result<[ShownAd], LoadFailure>) -> [Effect] {
+        guard requests.removeValue(forKey: rid) != nil else { return [] }
+        return [.completeLoad(rid, result)]
     }
 
     private mutating func noteFailure(of ad: AdRecord, code: AdErrorCode, now: Moment) {
@@ -419,13 +562,27 @@ public struct Engine: Sendable {
     private mutating func end(_ id: AdID, as reason: RetiredAd.Reason, now: Moment) -> [Effect] {
         guard let ad = ads.removeValue(forKey: id) else { return [] }
         retired[id] = RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory)
-        var effects: [Effect] = [.destroy(id, plugin: ad.plugin)]
+        var effects: [Effect] = []
+        if let object = ad.objectID {
+            // One of a Load's ads: the plugin's object goes with the last of them.
+            handedOut[object]?.children.remove(id)
+            if handedOut[object]?.children.isEmpty == true {
+                handedOut[object] = nil
+                retired[object] = RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory)
+                effects.append(.destroy(object, plugin: ad.plugin))
+            }
+        } else {
+            effects.append(.destroy(id, plugin: ad.plugin))
+        }
         if reason == .expired { effects += markDryIfEmpty(ad.slot, now: now) }
         return effects
     }
 
     private mutating func endAll(in slotID: String, now: Moment) -> [Effect] {
-        ads.values.filter { $0.slot == slotID }.sorted { $0.id < $1.id }.flatMap { end($0.id, as: .removed, now: now) }
+        let pending = requests.filter { $0.value.slot == slotID }.keys.sorted().flatMap { rid in
+            finish(rid, .failure(LoadFailure(code: .internal, message: "slot \(slotID) was removed", attempts: requests[rid]?.attempts ?? [])))
+        }
+        return pending + ads.values.filter { $0.slot == slotID }.sorted { $0.id < $1.id }.flatMap { end($0.id, as: .removed, now: now) }
     }
 
     private mutating func ignored(_ report: PluginReport, for id: AdID, from plugin: String) -> [Effect] {
@@ -563,6 +720,11 @@ private struct AdRecord: Sendable {
     var mediaCached = false
     var tracksItself = false
     var userID: String?
+    var startedAt = Moment.zero
+    /// The Load request this load serves, if any.
+    var requestID: RequestID?
+    /// For one of a Load's ads: the plugin object it came from.
+    var objectID: AdID?
     var reported: Set<ViewerEvent> = []
 
     var expiresAt: Moment? {
@@ -586,4 +748,21 @@ private struct RetiredAd: Sendable {
     var forgetAt: Moment
     /// The plugin's ad_destroy has returned: from now on any report is its fault.
     var destroyConfirmed = false
+}
+
+private struct LoadRequest: Sendable {
+    var slot: String
+    var count: Int
+    var width: Int
+    var height: Int
+    var deadline: Moment
+    var nextEntry = 0
+    var attempts: [LoadFailure.Attempt] = []
+}
+
+/// A loaded object whose ads an app holds; destroyed when the last of them ends.
+private struct HandedOutObject: Sendable {
+    var slot: String
+    var plugin: String
+    var children: Set<AdID>
 }

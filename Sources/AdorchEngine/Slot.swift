@@ -1,15 +1,26 @@
 /// Ad formats. The raw values are the names apps, config and logs use; `abiValue` is the
 /// number in adorch/plugin.h.
 public enum AdFormat: String, Sendable, CaseIterable, Codable {
-    case rewarded, fullscreen, interstitial
+    case rewarded, fullscreen, interstitial, banner, splash, native
 
     public var abiValue: UInt32 {
         switch self {
         case .rewarded: 1
         case .fullscreen: 2
         case .interstitial: 3
+        case .banner: 4
+        case .splash: 5
+        case .native: 6
         }
     }
+
+    /// Full-screen formats are kept ready (DESIGN.md rule 6); the others are loaded when an
+    /// app asks, with io.adorch.Ads.Load.
+    public var isPreloaded: Bool { self == .rewarded || self == .fullscreen || self == .interstitial }
+
+    /// How long a Load may take in all when the app does not say: a splash screen cannot
+    /// wait (the seed's tolerateTimeout, 2 s); the others get 5 s.
+    public var defaultLoadTimeout: Duration { self == .splash ? .seconds(2) : .seconds(5) }
 }
 
 /// One network in a slot's waterfall: which plugin, and the opaque strings it needs.
@@ -56,12 +67,30 @@ public struct SlotConfig: Sendable, Equatable {
     public var testMode: Bool
     /// Targeting for every request of this slot, as a JSON object.
     public var targetingJSON: String
+    /// Banner size in points (banner and native banner), 0 when it does not apply.
+    public var width: Int
+    public var height: Int
+    /// How many native ads one Load asks for when the app does not say (the seed recommends 3).
+    public var count: Int
+    /// The overall deadline of a Load when the app does not say.
+    public var loadTimeout: Duration
+    /// Native variant: "feed", "banner" or "interstitial", passed to the plugin.
+    public var variant: String
+    /// Image options for native ads, as a JSON object, passed to the plugin.
+    public var imageOptionsJSON: String
 
     public init(
         id: String, format: AdFormat, buffer: Int = 1, ttl: Duration = .seconds(3600),
         waterfall: [WaterfallEntry], reward: RewardModel = RewardModel(), testMode: Bool = false,
-        targetingJSON: String = "{}"
+        targetingJSON: String = "{}", width: Int = 0, height: Int = 0, count: Int = 1,
+        loadTimeout: Duration? = nil, variant: String = "", imageOptionsJSON: String = "{}"
     ) {
+        self.width = width
+        self.height = height
+        self.count = count
+        self.loadTimeout = loadTimeout ?? format.defaultLoadTimeout
+        self.variant = variant
+        self.imageOptionsJSON = imageOptionsJSON
         self.id = id
         self.format = format
         self.buffer = buffer

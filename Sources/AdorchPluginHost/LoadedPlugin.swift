@@ -138,10 +138,11 @@ public final class LoadedPlugin: @unchecked Sendable {
                     struct_size: UInt32(MemoryLayout<adorch_request>.size), format: order.format.abiValue,
                     slot_id: strings.dup(order.slotID), ad_unit_id: strings.dup(order.entry.adUnitID),
                     server_parameter: strings.dup(order.entry.serverParameter),
-                    targeting_json: strings.dup(order.targetingJSON), width: 0, height: 0, count: 1,
-                    timeout_ms: order.entry.timeout.millisecondsUInt32,
+                    targeting_json: strings.dup(order.targetingJSON), width: UInt32(order.width), height: UInt32(order.height),
+                    count: UInt32(order.count), timeout_ms: order.entry.timeout.millisecondsUInt32,
                     deadline_monotonic_ns: order.deadline.nanoseconds, test_mode: order.testMode ? 1 : 0,
-                    reward: order.reward == nil ? nil : rewardPointer
+                    reward: order.reward == nil ? nil : rewardPointer, variant: strings.dup(order.variant),
+                    image_options_json: strings.dup(order.imageOptionsJSON)
                 )
                 return entry.pointee.ad_create(order.adID, &request)
             }
@@ -244,7 +245,13 @@ func decodePayload(_ text: String) -> PluginReport {
     let expiresIn = (object["expires_in_s"] as? NSNumber).map { Duration.milliseconds(Int64($0.doubleValue * 1000)) }
     let price = (object["price"] as? NSNumber)?.doubleValue
     let tracksItself = (object["tracks_impressions"] as? NSNumber)?.boolValue ?? false
-    return .loaded(payloadJSON: text, expiresIn: expiresIn.flatMap { $0 > .zero ? $0 : nil }, price: price, tracksItself: tracksItself)
+    // Several native ads come as {"ads": [...]}; anything else is one ad.
+    let elements: [[String: Any]] = (object["ads"] as? [Any]).map { $0.compactMap { $0 as? [String: Any] } } ?? [object]
+    let items = elements.map { element in
+        PayloadItem(json: jsonObject(element), hasHeadline: !((element["headline"] as? String) ?? "").isEmpty)
+    }
+    return .loaded(payloadJSON: text, expiresIn: expiresIn.flatMap { $0 > .zero ? $0 : nil }, price: price,
+                   tracksItself: tracksItself, items: items)
 }
 
 private let hostLoaded: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, UnsafePointer<CChar>?) -> Void = {

@@ -24,10 +24,12 @@ final class ConfigTests: XCTestCase {
 
     func testTheEmbeddedDefaultHasTheDemoSlots() {
         let config = DaemonConfig.embeddedDefault()
-        XCTAssertEqual(config.slots.map(\.id), ["rewarded_main", "fullscreen_main", "interstitial_main"])
-        XCTAssertEqual(config.slots.map(\.format), [.rewarded, .fullscreen, .interstitial])
+        XCTAssertEqual(config.slots.map(\.id), ["rewarded_main", "fullscreen_main", "interstitial_main", "banner_main", "splash_main", "native_main"])
+        XCTAssertEqual(config.slots.map(\.format), [.rewarded, .fullscreen, .interstitial, .banner, .splash, .native])
         XCTAssertEqual(config.plugins.map(\.name), ["sim"])
-        XCTAssertTrue(config.slots.allSatisfy { $0.buffer >= 1 && !$0.waterfall.isEmpty })
+        XCTAssertTrue(config.slots.allSatisfy { ($0.buffer >= 1) == $0.format.isPreloaded && !$0.waterfall.isEmpty })
+        XCTAssertEqual(config.slots.first { $0.format == .splash }?.loadTimeout, .seconds(2))
+        XCTAssertEqual(config.slots.first { $0.format == .native }?.count, 3)
     }
 
     func testTheShippedFileIsTheEmbeddedDefault() throws {
@@ -55,7 +57,7 @@ final class ConfigTests: XCTestCase {
     func testSemanticErrorsNameTheKeyAndWhatWasExpected() {
         XCTAssertEqual(refusal(minimal + "\n  bufer = 2").map(\.location), "key slots[0].waterfall[0].bufer")
         XCTAssertEqual(refusal(minimal.replacingOccurrences(of: "interstitial", with: "popup"))?.description,
-                       "test.toml: key slots[0].format: expected one of rewarded, fullscreen, interstitial, got \"popup\"")
+                       "test.toml: key slots[0].format: expected one of rewarded, fullscreen, interstitial, banner, splash, native, got \"popup\"")
         XCTAssertEqual(refusal("[daemon]\nmax_message_bytes = \"big\"\n" + minimal)?.description,
                        "test.toml: key daemon.max_message_bytes: expected an integer, got string")
         XCTAssertEqual(refusal("[daemon]\nlog_level = \"loud\"\n" + minimal)?.location, "key daemon.log_level")
@@ -65,6 +67,11 @@ final class ConfigTests: XCTestCase {
                        "test.toml: key slots[0].waterfall[0].plugin: no plugin \"sim\" is configured (add a [plugins.sim] section)")
         XCTAssertEqual(refusal(minimal.replacingOccurrences(of: "id = \"s\"", with: "id = \"Bad Slot\""))?.location, "key slots[0].id")
         XCTAssertEqual(refusal("[scheduler]\nbackoff_jitter = 2.0\n" + minimal)?.location, "key scheduler.backoff_jitter")
+        let banner = minimal.replacingOccurrences(of: "interstitial", with: "banner")
+        XCTAssertEqual(refusal(banner.replacingOccurrences(of: "format = \"banner\"", with: "format = \"banner\"\nbuffer = 2"))?.description,
+                       "test.toml: key slots[0].buffer: banner ads are loaded on demand (io.adorch.Ads.Load), not preloaded: remove buffer")
+        let native = minimal.replacingOccurrences(of: "interstitial", with: "native")
+        XCTAssertEqual(refusal(native.replacingOccurrences(of: "format = \"native\"", with: "format = \"native\"\ncount = 11"))?.location, "key slots[0].count")
     }
 
     func testDropInsOverrideKeysAndSlotsByID() throws {

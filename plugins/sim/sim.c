@@ -81,6 +81,8 @@ typedef struct sim_ad {
     adorch_ad_id id;
     sim_config *config;
     uint32_t format;
+    uint32_t count, width, height;
+    char variant[16];
     char slot_id[96];
     uint64_t rng;
     uint32_t loads, shows;
@@ -464,6 +466,10 @@ static adorch_ad *sim_ad_create(adorch_ad_id id, const adorch_request *request) 
         ad->id = id;
         ad->config = config;
         ad->format = request->format;
+        ad->count = request->count ? request->count : 1;
+        ad->width = request->width;
+        ad->height = request->height;
+        snprintf(ad->variant, sizeof ad->variant, "%s", request->variant ? request->variant : "");
         snprintf(ad->slot_id, sizeof ad->slot_id, "%s", request->slot_id);
         ad->rng = config->seed * 0x9E3779B97F4A7C15ull + ++config->creates;
         ad->next = g.live;
@@ -527,10 +533,39 @@ static int32_t sim_ad_load(adorch_ad *opaque) {
         pthread_mutex_unlock(&g.lock);
         return 0;
     }
-    char payload[640];
+    char payload[8192];
     uint64_t serial = rng_next(&ad->rng) % 1000000000ull;
     if (c->misbehave == MB_EMPTY_PAYLOAD) {
         payload[0] = '\0';
+    } else if (ad->format == ADORCH_FORMAT_NATIVE) {
+        /* The canonical native assets, one object per ad; several as {"ads": [...]}. */
+        size_t used = (size_t)snprintf(payload, sizeof payload,
+                                       "{\"network\":\"sim\",\"expires_in_s\":%u,\"price\":%.4f,\"tracks_impressions\":%s,\"ads\":[",
+                                       c->ttl_s, c->price, c->tracks ? "true" : "false");
+        for (uint32_t i = 0; i < ad->count && i < 10 && used < sizeof payload; i++) {
+            used += (size_t)snprintf(payload + used, sizeof payload - used,
+                "%s{\"headline\":\"Simulated native %09" PRIu64 "-%u\",\"body\":\"A simulated %s native ad.\","
+                "\"call_to_action\":\"Install\",\"images\":[{\"url\":\"https://sim.invalid/n/%09" PRIu64 "-%u.jpg\","
+                "\"width\":1200,\"height\":628}],\"icon\":{\"url\":\"https://sim.invalid/icon.png\",\"width\":128,"
+                "\"height\":128},\"star_rating\":4.5,\"store\":\"Sim Store\",\"price\":\"free\",\"advertiser\":\"Sim Inc.\","
+                "\"extra_assets\":{},\"has_video\":false,\"network_ad_id\":\"sim-%" PRIu64 "-%09" PRIu64 "-%u\"}",
+                i ? "," : "", serial, i, ad->variant[0] ? ad->variant : "feed", serial, i, c->seed, serial, i);
+        }
+        if (used + 3 < sizeof payload) strcpy(payload + used, "]}");
+    } else if (ad->format == ADORCH_FORMAT_BANNER) {
+        snprintf(payload, sizeof payload,
+                 "{\"network\":\"sim\",\"network_ad_id\":\"sim-%" PRIu64 "-%09" PRIu64 "\",\"format\":\"banner\","
+                 "\"width\":%u,\"height\":%u,\"image_url\":\"https://sim.invalid/b/%09" PRIu64 "-%ux%u.png\","
+                 "\"click_url\":\"https://sim.invalid/c/%09" PRIu64 "\",\"expires_in_s\":%u,\"price\":%.4f,"
+                 "\"tracks_impressions\":%s,\"test\":true}",
+                 c->seed, serial, ad->width, ad->height, serial, ad->width, ad->height, serial, c->ttl_s, c->price,
+                 c->tracks ? "true" : "false");
+    } else if (ad->format == ADORCH_FORMAT_SPLASH) {
+        snprintf(payload, sizeof payload,
+                 "{\"network\":\"sim\",\"network_ad_id\":\"sim-%" PRIu64 "-%09" PRIu64 "\",\"format\":\"splash\","
+                 "\"image_url\":\"https://sim.invalid/s/%09" PRIu64 ".jpg\",\"duration_s\":3,\"skippable\":true,"
+                 "\"expires_in_s\":%u,\"price\":%.4f,\"tracks_impressions\":%s,\"test\":true}",
+                 c->seed, serial, serial, c->ttl_s, c->price, c->tracks ? "true" : "false");
     } else {
         snprintf(payload, sizeof payload,
                  "{\"network\":\"sim\",\"network_ad_id\":\"sim-%" PRIu64 "-%09" PRIu64 "\","
@@ -643,7 +678,8 @@ ADORCH_PLUGIN_EXPORT const adorch_plugin_entry_t adorch_plugin_entry = {
     .version = "1.0.0",
     .description = "simulated ad network: latency, no-fill, seed error codes, expiry, misbehaviour",
     .formats = ADORCH_FORMAT_BIT(ADORCH_FORMAT_REWARDED) | ADORCH_FORMAT_BIT(ADORCH_FORMAT_FULLSCREEN) |
-               ADORCH_FORMAT_BIT(ADORCH_FORMAT_INTERSTITIAL),
+               ADORCH_FORMAT_BIT(ADORCH_FORMAT_INTERSTITIAL) | ADORCH_FORMAT_BIT(ADORCH_FORMAT_BANNER) |
+               ADORCH_FORMAT_BIT(ADORCH_FORMAT_SPLASH) | ADORCH_FORMAT_BIT(ADORCH_FORMAT_NATIVE),
     .init = sim_init,
     .deinit = sim_deinit,
     .ad_create = sim_ad_create,

@@ -134,6 +134,9 @@ typedef struct adorch_request {
     uint64_t deadline_monotonic_ns; /* the same deadline on CLOCK_MONOTONIC, in nanoseconds */
     int32_t test_mode;              /* non-zero: ask the network for test ads */
     const adorch_reward *reward;    /* the reward model for rewarded ads, NULL otherwise */
+    const char *variant;            /* native: "feed", "banner" or "interstitial"; "" otherwise */
+    const char *image_options_json; /* native image options as a JSON object, "{}" for defaults:
+                                     * "urls_only" (bool), "multiple" (bool), "aspect_ratio" (string) */
 } adorch_request;
 
 /* What the host gives the plugin at init. The functions are thread-safe. */
@@ -145,7 +148,10 @@ struct adorch_host {
     void *host_data;      /* the host's; pass the host pointer back, never touch this */
 
     /* [any thread] The load of `ad` succeeded. `payload_json` is a JSON object with what
-     * the app needs to render the ad. The host reads three keys when present:
+     * the app needs to render the ad; for a native load of several ads (request.count > 1)
+     * it holds them as {"ads": [ad, ...]}. A native ad has the canonical assets: "headline"
+     * (required), "body", "call_to_action", "images", "icon", "star_rating", "store",
+     * "price", "advertiser", "extra_assets", "has_video". The host reads three keys when present:
      * "expires_in_s" (number, the ad's lifetime), "price" (number, its eCPM) and
      * "tracks_impressions" (true: the plugin counts impressions and clicks itself, so the
      * host does not ad_notify it of them; false or absent: the host does). */
