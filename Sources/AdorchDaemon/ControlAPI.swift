@@ -182,7 +182,7 @@ struct ControlAPI: Sendable {
                 "ignored_callbacks": .int(Int64(c.ignoredCallbacks)),
                 "contract_violations": .int(Int64(c.contractViolations)),
                 "impressions": .int(Int64(c.impressions)), "clicks": .int(Int64(c.clicks)),
-                "duplicate_reports": .int(Int64(c.duplicateReports)),
+                "duplicate_reports": .int(Int64(c.duplicateReports)), "display_failures": .int(Int64(c.displayFailures)),
             ],
         ]
     }

@@ -348,6 +348,8 @@ public final class Daemon: @unchecked Sendable {
         if let message = event.message { object["message"] = .string(message) }
         if let viewer = event.viewerEvent { object["viewer_event"] = .string(viewer.rawValue) }
         if let user = event.userID, !user.isEmpty { object["user_id"] = .string(user) }
+        if let name = event.name { object["name"] = .string(name) }
+        if let detail = event.detailJSON.flatMap({ JSONValue.parse(Data($0.utf8)) }) { object["detail"] = detail }
         return .object(object)
     }
 
@@ -359,11 +361,26 @@ public final class Daemon: @unchecked Sendable {
         queue.async { [self] in completion(engine.slotStatuses(at: now())) }
     }
 
+    /// Takes the best valid ad and waits (briefly) for its plugin to present it. If the plugin
+    /// cannot (failedToDisplayAd), that ad ends and the next valid one is tried, in the same call.
     func show(slot: String, userID: String?, completion: @escaping @Sendable (Result<ShownAd, ShowError>, Date?) -> Void) {
-        queue.async { [self] in
-            let (result, effects) = engine.show(slot: slot, userID: userID, now: now())
-            apply(effects)
-            completion(result, try? wallTime(result.get().expiresAt))
+        queue.async { [self] in showNext(slot: slot, userID: userID, triesLeft: 10, completion: completion) }
+    }
+
+    private func showNext(slot: String, userID: String?, triesLeft: Int,
+                          completion: @escaping @Sendable (Result<ShownAd, ShowError>, Date?) -> Void) {
+        let (result, effects) = engine.show(slot: slot, userID: userID, now: now())
+        // Everything but the ad_show this call waits for.
+        apply(effects.filter { if case .show = $0 { false } else { true } })
+        guard case .success(let ad) = result, let plugin = plugins[ad.network], triesLeft > 0 else {
+            return completion(result, try? wallTime(result.get().expiresAt))
+        }
+        plugin.show(ad.id, userID: userID) { [self] shown in
+            queue.async { [self] in
+                if shown { return completion(.success(ad), wallTime(ad.expiresAt)) }
+                apply(engine.displayFailed(ad.id, reason: "the plugin could not present it", now: now()))
+                showNext(slot: slot, userID: userID, triesLeft: triesLeft - 1, completion: completion)
+            }
         }
     }
 

@@ -49,13 +49,21 @@ type Event (
   # for ad_event: impression, click, close, complete, skip
   viewer_event: ?string,
   # for ad_shown: the app's user id, if it gave one
-  user_id: ?string
+  user_id: ?string,
+  # the ad event vocabulary: loaded, media_cached, failed, shown, will_present, presented,
+  # impression, click, left_application, skipped, play_finished, will_close, closed,
+  # dislike, failed_to_display, reward
+  name: ?string,
+  # what the network attached, e.g. a dislike's {"reasons": [...]}
+  detail: ?object
 )
 
 # The slots and how many ads each has ready.
 method ListSlots() -> (slots: []Slot)
 
-# Takes the best valid ad of a slot. A rewarded slot needs a non-empty user_id.
+# Takes the best valid ad of a slot (highest price, then earliest expiry) and has its plugin
+# present it; if the plugin cannot (failed_to_display), the next valid ad is taken in the
+# same call. A rewarded slot needs a non-empty user_id.
 method Show(slot: string, user_id: ?string) -> (ad: Ad)
 
 # Loads ads of an on-demand slot (banner, splash, native) now, trying the slot's waterfall in
@@ -134,7 +142,9 @@ type Counters (
   impressions: int,
   clicks: int,
   # viewer reports dropped as repeats
-  duplicate_reports: int
+  duplicate_reports: int,
+  # shows whose plugin could not present the ad (the next one was handed out)
+  display_failures: int
 )
 
 type WaterfallEntry (

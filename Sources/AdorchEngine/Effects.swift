@@ -59,6 +59,17 @@ public enum ViewerEvent: String, Sendable, CaseIterable {
     /// Events that happen at most once per ad; a second report is refused.
     var once: Bool { self != .click }
 
+    /// The name in the event vocabulary (the seeds' callbacks).
+    public var vocabularyName: String {
+        switch self {
+        case .impression: "impression"
+        case .click: "click"
+        case .close: "closed"
+        case .complete: "play_finished"
+        case .skip: "skipped"
+        }
+    }
+
     public var abiValue: UInt32 {
         switch self {
         case .impression: 2
@@ -98,6 +109,22 @@ public struct EngineEvent: Sendable, Equatable {
     public var viewerEvent: ViewerEvent?
     /// The app's user, for `.adShown`.
     public var userID: String?
+    /// A plugin event's detail, a JSON object (a dislike's reasons).
+    public var detailJSON: String?
+
+    /// The event's name in the ad event vocabulary subscribers see: loaded, media_cached,
+    /// failed, will_present, presented, impression, click, left_application, skipped,
+    /// play_finished, will_close, closed, dislike, failed_to_display, reward, shown.
+    public var name: String? {
+        switch kind {
+        case .adLoaded: "loaded"
+        case .adFailed, .adTimedOut: "failed"
+        case .mediaCached: "media_cached"
+        case .adShown: "shown"
+        case .adEvent: viewerEvent?.vocabularyName ?? message
+        default: nil
+        }
+    }
 
     public init(
         _ kind: Kind, slot: String? = nil, adID: AdID? = nil, network: String? = nil,
@@ -141,8 +168,9 @@ public enum PluginReport: Sendable, Equatable {
     case loadedInvalid(reason: String)
     case failed(AdErrorCode, networkCode: Int64, message: String)
     case mediaCached
-    /// Another event from the plugin (reward, show failed, …), passed on as it came.
-    case other(name: String)
+    /// Another event from the plugin (reward, presented, dislike, …), passed on as it came,
+    /// with its detail (a JSON object) if it had one.
+    case other(name: String, detailJSON: String? = nil)
     /// Not from the plugin but about it: its ad_destroy for this ad returned. Reports that
     /// were already on their way before that are not the plugin's fault.
     case destroyed

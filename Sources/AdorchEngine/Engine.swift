@@ -71,8 +71,9 @@ public struct Engine: Sendable {
             case .mediaCached, .other:
                 // The object's ads are with the app: its events are theirs.
                 let kind: EngineEvent.Kind = report == .mediaCached ? .mediaCached : .adEvent
-                let name: String? = if case .other(let n) = report { n } else { nil }
-                return [.emit(EngineEvent(kind, slot: object.slot, adID: id, network: plugin, message: name))]
+                var event = EngineEvent(kind, slot: object.slot, adID: id, network: plugin)
+                if case .other(let name, let detail) = report { (event.message, event.detailJSON) = (name, detail) }
+                return [.emit(event)]
             default:
                 return ignored(report, for: id, from: plugin)
             }
@@ -135,8 +136,10 @@ public struct Engine: Sendable {
             ads[id]!.mediaCached = true
             return [.emit(EngineEvent(.mediaCached, slot: ad.slot, adID: id, network: ad.plugin))]
 
-        case (.other(let name), _):
-            return [.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: name))]
+        case (.other(let name, let detail), _):
+            var event = EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: name)
+            event.detailJSON = detail
+            return [.emit(event)]
 
         case (.destroyed, _):
             return []  // handled above: a live ad is never destroyed
@@ -239,6 +242,17 @@ public struct Engine: Sendable {
         }
         requests[request] = LoadRequest(slot: slotID, count: count, width: width, height: height, deadline: now + timeout)
         return (.success(()), attempt(request, now: now))
+    }
+
+    /// The plugin could not present an ad a Show just took (failedToDisplayAd): the ad ends,
+    /// and the shell asks for the next valid one in the same call.
+    public mutating func displayFailed(_ id: AdID, reason: String, now: Moment) -> [Effect] {
+        guard let ad = ads[id], case .shown = ad.state else { return [] }
+        slots[ad.slot]?.counters.displayFailures += 1
+        var effects = end(id, as: .failedToDisplay, now: now)
+        effects.append(.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: "failed_to_display")))
+        effects.append(.emit(EngineEvent(.adFailed, slot: ad.slot, adID: id, network: ad.plugin, errorCode: .notReady, message: reason)))
+        return effects + refill(ad.slot, now: now)
     }
 
     /// Plugins came or went (load, refusal, reload): entries of missing plugins are skipped.
@@ -591,7 +605,7 @@ public struct Engine: Sendable {
         case .loaded, .loadedInvalid: what = "loaded"
         case .failed: what = "failed"
         case .mediaCached: what = "media cached"
-        case .other(let name): what = name
+        case .other(let name, _): what = name
         case .destroyed: what = "destroyed"
         }
         if let ad = ads[id], ad.plugin == plugin {
@@ -674,6 +688,8 @@ public struct SlotCounters: Sendable, Equatable {
     public var clicks = 0
     /// Viewer reports dropped as repeats (a second click).
     public var duplicateReports = 0
+    /// Shows whose plugin could not present the ad (another was handed out instead).
+    public var displayFailures = 0
     public init() {}
 }
 
@@ -740,6 +756,7 @@ private struct AdRecord: Sendable {
 private struct RetiredAd: Sendable {
     enum Reason: String, Sendable {
         case failed, timedOut = "timed out", expired, replaced, closed, ended = "shown and done", removed
+        case failedToDisplay = "failed to display"
     }
 
     var slot: String

@@ -158,14 +158,22 @@ public final class LoadedPlugin: @unchecked Sendable {
         }
     }
 
-    public func show(_ id: AdID, userID: String?) {
+    /// Presents an ad. `completion` (optional) hears whether the plugin could, or false if its
+    /// queue did not get to it within `timeout` (a call into it is stuck).
+    public func show(_ id: AdID, userID: String?, timeout: DispatchTimeInterval = .milliseconds(500),
+                     completion: (@Sendable (Bool) -> Void)? = nil) {
+        let answered = LockedFlag()
         queue.async { [self] in
-            guard let object = objects[id] else { return }
-            let context = jsonObject(["user_id": userID ?? ""])
-            let code = context.withCString { entry.pointee.ad_show(object, $0) }
-            if code != 0 {
-                sink.takeUnretainedValue().deliver(id, .other(name: "show_failed"))
+            var shown = false
+            if let object = objects[id] {
+                let context = jsonObject(["user_id": userID ?? ""])
+                shown = context.withCString { entry.pointee.ad_show(object, $0) } == 0
             }
+            if answered.setIfUnset() { completion?(shown) }
+        }
+        guard let completion else { return }
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
+            if answered.setIfUnset() { completion(false) }
         }
     }
 
@@ -266,13 +274,15 @@ private let hostFailed: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_i
 }
 
 private let hostEvent: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, UInt32, UnsafePointer<CChar>?) -> Void = {
-    host, ad, event, _ in
-    let report: PluginReport = switch event {
-    case 1: .mediaCached
-    case 7: .other(name: "reward")
-    case 8: .other(name: "show_failed")
-    default: .other(name: ViewerEvent.allCases.first { $0.abiValue == event }?.rawValue ?? "event_\(event)")
-    }
+    host, ad, event, detail in
+    let names: [UInt32: String] = [
+        2: "impression", 3: "click", 4: "closed", 5: "play_finished", 6: "skipped", 7: "reward", 8: "failed_to_display",
+        9: "will_present", 10: "presented", 11: "left_application", 12: "will_close", 13: "dislike",
+    ]
+    let text = detail.map { String(cString: $0) }
+    // A detail must be a JSON object to be passed on; anything else is dropped.
+    let object = text.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }.map { jsonObject($0) }
+    let report: PluginReport = event == 1 ? .mediaCached : .other(name: names[event] ?? "event_\(event)", detailJSON: object)
     sink(host)?.deliver(ad, report)
 }
 

@@ -115,10 +115,10 @@ final class CoreDaemonTests: XCTestCase {
         id = "short"
         format = "interstitial"
         buffer = 2
-        ttl_s = 2
+        ttl_s = 3
           [[slots.waterfall]]
           plugin = "sim"
-          server_parameter = "fill=1 latency_ms=5..30 ttl_s=2 seed=3"
+          server_parameter = "fill=1 latency_ms=5..30 ttl_s=3 seed=3"
           timeout_ms = 1000
         """))
         try daemon.waitFor("short full") { try daemon.allSlotsFull() }
@@ -126,7 +126,7 @@ final class CoreDaemonTests: XCTestCase {
         _ = try watch.call("io.adorch.Ads.Subscribe", ["slots": ["short"]], more: true)
         var replaced = 0
         var kinds: [String] = []
-        while replaced < 6 {
+        while replaced < 4 {
             let kind = try watch.nextReply().parameters["event"]?["kind"]?.stringValue ?? "?"
             kinds.append(kind)
             if kind == "ad_replaced" { replaced += 1 }

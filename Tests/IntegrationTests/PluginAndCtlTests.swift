@@ -47,9 +47,9 @@ final class PluginAndCtlTests: XCTestCase {
         XCTAssertTrue(rewarded.stderr.contains("io.adorch.Ads.InvalidParameter: a rewarded slot needs a non-empty user_id"), rewarded.stderr)
 
         let events = try runCommand(ctl, ["events", "--json", "--slot", "fullscreen_main", "--lines", "100"], environment: env)
-        let kinds = events.stdout.split(separator: "\n").compactMap { JSONValue.parse(Data($0.utf8)) }
-            .filter { $0["ad_id"]?.stringValue == id }.compactMap { $0["kind"]?.stringValue }
-        XCTAssertEqual(kinds.filter { $0 != "media_cached" }, ["ad_loaded", "ad_shown", "ad_event"], events.stdout)
+        let names = events.stdout.split(separator: "\n").compactMap { JSONValue.parse(Data($0.utf8)) }
+            .filter { $0["ad_id"]?.stringValue == id }.compactMap { $0["name"]?.stringValue }
+        XCTAssertEqual(names.filter { $0 != "media_cached" }, ["loaded", "shown", "will_present", "presented", "impression"], events.stdout)
 
         let status = try runCommand(ctl, ["status"], environment: env)
         XCTAssertTrue(status.stdout.contains("sim     loaded  1.0.0    1.0"), status.stdout)

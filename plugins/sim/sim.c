@@ -19,6 +19,11 @@
  *   misbehave=never|twice|after_destroy|empty_payload   break the contract (default none)
  *   block_ms=3000            ad_load blocks the plugin queue this long, like a stuck SDK call
  *   tracks=1                 the payload says the plugin tracks impressions and clicks itself
+ *                            (it then reports the impression itself once the ad is presented)
+ *   show_fail=1              ad_show fails (the adaptor protocol's failedToDisplayAd)
+ *   dislike=1                after presenting, the viewer "dislikes" the ad, with reasons
+ *
+ * On a show, sim reports will_present and then presented, as an SDK's delegate would.
  *
  * The plugin's own config (init's config_json) understands {"fail_init": true}: init then
  * fails, to show how the host treats a plugin that cannot start.
@@ -41,7 +46,7 @@
 enum misbehaviour { MB_NONE, MB_NEVER, MB_TWICE, MB_AFTER_DESTROY, MB_EMPTY_PAYLOAD };
 
 #define SIM_MAX_ERRORS 16
-#define SIM_MAX_JOBS_PER_AD 4
+#define SIM_MAX_JOBS_PER_AD 8
 
 typedef struct sim_config {
     struct sim_config *next;
@@ -57,11 +62,11 @@ typedef struct sim_config {
     uint64_t seed;
     enum misbehaviour misbehave;
     uint32_t block_ms;
-    int tracks;
+    int tracks, show_fail, dislike;
     uint64_t creates; /* objects made with this config: each one's random stream */
 } sim_config;
 
-typedef enum job_kind { JOB_LOADED, JOB_FAILED, JOB_MEDIA_CACHED, JOB_STRAY_LOADED } job_kind;
+typedef enum job_kind { JOB_LOADED, JOB_FAILED, JOB_MEDIA_CACHED, JOB_STRAY_LOADED, JOB_EVENT } job_kind;
 
 struct sim_ad;
 
@@ -204,10 +209,10 @@ static void parse_config(sim_config *c, const char *text) {
             free(list);
         } else if (!strcmp(key, "block_ms")) {
             bad = parse_u32(val, &c->block_ms);
-        } else if (!strcmp(key, "tracks")) {
+        } else if (!strcmp(key, "tracks") || !strcmp(key, "show_fail") || !strcmp(key, "dislike")) {
             uint32_t v = 0;
             bad = parse_u32(val, &v) || v > 1;
-            c->tracks = (int)v;
+            *(!strcmp(key, "tracks") ? &c->tracks : !strcmp(key, "show_fail") ? &c->show_fail : &c->dislike) = (int)v;
         } else if (!strcmp(key, "misbehave")) {
             if (!strcmp(val, "never")) c->misbehave = MB_NEVER;
             else if (!strcmp(val, "twice")) c->misbehave = MB_TWICE;
@@ -316,11 +321,14 @@ static void schedule(sim_ad *owner, adorch_ad_id id, job_kind kind, uint64_t del
     job->network_code = network_code;
     job->text = text ? strdup(text) : NULL;
     if (owner) {
-        for (int i = 0; i < SIM_MAX_JOBS_PER_AD; i++)
+        int kept = 0;
+        for (int i = 0; i < SIM_MAX_JOBS_PER_AD && !kept; i++)
             if (!owner->jobs[i]) {
                 owner->jobs[i] = job;
-                break;
+                kept = 1;
             }
+        /* A job its ad cannot cancel must not point at it: the ad may be freed first. */
+        if (!kept) job->owner = NULL;
     }
     heap_push(job);
     pthread_cond_signal(&g.wake);
@@ -348,6 +356,10 @@ static void run_job(sim_job *job) {
     case JOB_MEDIA_CACHED:
         g.n.events_reported++;
         h->event(h, job->ad_id, ADORCH_EVENT_MEDIA_CACHED, NULL);
+        break;
+    case JOB_EVENT: /* the event in error, its detail (a JSON object or NULL) in text */
+        g.n.events_reported++;
+        h->event(h, job->ad_id, (uint32_t)job->error, job->text);
         break;
     }
 }
@@ -614,6 +626,14 @@ static int32_t sim_ad_show(adorch_ad *opaque, const char *context_json) {
             g.n.show_unloaded++;
             g.host->log(g.host, ADORCH_LOG_ERROR, "sim: contract violation: ad_show before loaded");
             rc = ADORCH_ERROR_NOT_READY;
+        } else if (ad->config->show_fail) {
+            rc = ADORCH_ERROR_NOT_READY; /* asked for: a network that cannot present */
+        } else {
+            schedule(ad, ad->id, JOB_EVENT, 0, ADORCH_EVENT_WILL_PRESENT, 0, NULL);
+            schedule(ad, ad->id, JOB_EVENT, 5, ADORCH_EVENT_PRESENTED, 0, NULL);
+            if (ad->config->tracks) schedule(ad, ad->id, JOB_EVENT, 6, ADORCH_EVENT_IMPRESSION, 0, NULL);
+            if (ad->config->dislike)
+                schedule(ad, ad->id, JOB_EVENT, 8, ADORCH_EVENT_DISLIKE, 0, "{\"reasons\":[\"not interested\",\"seen it too often\"]}");
         }
     }
     pthread_mutex_unlock(&g.lock);

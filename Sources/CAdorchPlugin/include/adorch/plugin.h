@@ -96,6 +96,11 @@ typedef enum adorch_event {
     ADORCH_EVENT_SKIP = 6,         /* the viewer skipped the video */
     ADORCH_EVENT_REWARD = 7,       /* plugin->host: the network granted the reward */
     ADORCH_EVENT_SHOW_FAILED = 8,  /* plugin->host: the ad could not be presented */
+    ADORCH_EVENT_WILL_PRESENT = 9, /* plugin->host: the ad is about to be presented */
+    ADORCH_EVENT_PRESENTED = 10,   /* plugin->host: the ad is on screen */
+    ADORCH_EVENT_LEFT_APPLICATION = 11, /* plugin->host: a click took the viewer out of the app */
+    ADORCH_EVENT_WILL_CLOSE = 12,  /* plugin->host: the ad is about to close */
+    ADORCH_EVENT_DISLIKE = 13,     /* plugin->host: the viewer disliked it; detail {"reasons": [...]} */
 } adorch_event;
 
 /* Log levels for host->log, most severe first (the syslog order). */
