@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchVarlink
 import Foundation
 import TOMLKit
 
@@ -115,7 +116,8 @@ extension DaemonConfig {
 
     private static func decode(_ root: TOMLTable, source: String) throws(ConfigError) -> DaemonConfig {
         let r = TableReader(root, path: "", source: source)
-        try r.only(["daemon", "scheduler", "plugins", "slots"])
+        try r.only(["daemon", "scheduler", "targeting", "plugins", "slots"])
+        let daemonTargeting = try r.targeting("targeting") ?? [:]
 
         let daemon = try r.table("daemon")
         try daemon?.only(["socket", "state_dir", "plugin_dir", "log_level", "max_message_bytes"])
@@ -189,8 +191,8 @@ extension DaemonConfig {
                 ttl: .seconds(try s.int("ttl_s", min: 1) ?? 3600), waterfall: waterfall,
                 reward: RewardModel(name: try s.string("reward_name") ?? "", amount: try s.int("reward_amount", min: 0) ?? 0,
                                     extra: try s.string("reward_extra") ?? ""),
-                testMode: try s.bool("test_mode") ?? false,
-                targetingJSON: try s.table("targeting").map { $0.table.convert(to: .json) } ?? "{}",
+                testMode: try s.bool("test_mode") ?? daemonTargeting["test_mode"]?.boolValue ?? false,
+                targetingJSON: JSONValue.object(Targeting.merge(daemonTargeting, try s.targeting("targeting") ?? [:])).jsonString,
                 width: Int(try s.int("width", min: 0, max: 10_000) ?? 0), height: Int(try s.int("height", min: 0, max: 10_000) ?? 0),
                 count: Int(try s.int("count", min: 1, max: 10) ?? (format == .native ? 3 : 1)),
                 loadTimeout: try s.int("load_timeout_ms", min: 1, max: 60_000).map { .milliseconds($0) },
@@ -276,6 +278,16 @@ private struct TableReader {
         guard let value = table[name] else { return nil }
         guard let t = value.table else { throw error(name, "expected a table, got \(typeName(value))") }
         return TableReader(t, path: key(name), source: source)
+    }
+
+    /// A targeting table, checked key by key (see Targeting).
+    func targeting(_ name: String) throws(ConfigError) -> [String: JSONValue]? {
+        guard let t = try table(name) else { return nil }
+        guard let object = JSONValue.parse(Data(t.table.convert(to: .json).utf8))?.objectValue else {
+            throw error(name, "expected a table")
+        }
+        if let (key, message) = Targeting.problem(object) { throw error("\(name).\(key)", message) }
+        return object
     }
 
     /// An array of tables (`[[name]]`); absent is empty.

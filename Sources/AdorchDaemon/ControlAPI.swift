@@ -28,15 +28,23 @@ struct ControlAPI: Sendable {
                     }
                 }
             case "io.adorch.Ads.Load":
-                try call.onlyParameters(["slot", "count", "width", "height", "timeout_ms"])
+                try call.onlyParameters(["slot", "count", "width", "height", "timeout_ms", "targeting"])
                 let slot = try call.string("slot")
+                var targeting: [String: JSONValue]?
+                switch call.parameters["targeting"] {
+                case nil, .null?: break
+                case .object(let object)?:
+                    if let (key, message) = Targeting.problem(object) { throw invalidParameter("targeting.\(key)", message) }
+                    targeting = object
+                default: throw invalidParameter("targeting", "expected an object")
+                }
                 let parameters = LoadParameters(
                     count: try call.optionalInt("count").map { Int(clamping: $0) },
                     width: try call.optionalInt("width").map { Int(clamping: $0) },
                     height: try call.optionalInt("height").map { Int(clamping: $0) },
                     timeout: try call.optionalInt("timeout_ms").map { .milliseconds($0) }
                 )
-                daemon.load(slot: slot, parameters, accepted: { replier.fail(varlinkError($0)) }) { result in
+                daemon.load(slot: slot, parameters, targeting: targeting, accepted: { replier.fail(varlinkError($0)) }) { result in
                     switch result {
                     case .success(let ads):
                         replier.reply(["ads": .array(ads.map { adJSON($0, expiresAt: daemon.wallTimeNow(for: $0.expiresAt)) })])

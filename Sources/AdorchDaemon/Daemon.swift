@@ -386,9 +386,15 @@ public final class Daemon: @unchecked Sendable {
 
     /// An on-demand Load: `accepted` answers at once (bad parameters), `completion` when the
     /// waterfall gave ads or ran out.
-    func load(slot: String, _ parameters: LoadParameters, accepted: @escaping @Sendable (ShowError) -> Void,
+    /// `targeting` is the app's: its keys go over the slot's (which holds the daemon-wide ones).
+    func load(slot: String, _ asked: LoadParameters, targeting: [String: JSONValue]?, accepted: @escaping @Sendable (ShowError) -> Void,
               completion: @escaping @Sendable (Result<[ShownAd], LoadFailure>) -> Void) {
         queue.async { [self] in
+            var parameters = asked
+            if let targeting {
+                let base = config.slots.first { $0.id == slot }.flatMap { JSONValue.parse(Data($0.targetingJSON.utf8))?.objectValue } ?? [:]
+                parameters.targetingJSON = JSONValue.object(Targeting.merge(base, targeting)).jsonString
+            }
             let request = nextRequest
             nextRequest += 1
             pendingLoads[request] = completion

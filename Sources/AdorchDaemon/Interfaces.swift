@@ -69,7 +69,9 @@ method Show(slot: string, user_id: ?string) -> (ad: Ad)
 # Loads ads of an on-demand slot (banner, splash, native) now, trying the slot's waterfall in
 # order within timeout_ms (default: the slot's; splash 2000). The ads returned are handed to
 # the caller (shown); native loads 1 to 10 at once (count, default the slot's, 3 recommended).
-method Load(slot: string, count: ?int, width: ?int, height: ?int, timeout_ms: ?int) -> (ads: []Ad)
+# targeting: app_id, gender (male, female, unknown), age, keywords, extra (object),
+# paid_app, test_mode; its keys override the slot's and the daemon's for this request.
+method Load(slot: string, count: ?int, width: ?int, height: ?int, timeout_ms: ?int, targeting: ?object) -> (ads: []Ad)
 
 # Reports what the viewer did with a shown ad: impression, click, close, complete or skip.
 # Each but click is accepted once per ad; close ends the ad.

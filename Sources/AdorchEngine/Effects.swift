@@ -43,12 +43,15 @@ public struct LoadParameters: Sendable, Equatable {
     public var width: Int?
     public var height: Int?
     public var timeout: Duration?
+    /// The targeting for this request (the slot's with the app's keys over it), as a JSON object.
+    public var targetingJSON: String?
 
-    public init(count: Int? = nil, width: Int? = nil, height: Int? = nil, timeout: Duration? = nil) {
+    public init(count: Int? = nil, width: Int? = nil, height: Int? = nil, timeout: Duration? = nil, targetingJSON: String? = nil) {
         self.count = count
         self.width = width
         self.height = height
         self.timeout = timeout
+        self.targetingJSON = targetingJSON
     }
 }
 

@@ -240,7 +240,8 @@ public struct Engine: Sendable {
         guard timeout > .zero, timeout <= .seconds(60) else {
             return (.failure(.invalidParameter(name: "timeout_ms", reason: "1 ms to 60 s")), [])
         }
-        requests[request] = LoadRequest(slot: slotID, count: count, width: width, height: height, deadline: now + timeout)
+        requests[request] = LoadRequest(slot: slotID, count: count, width: width, height: height, deadline: now + timeout,
+                                        targetingJSON: asked.targetingJSON)
         return (.success(()), attempt(request, now: now))
     }
 
@@ -489,6 +490,7 @@ public struct Engine: Sendable {
             ads[order.adID]!.requestID = rid
             (order.count, order.width, order.height) = (request.count, request.width, request.height)
             (order.variant, order.imageOptionsJSON) = (slot.config.variant, slot.config.imageOptionsJSON)
+            if let targeting = request.targetingJSON { order.targetingJSON = targeting }
             return [.load(order)]
         }
         requests[rid] = request
@@ -773,6 +775,7 @@ private struct LoadRequest: Sendable {
     var width: Int
     var height: Int
     var deadline: Moment
+    var targetingJSON: String?
     var nextEntry = 0
     var attempts: [LoadFailure.Attempt] = []
 }

@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchVarlink
 import Foundation
 import XCTest
 
@@ -72,6 +73,26 @@ final class ConfigTests: XCTestCase {
                        "test.toml: key slots[0].buffer: banner ads are loaded on demand (io.adorch.Ads.Load), not preloaded: remove buffer")
         let native = minimal.replacingOccurrences(of: "interstitial", with: "native")
         XCTAssertEqual(refusal(native.replacingOccurrences(of: "format = \"native\"", with: "format = \"native\"\ncount = 11"))?.location, "key slots[0].count")
+    }
+
+    func testTargetingIsCheckedAndSlotKeysOverrideTheDaemons() throws {
+        let config = try DaemonConfig.parse(toml: """
+        [targeting]
+        app_id = "com.example.game"
+        keywords = ["puzzle"]
+        test_mode = true
+
+        """ + minimal.replacingOccurrences(of: "format = \"interstitial\"", with: "format = \"interstitial\"\ntargeting = { gender = \"female\", keywords = [\"racing\"] }"),
+        source: "test.toml")
+        let targeting = try XCTUnwrap(JSONValue.parse(Data(config.slots[0].targetingJSON.utf8)))
+        XCTAssertEqual(targeting["app_id"], "com.example.game")
+        XCTAssertEqual(targeting["gender"], "female")
+        XCTAssertEqual(targeting["keywords"], ["racing"])
+        XCTAssertTrue(config.slots[0].testMode, "the daemon-wide test_mode applies")
+        XCTAssertEqual(refusal("[targeting]\ngender = \"robot\"\n" + minimal)?.description,
+                       "test.toml: key targeting.gender: expected male, female or unknown")
+        XCTAssertEqual(refusal("[targeting]\nage = 200\n" + minimal)?.location, "key targeting.age")
+        XCTAssertEqual(refusal("[targeting]\nshoe_size = 42\n" + minimal)?.location, "key targeting.shoe_size")
     }
 
     func testDropInsOverrideKeysAndSlotsByID() throws {

@@ -51,6 +51,37 @@ final class FormatTests: XCTestCase {
         XCTAssertEqual(showError, "io.adorch.Ads.InvalidParameter", "banners are loaded, not shown from a buffer")
     }
 
+    func testTargetingFromTheDaemonTheSlotAndTheRequestReachesThePlugin() throws {
+        let daemon = try DaemonProcess(config: """
+        [targeting]
+        app_id = "com.example.game"
+        age = 30
+        paid_app = false
+        [plugins.sim]
+
+        [[slots]]
+        id = "b"
+        format = "banner"
+        width = 320
+        height = 50
+        test_mode = true
+        targeting = { gender = "female", keywords = ["puzzle"] }
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "latency_ms=5"
+        """)
+        let ads = try daemon.call("io.adorch.Ads.Load", ["slot": "b", "targeting": ["keywords": ["racing"], "extra": ["level": 7]]])["ads"]
+        let seen = try XCTUnwrap(ads?.arrayValue?.first?["payload"])
+        XCTAssertEqual(seen["test"], true)
+        XCTAssertEqual(seen["targeting"], [
+            "app_id": "com.example.game", "age": 30, "paid_app": false, "gender": "female",
+            "keywords": ["racing"], "extra": ["level": 7],
+        ], "daemon, slot and request targeting merged, the request's keys winning")
+        let (error, parameters) = try daemon.callExpectingError("io.adorch.Ads.Load", ["slot": "b", "targeting": ["age": "old"]])
+        XCTAssertEqual(error, "io.adorch.Ads.InvalidParameter")
+        XCTAssertEqual(parameters["parameter"]?.stringValue, "targeting.age")
+    }
+
     func testTheWaterfallTriesEntriesInOrderWithinTheDeadlineAndASlowSplashTimesOut() throws {
         let daemon = try DaemonProcess(config: simConfig(slots: """
         [[slots]]

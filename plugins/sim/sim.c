@@ -87,7 +87,9 @@ typedef struct sim_ad {
     sim_config *config;
     uint32_t format;
     uint32_t count, width, height;
+    int test_mode;
     char variant[16];
+    char targeting[2048]; /* echoed in banner payloads, so tests can see what reached the network */
     char slot_id[96];
     uint64_t rng;
     uint32_t loads, shows;
@@ -482,6 +484,12 @@ static adorch_ad *sim_ad_create(adorch_ad_id id, const adorch_request *request) 
         ad->width = request->width;
         ad->height = request->height;
         snprintf(ad->variant, sizeof ad->variant, "%s", request->variant ? request->variant : "");
+        ad->test_mode = request->test_mode;
+        /* Too long to keep whole: an empty object rather than broken JSON. */
+        if (strlen(request->targeting_json) < sizeof ad->targeting)
+            snprintf(ad->targeting, sizeof ad->targeting, "%s", request->targeting_json);
+        else
+            strcpy(ad->targeting, "{}");
         snprintf(ad->slot_id, sizeof ad->slot_id, "%s", request->slot_id);
         ad->rng = config->seed * 0x9E3779B97F4A7C15ull + ++config->creates;
         ad->next = g.live;
@@ -569,9 +577,9 @@ static int32_t sim_ad_load(adorch_ad *opaque) {
                  "{\"network\":\"sim\",\"network_ad_id\":\"sim-%" PRIu64 "-%09" PRIu64 "\",\"format\":\"banner\","
                  "\"width\":%u,\"height\":%u,\"image_url\":\"https://sim.invalid/b/%09" PRIu64 "-%ux%u.png\","
                  "\"click_url\":\"https://sim.invalid/c/%09" PRIu64 "\",\"expires_in_s\":%u,\"price\":%.4f,"
-                 "\"tracks_impressions\":%s,\"test\":true}",
+                 "\"tracks_impressions\":%s,\"test\":%s,\"targeting\":%s}",
                  c->seed, serial, ad->width, ad->height, serial, ad->width, ad->height, serial, c->ttl_s, c->price,
-                 c->tracks ? "true" : "false");
+                 c->tracks ? "true" : "false", ad->test_mode ? "true" : "false", ad->targeting);
     } else if (ad->format == ADORCH_FORMAT_SPLASH) {
         snprintf(payload, sizeof payload,
                  "{\"network\":\"sim\",\"network_ad_id\":\"sim-%" PRIu64 "-%09" PRIu64 "\",\"format\":\"splash\","
