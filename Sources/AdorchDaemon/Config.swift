@@ -153,7 +153,7 @@ extension DaemonConfig {
         var slots: [SlotConfig] = []
         for s in try r.tables("slots") {
             try s.only(["id", "format", "buffer", "ttl_s", "reward_name", "reward_amount", "reward_extra", "test_mode", "targeting",
-                        "width", "height", "count", "load_timeout_ms", "native_variant", "image_options", "waterfall"])
+                        "width", "height", "count", "load_timeout_ms", "native_variant", "image_options", "parallel", "waterfall"])
             let id = try s.requiredString("id")
             guard isName(id) else { throw s.error("id", "slot ids are [a-z0-9_-]+, got \"\(id)\"") }
             guard !slots.contains(where: { $0.id == id }) else { throw s.error("id", "slot \"\(id)\" is defined twice") }
@@ -179,6 +179,10 @@ extension DaemonConfig {
             if !format.isPreloaded, buffer != nil {
                 throw s.error("buffer", "\(format.rawValue) ads are loaded on demand (io.adorch.Ads.Load), not preloaded: remove buffer")
             }
+            let parallel = try s.int("parallel", min: 1, max: 10)
+            if !format.isPreloaded, parallel != nil {
+                throw s.error("parallel", "parallel mode is for preloaded slots (rewarded, fullscreen, interstitial)")
+            }
             let variant = try s.string("native_variant") ?? (format == .native ? "feed" : "")
             if format == .native, !["feed", "banner", "interstitial"].contains(variant) {
                 throw s.error("native_variant", "expected feed, banner or interstitial, got \"\(variant)\"")
@@ -197,7 +201,8 @@ extension DaemonConfig {
                 count: Int(try s.int("count", min: 1, max: 10) ?? (format == .native ? 3 : 1)),
                 loadTimeout: try s.int("load_timeout_ms", min: 1, max: 60_000).map { .milliseconds($0) },
                 variant: variant,
-                imageOptionsJSON: try s.table("image_options").map { $0.table.convert(to: .json) } ?? "{}"
+                imageOptionsJSON: try s.table("image_options").map { $0.table.convert(to: .json) } ?? "{}",
+                parallel: Int(parallel ?? 1)
             ))
         }
 

@@ -171,7 +171,7 @@ struct ControlAPI: Sendable {
             "id": .string(s.config.id), "format": .string(s.config.format.rawValue), "buffer": .int(Int64(s.config.buffer)),
             "ready": .int(Int64(s.ready)), "loading": .int(Int64(s.loading)), "shown_open": .int(Int64(s.shownOpen)),
             "ready_ads": .array(s.readyAds.map { .string(daemon.externalID($0)) }),
-            "ttl_s": .int(s.config.ttl.nanosecondsClamped / 1_000_000_000),
+            "ttl_s": .int(s.config.ttl.nanosecondsClamped / 1_000_000_000), "parallel": .int(Int64(s.config.parallel)),
             "waterfall": .array(zip(s.config.waterfall, s.entries).map { entry, state in
                 var object: [String: JSONValue] = [
                     "plugin": .string(entry.plugin), "ad_unit_id": .string(entry.adUnitID),

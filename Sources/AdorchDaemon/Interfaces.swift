@@ -180,6 +180,8 @@ type Slot (
   # the ids of the ready ads, oldest first
   ready_ads: []string,
   ttl_s: int,
+  # how many waterfall entries a refill asks at once (1: one after the other)
+  parallel: int,
   waterfall: []WaterfallEntry,
   counters: Counters
 )

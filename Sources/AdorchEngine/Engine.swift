@@ -403,6 +403,13 @@ public struct Engine: Sendable {
         let loading = mine.filter { if case .loading = $0.state { true } else { false } }.count
         var deficit = slot.config.buffer - fresh - loading
         var effects: [Effect] = []
+        if deficit > 0, slot.config.parallel > 1 {
+            // One round: the first N usable entries at once, each a distinct network offer.
+            for entryIndex in usableEntries(slot, now: now).prefix(max(slot.config.parallel, deficit)) {
+                effects.append(startLoad(slotID, entryIndex: entryIndex, now: now))
+            }
+            deficit = 0
+        }
         while deficit > 0, let entryIndex = pickEntry(slot, now: now) {
             effects.append(startLoad(slotID, entryIndex: entryIndex, now: now))
             deficit -= 1
@@ -413,11 +420,20 @@ public struct Engine: Sendable {
     }
 
     /// The waterfall: the first entry whose plugin is there and that is not backing off.
-    private func pickEntry(_ slot: SlotState, now: Moment) -> Int? {
-        slot.config.waterfall.indices.first { index in
+    private func pickEntry(_ slot: SlotState, now: Moment) -> Int? { usableEntries(slot, now: now).first }
+
+    /// Entries in waterfall order whose plugin is there, not backing off, not paused and not
+    /// at its cap of loads in flight.
+    private func usableEntries(_ slot: SlotState, now: Moment) -> [Int] {
+        var inFlight: [String: Int] = [:]
+        return slot.config.waterfall.indices.filter { index in
             let plugin = slot.config.waterfall[index].plugin
-            return availablePlugins.contains(plugin) && slot.entries[index].backoffUntil <= now
-                && (pausedUntil[plugin] ?? .zero) <= now && loadsInFlight(to: plugin) < settings.maxLoadsInFlightPerNetwork
+            let load = inFlight[plugin, default: loadsInFlight(to: plugin)]
+            guard availablePlugins.contains(plugin), slot.entries[index].backoffUntil <= now,
+                  (pausedUntil[plugin] ?? .zero) <= now, load < settings.maxLoadsInFlightPerNetwork
+            else { return false }
+            inFlight[plugin] = load + 1
+            return true
         }
     }
 

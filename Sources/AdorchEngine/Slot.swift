@@ -78,13 +78,17 @@ public struct SlotConfig: Sendable, Equatable {
     public var variant: String
     /// Image options for native ads, as a JSON object, passed to the plugin.
     public var imageOptionsJSON: String
+    /// Parallel mode: a refill asks the first N usable entries at once; every ad that comes
+    /// back stays valid (Show takes the highest price first). 1 is the plain waterfall.
+    public var parallel: Int
 
     public init(
         id: String, format: AdFormat, buffer: Int = 1, ttl: Duration = .seconds(3600),
         waterfall: [WaterfallEntry], reward: RewardModel = RewardModel(), testMode: Bool = false,
         targetingJSON: String = "{}", width: Int = 0, height: Int = 0, count: Int = 1,
-        loadTimeout: Duration? = nil, variant: String = "", imageOptionsJSON: String = "{}"
+        loadTimeout: Duration? = nil, variant: String = "", imageOptionsJSON: String = "{}", parallel: Int = 1
     ) {
+        self.parallel = parallel
         self.width = width
         self.height = height
         self.count = count

@@ -412,6 +412,23 @@ final class NetworkTests: XCTestCase {
         XCTAssertEqual(h.engine.networkStatuses(at: h.now).first?.loadsInFlight, 2)
     }
 
+    func testParallelModeAsksTheFirstEntriesAtOnceAndKeepsEveryAd() {
+        var config = slot(buffer: 1, entries: ["a", "b", "c"])
+        config.parallel = 3
+        var h = Harness(slots: [config], plugins: ["a", "b", "c"])
+        XCTAssertEqual(h.loads.map(\.plugin), ["a", "b", "c"], "one round, three networks at once")
+        for (order, price) in zip(h.loads, [1.0, 5.0, 3.0]) { h.fill(order.adID, price: price) }
+        XCTAssertEqual(h.status("s").ready, 3, "the rest stay valid")
+        var prices: [Double] = []
+        for _ in 0..<3 {
+            guard case .success(let ad) = h.show("s") else { return XCTFail("no ad") }
+            prices.append(ad.price)
+            if prices.count < 3 { XCTAssertEqual(h.loads.count, 3, "no new round while valid ads remain") }
+        }
+        XCTAssertEqual(prices, [5, 3, 1], "the highest price first")
+        XCTAssertEqual(h.loads.count, 6, "a new round once the slot is below its buffer")
+    }
+
     func testEntryCountersShowTheOrderEntriesWereTried() {
         var h = Harness(slots: [slot(entries: ["a", "b"], timeout: .seconds(1))])
         h.report(.failed(.noFill, networkCode: 20001, message: ""), h.loads[0].adID)

@@ -37,6 +37,33 @@ final class MediationTests: XCTestCase {
         XCTAssertEqual(daemon.stop(), 0)
     }
 
+    /// Parallel mode: both networks are asked at once, the better price is shown first, and
+    /// the other ad stays valid for the next show.
+    func testParallelModeKeepsTheHighestPriceFirstAndTheRestForLater() throws {
+        let daemon = try DaemonProcess(config: """
+        [plugins.sim]
+        [plugins.swift-example]
+
+        [[slots]]
+        id = "p"
+        format = "interstitial"
+        buffer = 1
+        parallel = 2
+          [[slots.waterfall]]
+          plugin = "swift-example"
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "latency_ms=5 price=7"
+        """)
+        try daemon.waitFor("both answers in") { try daemon.slotStatus("p")["ready"]?.intValue == 2 }
+        let first = try daemon.call("io.adorch.Ads.Show", ["slot": "p"])["ad"]
+        XCTAssertEqual(first?["network"]?.stringValue, "sim")
+        XCTAssertEqual(first?["price"]?.doubleValue, 7)
+        let second = try daemon.call("io.adorch.Ads.Show", ["slot": "p"])["ad"]
+        XCTAssertEqual(second?["network"]?.stringValue, "swift-example", "the other offer was still valid")
+        XCTAssertEqual(try daemon.slotStatus("p")["parallel"]?.intValue, 2)
+    }
+
     /// Acceptance 3: a rate_limited answer pauses that network while another fills the slot.
     func testARateLimitedNetworkIsPausedWhileAnotherFills() throws {
         let daemon = try DaemonProcess(config: """
