@@ -201,7 +201,7 @@ extension DaemonConfig {
                 count: Int(try s.int("count", min: 1, max: 10) ?? (format == .native ? 3 : 1)),
                 loadTimeout: try s.int("load_timeout_ms", min: 1, max: 60_000).map { .milliseconds($0) },
                 variant: variant,
-                imageOptionsJSON: try s.table("image_options").map { $0.table.convert(to: .json) } ?? "{}",
+                imageOptionsJSON: try s.imageOptions() ?? "{}",
                 parallel: Int(parallel ?? 1)
             ))
         }
@@ -283,6 +283,19 @@ private struct TableReader {
         guard let value = table[name] else { return nil }
         guard let t = value.table else { throw error(name, "expected a table, got \(typeName(value))") }
         return TableReader(t, path: key(name), source: source)
+    }
+
+    /// A native slot's image options: urls_only (the app downloads the images itself),
+    /// multiple (several images per ad), aspect_ratio (e.g. "1.91:1"), as JSON.
+    func imageOptions() throws(ConfigError) -> String? {
+        guard let t = try table("image_options") else { return nil }
+        try t.only(["urls_only", "multiple", "aspect_ratio"])
+        _ = try t.bool("urls_only")
+        _ = try t.bool("multiple")
+        if let ratio = try t.string("aspect_ratio"), ratio.wholeMatch(of: /\d+(\.\d+)?:\d+(\.\d+)?/) == nil {
+            throw t.error("aspect_ratio", "expected W:H such as 1.91:1, got \"\(ratio)\"")
+        }
+        return t.table.convert(to: .json)
     }
 
     /// A targeting table, checked key by key (see Targeting).

@@ -11,7 +11,7 @@ struct AdorchCtl: ParsableCommand {
         abstract: "Talks to adorchd over its Varlink socket.",
         discussion: "The socket is --socket, else $ADORCH_SOCKET, else adorchd's default (\(DefaultPaths.socket)).",
         version: Daemon.version,
-        subcommands: [Status.self, Slots.self, Show.self, Report.self, Events.self, Reload.self]
+        subcommands: [Status.self, Slots.self, Show.self, Load.self, Report.self, Events.self, Reload.self]
     )
 }
 
@@ -119,6 +119,29 @@ struct Show: ParsableCommand {
         let ad = reply["ad"]
         print("ad \(ad?["id"]?.stringValue ?? "?") from \(ad?["network"]?.stringValue ?? "?") in \(ad?["slot"]?.stringValue ?? "?"), expires \(ad?["expires_at"]?.stringValue ?? "?")")
         print(ad?["payload"]?.prettyString ?? "{}")
+    }
+}
+
+struct Load: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Load ads of a banner, splash or native slot now (they are handed to you).")
+    @OptionGroup var connection: Connection
+    @Argument(help: "The slot id.") var slot: String
+    @Option(help: "How many native ads, 1 to 10 (default: the slot's).") var count: Int?
+    @Option(help: "Banner width in points.") var width: Int?
+    @Option(help: "Banner height in points.") var height: Int?
+    @Option(help: ArgumentHelp("The overall deadline (default: the slot's).", valueName: "ms")) var timeoutMs: Int?
+
+    func run() throws {
+        var parameters: [String: JSONValue] = ["slot": .string(slot)]
+        for (key, value) in [("count", count), ("width", width), ("height", height), ("timeout_ms", timeoutMs)] {
+            if let value { parameters[key] = .int(Int64(value)) }
+        }
+        let reply = try connection.call("io.adorch.Ads.Load", parameters)
+        if connection.json { return connection.printJSON(reply) }
+        for ad in reply["ads"]?.arrayValue ?? [] {
+            print("ad \(ad["id"]?.stringValue ?? "?") from \(ad["network"]?.stringValue ?? "?") in \(ad["slot"]?.stringValue ?? "?"), expires \(ad["expires_at"]?.stringValue ?? "?")")
+            print(ad["payload"]?.prettyString ?? "{}")
+        }
     }
 }
 

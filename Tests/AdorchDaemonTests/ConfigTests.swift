@@ -93,6 +93,8 @@ final class ConfigTests: XCTestCase {
                        "test.toml: key targeting.gender: expected male, female or unknown")
         XCTAssertEqual(refusal("[targeting]\nage = 200\n" + minimal)?.location, "key targeting.age")
         XCTAssertEqual(refusal("[targeting]\nshoe_size = 42\n" + minimal)?.location, "key targeting.shoe_size")
+        let native = minimal.replacingOccurrences(of: "format = \"interstitial\"", with: "format = \"native\"\nimage_options = { aspect_ratio = \"wide\" }")
+        XCTAssertEqual(refusal(native)?.description, "test.toml: key slots[0].image_options.aspect_ratio: expected W:H such as 1.91:1, got \"wide\"")
     }
 
     func testDropInsOverrideKeysAndSlotsByID() throws {

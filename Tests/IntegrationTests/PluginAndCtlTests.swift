@@ -51,6 +51,13 @@ final class PluginAndCtlTests: XCTestCase {
             .filter { $0["ad_id"]?.stringValue == id }.compactMap { $0["name"]?.stringValue }
         XCTAssertEqual(names.filter { $0 != "media_cached" }, ["loaded", "shown", "will_present", "presented", "impression"], events.stdout)
 
+        let loaded = try runCommand(ctl, ["load", "native_main", "--count", "2", "--json"], environment: env)
+        XCTAssertEqual(loaded.status, 0, loaded.stderr)
+        XCTAssertEqual(JSONValue.parse(Data(loaded.stdout.utf8))?["ads"]?.arrayValue?.count, 2)
+        let badCount = try runCommand(ctl, ["load", "native_main", "--count", "11"], environment: env)
+        XCTAssertEqual(badCount.status, 1)
+        XCTAssertTrue(badCount.stderr.contains("io.adorch.Ads.InvalidParameter: a native load takes 1 to 10 ads"), badCount.stderr)
+
         let status = try runCommand(ctl, ["status"], environment: env)
         XCTAssertTrue(status.stdout.contains("sim     loaded  1.0.0    1.0"), status.stdout)
         XCTAssertTrue(status.stdout.contains("contract_violations=0"), status.stdout)
