@@ -116,9 +116,7 @@ struct Show: ParsableCommand {
         if let user { parameters["user_id"] = .string(user) }
         let reply = try connection.call("io.adorch.Ads.Show", parameters)
         if connection.json { return connection.printJSON(reply) }
-        let ad = reply["ad"]
-        print("ad \(ad?["id"]?.stringValue ?? "?") from \(ad?["network"]?.stringValue ?? "?") in \(ad?["slot"]?.stringValue ?? "?"), expires \(ad?["expires_at"]?.stringValue ?? "?")")
-        print(ad?["payload"]?.prettyString ?? "{}")
+        reply["ad"].map(printAd)
     }
 }
 
@@ -138,10 +136,7 @@ struct Load: ParsableCommand {
         }
         let reply = try connection.call("io.adorch.Ads.Load", parameters)
         if connection.json { return connection.printJSON(reply) }
-        for ad in reply["ads"]?.arrayValue ?? [] {
-            print("ad \(ad["id"]?.stringValue ?? "?") from \(ad["network"]?.stringValue ?? "?") in \(ad["slot"]?.stringValue ?? "?"), expires \(ad["expires_at"]?.stringValue ?? "?")")
-            print(ad["payload"]?.prettyString ?? "{}")
-        }
+        (reply["ads"]?.arrayValue ?? []).forEach(printAd)
     }
 }
 
@@ -211,6 +206,12 @@ struct Reload: ParsableCommand {
         if connection.json { return connection.printJSON(reply) }
         print("reloaded: \(reply["summary"]?.stringValue ?? "")")
     }
+}
+
+/// An ad handed out: one line about it, then its payload.
+func printAd(_ ad: JSONValue) {
+    print("ad \(ad["id"]?.stringValue ?? "?") from \(ad["network"]?.stringValue ?? "?") in \(ad["slot"]?.stringValue ?? "?"), expires \(ad["expires_at"]?.stringValue ?? "?")")
+    print(ad["payload"]?.prettyString ?? "{}")
 }
 
 /// Left-aligned columns, two spaces apart.
