@@ -15,6 +15,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", exact: "0.6.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.0.0"),
     ],
     targets: [
         // The plugin ABI: one C header, adorch/plugin.h, the whole contract with plugin authors.
@@ -29,13 +31,18 @@ let package = Package(
         // libsystemd from Debian's libsystemd-dev, and the daemon's small Swift layer over it.
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "AdorchSystemd", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
+        // Rewards: the durable ledger (SQLite through GRDB) and the server callback's signature.
+        .target(
+            name: "AdorchRewards",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")]
+        ),
         // Varlink: framing, a Dispatch server, a blocking client, the service interface.
         .target(name: "AdorchVarlink", dependencies: [.product(name: "Logging", package: "swift-log")]),
         // The daemon's wiring: config, runtime (engine queue, timers), the io.adorch.* handlers.
         .target(
             name: "AdorchDaemon",
             dependencies: [
-                "AdorchEngine", "AdorchPluginHost", "AdorchVarlink", "AdorchSystemd",
+                "AdorchEngine", "AdorchPluginHost", "AdorchVarlink", "AdorchSystemd", "AdorchRewards",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -52,7 +59,7 @@ let package = Package(
         .executableTarget(
             name: "adorchctl",
             dependencies: [
-                "AdorchVarlink", "AdorchDaemon",
+                "AdorchVarlink", "AdorchDaemon", "AdorchRewards",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -64,6 +71,7 @@ let package = Package(
         .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink"]),
         .testTarget(name: "AdorchDaemonTests", dependencies: ["AdorchDaemon"]),
         .testTarget(name: "AdorchSystemdTests", dependencies: ["AdorchSystemd"]),
+        .testTarget(name: "AdorchRewardsTests", dependencies: ["AdorchRewards"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["AdorchVarlink"],

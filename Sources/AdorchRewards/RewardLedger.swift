@@ -1,0 +1,129 @@
+import Foundation
+import GRDB
+
+/// One granted reward: a row of the ledger.
+public struct RewardRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "rewards"
+
+    /// The network's transaction id, or one the daemon made; unique.
+    public var transID: String
+    /// The ad it was earned on; one reward per ad.
+    public var adID: String
+    public var userID: String
+    public var slot: String
+    public var network: String
+    public var rewardName: String
+    public var rewardAmount: Int64
+    public var extra: String
+    public var grantedAt: Date
+    public var acknowledged: Bool
+
+    enum CodingKeys: String, CodingKey {
+        case transID = "trans_id", adID = "ad_id", userID = "user_id", slot, network
+        case rewardName = "reward_name", rewardAmount = "reward_amount", extra, grantedAt = "granted_at", acknowledged
+    }
+
+    public init(transID: String, adID: String, userID: String, slot: String, network: String, rewardName: String,
+                rewardAmount: Int64, extra: String, grantedAt: Date, acknowledged: Bool = false) {
+        self.transID = transID
+        self.adID = adID
+        self.userID = userID
+        self.slot = slot
+        self.network = network
+        self.rewardName = rewardName
+        self.rewardAmount = rewardAmount
+        self.extra = extra
+        self.grantedAt = grantedAt
+        self.acknowledged = acknowledged
+    }
+}
+
+/// The reward ledger: SQLite in the state directory, in WAL mode with synchronous writes,
+/// so a reward the daemon announced survives a crash (a `kill -9` included).
+public final class RewardLedger: Sendable {
+    public enum Grant: Sendable, Equatable {
+        case granted
+        /// Refused: this transaction id or this ad was granted before.
+        case duplicate(String)
+    }
+
+    private let pool: DatabasePool
+
+    public init(path: String) throws {
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in
+            // FULL: the commit is on disk before grant returns, so before any event is sent.
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        pool = try DatabasePool(path: path, configuration: configuration)
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "rewards") { t in
+                t.primaryKey("trans_id", .text)
+                t.column("ad_id", .text).notNull().unique()
+                t.column("user_id", .text).notNull().indexed()
+                t.column("slot", .text).notNull()
+                t.column("network", .text).notNull()
+                t.column("reward_name", .text).notNull()
+                t.column("reward_amount", .integer).notNull()
+                t.column("extra", .text).notNull()
+                t.column("granted_at", .datetime).notNull()
+                t.column("acknowledged", .boolean).notNull().defaults(to: false)
+            }
+            // Server-to-server callbacks accepted once: a second one is a replay.
+            try db.create(table: "accepted_callbacks") { t in
+                t.primaryKey("trans_id", .text)
+                t.column("accepted_at", .datetime).notNull()
+            }
+        }
+        try migrator.migrate(pool)
+    }
+
+    /// Writes the reward durably, once. The caller announces it only after `.granted`.
+    public func grant(_ record: RewardRecord) throws -> Grant {
+        try pool.write { db in
+            if try RewardRecord.fetchOne(db, key: record.transID) != nil {
+                return .duplicate("transaction \(record.transID) was granted before")
+            }
+            if try RewardRecord.filter(Column("ad_id") == record.adID).fetchCount(db) > 0 {
+                return .duplicate("ad \(record.adID) was rewarded before")
+            }
+            try record.insert(db)
+            return .granted
+        }
+    }
+
+    /// Rewards not acknowledged by the app, oldest first.
+    public func unacknowledged(userID: String? = nil, since: Date? = nil, slots: Set<String>? = nil) throws -> [RewardRecord] {
+        try pool.read { db in
+            var request = RewardRecord.filter(Column("acknowledged") == false)
+            if let userID { request = request.filter(Column("user_id") == userID) }
+            if let since { request = request.filter(Column("granted_at") >= since) }
+            if let slots { request = request.filter(slots.contains(Column("slot"))) }
+            return try request.order(Column("granted_at"), Column("trans_id")).fetchAll(db)
+        }
+    }
+
+    /// Marks a reward delivered; false if no such transaction exists.
+    public func acknowledge(transID: String) throws -> Bool {
+        try pool.write { db in
+            try db.execute(sql: "UPDATE rewards SET acknowledged = 1 WHERE trans_id = ?", arguments: [transID])
+            return db.changesCount > 0
+        }
+    }
+
+    public func reward(transID: String) throws -> RewardRecord? {
+        try pool.read { db in try RewardRecord.fetchOne(db, key: transID) }
+    }
+
+    public func count() throws -> Int { try pool.read { db in try RewardRecord.fetchCount(db) } }
+
+    /// Records a verified server callback; false if this transaction was accepted before.
+    public func acceptCallback(transID: String, at date: Date) throws -> Bool {
+        try pool.write { db in
+            try db.execute(sql: "INSERT OR IGNORE INTO accepted_callbacks (trans_id, accepted_at) VALUES (?, ?)",
+                           arguments: [transID, date])
+            return db.changesCount > 0
+        }
+    }
+}

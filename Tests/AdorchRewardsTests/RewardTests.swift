@@ -1,0 +1,93 @@
+import Foundation
+import XCTest
+
+@testable import AdorchRewards
+
+final class RewardCallbackTests: XCTestCase {
+    // The seed's own example (2.11.5); the expected sign was computed with its Python sample.
+    let key = "7ca31ab0a59d69a42dd8abc7cf2d8fbd"
+    let transID = "6FEB23ACB0374985A2A52D282EDD5361u6643"
+    let expected = "a35e8d8c11c784aa2573c9480d77a3d034936560b5ec0752a4124d9fedd8fbd2"
+
+    func testTheSeedsExampleSignsAsItsPythonSampleDoes() {
+        XCTAssertEqual(RewardCallback.sign(key: key, transID: transID), expected)
+    }
+
+    func testAQueryIsParsedAndItsSignatureChecked() throws {
+        let query = try RewardCallback.parse("?user_id=u%2042&trans_id=\(transID)&reward_name=coins&reward_amount=10&extra=a%26b&sign=\(expected.uppercased())")
+        XCTAssertEqual(query.userID, "u 42")
+        XCTAssertEqual(query.extra, "a&b")
+        XCTAssertEqual(query.rewardAmount, 10)
+        XCTAssertTrue(RewardCallback.signatureIsValid(query, key: key))
+        var tampered = query
+        tampered.transID += "x"
+        XCTAssertFalse(RewardCallback.signatureIsValid(tampered, key: key))
+        XCTAssertFalse(RewardCallback.signatureIsValid(query, key: "another key"))
+    }
+
+    func testBrokenQueriesNameTheField() {
+        func failure(_ q: String) -> RewardCallback.Failure? {
+            do { _ = try RewardCallback.parse(q); return nil } catch { return error }
+        }
+        XCTAssertEqual(failure("user_id=u&sign=\(expected)"), .missing("trans_id"))
+        XCTAssertEqual(failure("user_id=u&trans_id=t"), .missing("sign"))
+        XCTAssertEqual(failure("user_id=u&trans_id=t&sign=xyz"), .malformed("sign"))
+        XCTAssertEqual(failure("user_id=u&trans_id=t&reward_amount=-1&sign=\(expected)"), .malformed("reward_amount"))
+        XCTAssertEqual(failure("user_id=u&user_id=v&trans_id=t&sign=\(expected)"), .malformed("user_id (given twice)"))
+    }
+
+    func testConstantTimeComparison() {
+        XCTAssertTrue(RewardCallback.constantTimeEqual(Array("abc".utf8), Array("abc".utf8)))
+        XCTAssertFalse(RewardCallback.constantTimeEqual(Array("abc".utf8), Array("abd".utf8)))
+        XCTAssertFalse(RewardCallback.constantTimeEqual(Array("abc".utf8), Array("abcd".utf8)))
+    }
+}
+
+final class RewardLedgerTests: XCTestCase {
+    private var dir: URL!
+
+    override func setUpWithError() throws {
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-ledger-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(at: dir) }
+
+    private func record(_ trans: String, ad: String, user: String = "u1", slot: String = "r", at seconds: Double = 0) -> RewardRecord {
+        RewardRecord(transID: trans, adID: ad, userID: user, slot: slot, network: "sim", rewardName: "coins", rewardAmount: 10,
+                     extra: "", grantedAt: Date(timeIntervalSince1970: 1_800_000_000 + seconds))
+    }
+
+    func testARewardIsGrantedOncePerTransactionAndPerAd() throws {
+        let ledger = try RewardLedger(path: dir.appendingPathComponent("ledger.sqlite").path)
+        XCTAssertEqual(try ledger.grant(record("t1", ad: "a1")), .granted)
+        XCTAssertEqual(try ledger.grant(record("t1", ad: "a2")), .duplicate("transaction t1 was granted before"))
+        XCTAssertEqual(try ledger.grant(record("t2", ad: "a1")), .duplicate("ad a1 was rewarded before"))
+        XCTAssertEqual(try ledger.count(), 1)
+    }
+
+    func testUnacknowledgedRewardsSurviveAReopenUntilAcknowledged() throws {
+        let path = dir.appendingPathComponent("ledger.sqlite").path
+        do {
+            let ledger = try RewardLedger(path: path)
+            _ = try ledger.grant(record("t1", ad: "a1", user: "u1", slot: "r", at: 1))
+            _ = try ledger.grant(record("t2", ad: "a2", user: "u2", slot: "r", at: 2))
+            _ = try ledger.grant(record("t3", ad: "a3", user: "u1", slot: "other", at: 3))
+        }
+        let ledger = try RewardLedger(path: path)
+        XCTAssertEqual(try ledger.unacknowledged().map(\.transID), ["t1", "t2", "t3"])
+        XCTAssertEqual(try ledger.unacknowledged(userID: "u1").map(\.transID), ["t1", "t3"])
+        XCTAssertEqual(try ledger.unacknowledged(since: Date(timeIntervalSince1970: 1_800_000_002)).map(\.transID), ["t2", "t3"])
+        XCTAssertEqual(try ledger.unacknowledged(slots: ["r"]).map(\.transID), ["t1", "t2"])
+        XCTAssertTrue(try ledger.acknowledge(transID: "t1"))
+        XCTAssertFalse(try ledger.acknowledge(transID: "nope"))
+        XCTAssertEqual(try ledger.unacknowledged(userID: "u1").map(\.transID), ["t3"])
+        XCTAssertEqual(try ledger.reward(transID: "t1")?.acknowledged, true)
+    }
+
+    func testACallbackIsAcceptedOnceThenItIsAReplay() throws {
+        let ledger = try RewardLedger(path: dir.appendingPathComponent("ledger.sqlite").path)
+        XCTAssertTrue(try ledger.acceptCallback(transID: "t9", at: Date()))
+        XCTAssertFalse(try ledger.acceptCallback(transID: "t9", at: Date()))
+    }
+}
