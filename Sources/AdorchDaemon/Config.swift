@@ -14,6 +14,8 @@ public struct DaemonConfig: Sendable, Equatable {
     /// The largest Varlink message a client may send.
     public var maxMessageBytes: Int
     public var scheduler: SchedulerSettings
+    /// The file holding the app security key of the server-to-server reward callback.
+    public var rewardKeyFile: String?
     /// Plugins by name; empty means "every plugin found in the plugin dir".
     public var plugins: [PluginConfig]
     public var slots: [SlotConfig]
@@ -116,7 +118,9 @@ extension DaemonConfig {
 
     private static func decode(_ root: TOMLTable, source: String) throws(ConfigError) -> DaemonConfig {
         let r = TableReader(root, path: "", source: source)
-        try r.only(["daemon", "scheduler", "targeting", "plugins", "slots"])
+        try r.only(["daemon", "scheduler", "targeting", "rewards", "plugins", "slots"])
+        let rewards = try r.table("rewards")
+        try rewards?.only(["key_file"])
         let daemonTargeting = try r.targeting("targeting") ?? [:]
 
         let daemon = try r.table("daemon")
@@ -210,7 +214,7 @@ extension DaemonConfig {
             source: source, socketPath: try daemon?.string("socket"), stateDir: try daemon?.string("state_dir"),
             pluginDir: try daemon?.string("plugin_dir"), logLevel: logLevel,
             maxMessageBytes: Int(try daemon?.int("max_message_bytes", min: 1024, max: 64 << 20) ?? 1 << 20),
-            scheduler: scheduler, plugins: plugins, slots: slots
+            scheduler: scheduler, rewardKeyFile: try rewards?.string("key_file"), plugins: plugins, slots: slots
         )
     }
 

@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchRewards
 import AdorchVarlink
 import Foundation
 
@@ -18,10 +19,21 @@ struct ControlAPI: Sendable {
                     })])
                 }
             case "io.adorch.Ads.Show":
-                try call.onlyParameters(["slot", "user_id"])
+                try call.onlyParameters(["slot", "user_id", "reward"])
                 let slot = try call.string("slot")
                 let userID = try call.optionalString("user_id")
-                daemon.show(slot: slot, userID: userID) { result, expiresAt in
+                var reward: RewardModel?
+                switch call.parameters["reward"] {
+                case nil, .null?: break
+                case .object(let r)?:
+                    guard r.keys.allSatisfy(["name", "amount", "extra"].contains),
+                          r["name"].map({ $0.stringValue != nil }) ?? true, r["extra"].map({ $0.stringValue != nil }) ?? true,
+                          r["amount"].map({ ($0.intValue ?? -1) >= 0 }) ?? true
+                    else { throw invalidParameter("reward", "expected {name: string, amount: int >= 0, extra: string}") }
+                    reward = RewardModel(name: r["name"]?.stringValue ?? "", amount: r["amount"]?.intValue ?? 0, extra: r["extra"]?.stringValue ?? "")
+                default: throw invalidParameter("reward", "expected an object")
+                }
+                daemon.show(slot: slot, userID: userID, reward: reward) { result, expiresAt in
                     switch result {
                     case .success(let ad): replier.reply(["ad": adJSON(ad, expiresAt: expiresAt ?? Date())])
                     case .failure(let error): replier.fail(varlinkError(error))
@@ -83,6 +95,41 @@ struct ControlAPI: Sendable {
                 }
                 daemon.recentEvents(slots: try call.optionalStringArray("slots").map(Set.init), limit: Int(limit)) {
                     replier.reply(["events": .array($0)])
+                }
+            case "io.adorch.Ads.ListRewards":
+                try call.onlyParameters(["user_id", "since"])
+                var since: Date?
+                if let text = try call.optionalString("since") {
+                    guard let date = try? Date(text, strategy: .iso8601) else { throw invalidParameter("since", "expected an RFC 3339 time, got \"\(text)\"") }
+                    since = date
+                }
+                daemon.rewards(userID: try call.optionalString("user_id"), since: since) { result in
+                    switch result {
+                    case .success(let rows): replier.reply(["rewards": .array(rows)])
+                    case .failure(let error): replier.fail(VarlinkError("io.adorch.Ads.LedgerFailed", ["message": .string("\(error)")]))
+                    }
+                }
+            case "io.adorch.Ads.AckReward":
+                try call.onlyParameters(["trans_id"])
+                let transID = try call.string("trans_id")
+                daemon.acknowledgeReward(transID) { result in
+                    switch result {
+                    case .success(true): replier.reply([:])
+                    case .success(false):
+                        replier.fail(VarlinkError("io.adorch.Ads.RewardNotFound", ["trans_id": .string(transID), "message": "no reward has this transaction id"]))
+                    case .failure(let error): replier.fail(VarlinkError("io.adorch.Ads.LedgerFailed", ["message": .string("\(error)")]))
+                    }
+                }
+            case "io.adorch.Manager.VerifyRewardCallback":
+                try call.onlyParameters(["query"])
+                daemon.verifyRewardCallback(try call.string("query")) { result in
+                    switch result {
+                    case .success(let verdict):
+                        var reply: [String: JSONValue] = ["is_valid": .bool(verdict.valid), "body": .string(RewardCallback.body(isValid: verdict.valid))]
+                        if let reason = verdict.reason { reply["reason"] = .string(reason) }
+                        replier.reply(reply)
+                    case .failure(let error): replier.fail(error)
+                    }
                 }
             case "io.adorch.Manager.GetStatus":
                 try call.onlyParameters([])
@@ -191,6 +238,7 @@ struct ControlAPI: Sendable {
                 "contract_violations": .int(Int64(c.contractViolations)),
                 "impressions": .int(Int64(c.impressions)), "clicks": .int(Int64(c.clicks)),
                 "duplicate_reports": .int(Int64(c.duplicateReports)), "display_failures": .int(Int64(c.displayFailures)),
+                "rewards": .int(Int64(c.rewards)), "duplicate_rewards": .int(Int64(c.duplicateRewards)),
             ],
         ]
     }

@@ -1,5 +1,6 @@
 import AdorchEngine
 import AdorchPluginHost
+import AdorchRewards
 import AdorchSystemd
 import AdorchVarlink
 import Dispatch
@@ -63,6 +64,10 @@ public final class Daemon: @unchecked Sendable {
     /// WATCHDOG=1 from the engine queue itself: a stuck engine stops the pings.
     private var watchdog: DispatchSourceTimer?
     private var server: VarlinkServer?
+    /// Rewards, durably; opened by start.
+    private(set) var ledger: RewardLedger?
+    /// The app security key of the server-to-server reward callback, if one is configured.
+    private var rewardKey: String?
     private let startedAt = Date()
     /// Ad ids are `<bootTag>-<n>`: an id from an earlier run of the daemon is never mistaken
     /// for one of this run's.
@@ -82,8 +87,10 @@ public final class Daemon: @unchecked Sendable {
     /// Loads the plugins, fills the slots and starts serving on the socket systemd passed
     /// (socket activation) or on one of its own; then tells systemd it is ready. Throws only
     /// if the socket cannot be served: a refused plugin is logged and the daemon runs on.
-    public func start() throws(VarlinkSocketError) {
-        try? FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+    public func start() throws {
+        try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+        ledger = try RewardLedger(path: stateDir + "/adorch.sqlite")
+        rewardKey = try loadRewardKey(config)
         queue.sync {
             loadPlugins(config.plugins)
             engine = Engine(slots: config.slots, plugins: Set(plugins.keys), settings: config.scheduler,
@@ -210,6 +217,82 @@ public final class Daemon: @unchecked Sendable {
         return .success(summary())
     }
 
+    // MARK: Rewards
+
+    /// Rule: the ledger row is on disk before any subscriber hears of the reward.
+    private func record(_ grant: RewardGrant) {
+        guard let ledger else { return }
+        let row = RewardRecord(
+            transID: grant.networkTransID ?? "adorch-\(UUID().uuidString.lowercased())", adID: externalID(grant.adID),
+            userID: grant.userID, slot: grant.slot, network: grant.network, rewardName: grant.reward.name,
+            rewardAmount: grant.reward.amount, extra: grant.reward.extra, grantedAt: Date()
+        )
+        do {
+            switch try ledger.grant(row) {
+            case .granted:
+                var event = EngineEvent(.rewardGranted, slot: row.slot, adID: grant.adID, network: row.network,
+                                        message: "\(row.rewardAmount) \(row.rewardName), transaction \(row.transID)", userID: row.userID)
+                event.detailJSON = rewardJSON(row).jsonString
+                publish(event)
+            case .duplicate(let why):
+                logger.warning("reward refused: \(why)", metadata: ["slot": "\(row.slot)", "user_id": "\(row.userID)"])
+            }
+        } catch {
+            logger.error("reward ledger write failed, the reward was not granted: \(error)", metadata: ["slot": "\(row.slot)"])
+        }
+    }
+
+    func rewardJSON(_ row: RewardRecord) -> JSONValue {
+        ["trans_id": .string(row.transID), "ad_id": .string(row.adID), "user_id": .string(row.userID), "slot": .string(row.slot),
+         "network": .string(row.network), "reward_name": .string(row.rewardName), "reward_amount": .int(row.rewardAmount),
+         "extra": .string(row.extra), "granted_at": .string(Self.timestamp(row.grantedAt)), "acknowledged": .bool(row.acknowledged)]
+    }
+
+    /// The key from [rewards] key_file, or the systemd credential reward-key; never the socket.
+    private func loadRewardKey(_ config: DaemonConfig) throws -> String? {
+        var path = config.rewardKeyFile
+        if path == nil, let credentials = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"] {
+            let credential = credentials + "/reward-key"
+            if FileManager.default.fileExists(atPath: credential) { path = credential }
+        }
+        guard let path else { return nil }
+        let key = try String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !key.isEmpty else { throw ConfigError(file: path, location: "file", message: "the reward key file is empty") }
+        return key
+    }
+
+    /// The seed's server-to-server callback, checked as the publisher's server would.
+    func verifyRewardCallback(_ query: String, completion: @escaping @Sendable (Result<(valid: Bool, reason: String?), VarlinkError>) -> Void) {
+        queue.async { [self] in
+            guard let key = rewardKey, let ledger else {
+                return completion(.failure(VarlinkError("io.adorch.Manager.NoRewardKey", ["message": "no [rewards] key_file or reward-key credential is configured"])))
+            }
+            let parsed: RewardCallback.Query
+            do throws(RewardCallback.Failure) { parsed = try RewardCallback.parse(query) } catch {
+                return completion(.success((false, error.description)))
+            }
+            guard RewardCallback.signatureIsValid(parsed, key: key) else { return completion(.success((false, "the sign does not match"))) }
+            do {
+                guard try ledger.acceptCallback(transID: parsed.transID, at: Date()) else {
+                    return completion(.success((false, "transaction \(parsed.transID) was accepted before (replay)")))
+                }
+            } catch {
+                return completion(.failure(VarlinkError("io.adorch.Manager.LedgerFailed", ["message": .string("\(error)")])))
+            }
+            completion(.success((true, nil)))
+        }
+    }
+
+    func rewards(userID: String?, since: Date?, completion: @escaping @Sendable (Result<[JSONValue], Error>) -> Void) {
+        queue.async { [self] in
+            completion(Result { try (ledger?.unacknowledged(userID: userID, since: since) ?? []).map(rewardJSON) })
+        }
+    }
+
+    func acknowledgeReward(_ transID: String, completion: @escaping @Sendable (Result<Bool, Error>) -> Void) {
+        queue.async { [self] in completion(Result { try ledger?.acknowledge(transID: transID) ?? false }) }
+    }
+
     // MARK: Plugins
 
     private func loadPlugins(_ wanted: [PluginConfig]) {
@@ -272,6 +355,7 @@ public final class Daemon: @unchecked Sendable {
             case .destroy(let id, let plugin): plugins[plugin]?.destroy(id)
             case .emit(let event): publish(event)
             case .completeLoad(let request, let result): pendingLoads.removeValue(forKey: request)?(result)
+            case .grantReward(let grant): record(grant)
             }
         }
         rearm()
@@ -308,7 +392,7 @@ public final class Daemon: @unchecked Sendable {
 
     private func logLevel(for kind: EngineEvent.Kind) -> Logger.Level {
         switch kind {
-        case .adLoaded, .adShown, .adExpired, .adReplaced, .adEvent: .info
+        case .adLoaded, .adShown, .adExpired, .adReplaced, .adEvent, .rewardGranted: .info
         case .mediaCached: .debug
         case .adFailed, .adTimedOut, .slotEmpty, .networkPaused: .notice
         case .callbackIgnored, .contractViolation: .warning
@@ -333,6 +417,7 @@ public final class Daemon: @unchecked Sendable {
         case .networkPaused: return "network \(event.network ?? "?") rate-limited us (network code \(event.networkCode ?? 0)): \(event.message ?? "")"
         case .callbackIgnored: return "plugin callback ignored\(slot)\(network): \(event.message ?? "")"
         case .contractViolation: return "contract violation\(network)\(slot): \(event.message ?? "")"
+        case .rewardGranted: return "reward granted to \(event.userID ?? "?") for ad\(ad)\(slot)\(network): \(event.message ?? "")"
         }
     }
 
@@ -363,13 +448,13 @@ public final class Daemon: @unchecked Sendable {
 
     /// Takes the best valid ad and waits (briefly) for its plugin to present it. If the plugin
     /// cannot (failedToDisplayAd), that ad ends and the next valid one is tried, in the same call.
-    func show(slot: String, userID: String?, completion: @escaping @Sendable (Result<ShownAd, ShowError>, Date?) -> Void) {
-        queue.async { [self] in showNext(slot: slot, userID: userID, triesLeft: 10, completion: completion) }
+    func show(slot: String, userID: String?, reward: RewardModel?, completion: @escaping @Sendable (Result<ShownAd, ShowError>, Date?) -> Void) {
+        queue.async { [self] in showNext(slot: slot, userID: userID, reward: reward, triesLeft: 10, completion: completion) }
     }
 
-    private func showNext(slot: String, userID: String?, triesLeft: Int,
+    private func showNext(slot: String, userID: String?, reward: RewardModel?, triesLeft: Int,
                           completion: @escaping @Sendable (Result<ShownAd, ShowError>, Date?) -> Void) {
-        let (result, effects) = engine.show(slot: slot, userID: userID, now: now())
+        let (result, effects) = engine.show(slot: slot, userID: userID, reward: reward, now: now())
         // Everything but the ad_show this call waits for.
         apply(effects.filter { if case .show = $0 { false } else { true } })
         guard case .success(let ad) = result, let plugin = plugins[ad.network], triesLeft > 0 else {
@@ -379,7 +464,7 @@ public final class Daemon: @unchecked Sendable {
             queue.async { [self] in
                 if shown { return completion(.success(ad), wallTime(ad.expiresAt)) }
                 apply(engine.displayFailed(ad.id, reason: "the plugin could not present it", now: now()))
-                showNext(slot: slot, userID: userID, triesLeft: triesLeft - 1, completion: completion)
+                showNext(slot: slot, userID: userID, reward: reward, triesLeft: triesLeft - 1, completion: completion)
             }
         }
     }
@@ -436,6 +521,14 @@ public final class Daemon: @unchecked Sendable {
             }
             // The first reply says the subscription is in place: events from here on reach it.
             replier.reply(["event": ["kind": "subscribed", "time": .string(Self.timestamp(Date()))]], continues: true)
+            // Rewards no app acknowledged yet are delivered again to the next subscriber of their slot.
+            for row in (try? ledger?.unacknowledged(slots: slots)) ?? [] {
+                replier.reply(["event": [
+                    "kind": .string(EngineEvent.Kind.rewardGranted.rawValue), "name": "reward", "time": .string(Self.timestamp(row.grantedAt)),
+                    "slot": .string(row.slot), "ad_id": .string(row.adID), "network": .string(row.network),
+                    "user_id": .string(row.userID), "detail": rewardJSON(row), "message": "redelivered: not acknowledged yet",
+                ]], continues: true)
+            }
         }
     }
 

@@ -61,10 +61,33 @@ type Event (
 # The slots and how many ads each has ready.
 method ListSlots() -> (slots: []Slot)
 
+# A reward model: what the viewer earns (seed: BURewardedVideoModel).
+type RewardModel (name: ?string, amount: ?int, extra: ?string)
+
+# A reward in the ledger.
+type Reward (
+  trans_id: string,
+  ad_id: string,
+  user_id: string,
+  slot: string,
+  network: string,
+  reward_name: string,
+  reward_amount: int,
+  extra: string,
+  granted_at: string,
+  acknowledged: bool
+)
+
 # Takes the best valid ad of a slot (highest price, then earliest expiry) and has its plugin
 # present it; if the plugin cannot (failed_to_display), the next valid ad is taken in the
-# same call. A rewarded slot needs a non-empty user_id.
-method Show(slot: string, user_id: ?string) -> (ad: Ad)
+# same call. A rewarded slot needs a non-empty user_id; reward overrides the slot's model.
+method Show(slot: string, user_id: ?string, reward: ?RewardModel) -> (ad: Ad)
+
+# Rewards granted but not acknowledged, oldest first (since: RFC 3339).
+method ListRewards(user_id: ?string, since: ?string) -> (rewards: []Reward)
+
+# The app has delivered this reward: it is not offered again.
+method AckReward(trans_id: string) -> ()
 
 # Loads ads of an on-demand slot (banner, splash, native) now, trying the slot's waterfall in
 # order within timeout_ms (default: the slot's; splash 2000). The ads returned are handed to
@@ -101,6 +124,12 @@ error LoadFailed (slot: string, error: string, message: string, attempts: []Atte
 
 # A parameter is missing, of the wrong type, or out of range.
 error InvalidParameter (parameter: string, message: string)
+
+# No reward has this transaction id.
+error RewardNotFound (trans_id: string, message: string)
+
+# The reward ledger could not be read or written.
+error LedgerFailed (message: string)
 
 # The daemon is stopping; subscriptions end with this.
 error ShuttingDown ()
@@ -145,6 +174,9 @@ type Counters (
   clicks: int,
   # viewer reports dropped as repeats
   duplicate_reports: int,
+  rewards: int,
+  # second grants for one ad, refused
+  duplicate_rewards: int,
   # shows whose plugin could not present the ad (the next one was handed out)
   display_failures: int
 )
@@ -200,6 +232,17 @@ method GetStatus() -> (
   # plugin reports for ads the plugin does not own
   unattributed_callbacks: int
 )
+
+# Checks a reward callback's query string as the seed's server-to-server callback defines it
+# (sign = sha256(key + ":" + trans_id)), refuses a replayed transaction, and returns the
+# JSON body the seed specifies. The key comes from [rewards] key_file, never the socket.
+method VerifyRewardCallback(query: string) -> (is_valid: bool, reason: ?string, body: string)
+
+# No reward key is configured.
+error NoRewardKey (message: string)
+
+# The reward ledger could not be written.
+error LedgerFailed (message: string)
 
 # Reads the config again and applies it; a bad config changes nothing.
 method Reload() -> (summary: string)

@@ -30,6 +30,7 @@ public enum MessageID: String, CaseIterable, Sendable {
         case .adShown: self = .adShown
         case .slotEmpty: self = .slotRanDry
         case .callbackIgnored, .contractViolation: self = .contractViolation
+        case .rewardGranted: self = .rewardGranted
         case .adReplaced, .adEvent, .mediaCached, .networkPaused: return nil
         }
     }

@@ -98,6 +98,8 @@ public struct EngineEvent: Sendable, Equatable {
         case slotEmpty = "slot_empty"
         case networkPaused = "network_paused"
         case callbackIgnored = "callback_ignored"
+        /// Emitted by the shell once a reward is in the ledger.
+        case rewardGranted = "reward_granted"
         case contractViolation = "contract_violation"
     }
 
@@ -124,6 +126,7 @@ public struct EngineEvent: Sendable, Equatable {
         case .adFailed, .adTimedOut: "failed"
         case .mediaCached: "media_cached"
         case .adShown: "shown"
+        case .rewardGranted: "reward"
         case .adEvent: viewerEvent?.vocabularyName ?? message
         default: nil
         }
@@ -160,13 +163,27 @@ public enum Effect: Sendable, Equatable {
     case emit(EngineEvent)
     /// A Load request ended: its ads (already handed to the app), or why there are none.
     case completeLoad(RequestID, Result<[ShownAd], LoadFailure>)
+    /// A reward was earned: write it to the ledger, and only then tell anyone.
+    case grantReward(RewardGrant)
+}
+
+/// A reward earned on one ad, for the ledger.
+public struct RewardGrant: Sendable, Equatable {
+    public var adID: AdID
+    public var slot: String
+    public var network: String
+    public var userID: String
+    public var reward: RewardModel
+    /// The network's transaction id, if it gave one; the daemon makes one otherwise.
+    public var networkTransID: String?
 }
 
 /// A plugin's report about one ad, as the plugin host decoded it.
 public enum PluginReport: Sendable, Equatable {
     /// Loaded with a valid JSON object; the host read the keys it understands: the ad's
     /// lifetime, its price, and whether the plugin tracks impressions and clicks itself.
-    case loaded(payloadJSON: String, expiresIn: Duration?, price: Double?, tracksItself: Bool = false, items: [PayloadItem] = [])
+    case loaded(payloadJSON: String, expiresIn: Duration?, price: Double?, tracksItself: Bool = false, items: [PayloadItem] = [],
+                rewardByNetwork: Bool = false)
     /// Loaded, but the payload is not a JSON object: the plugin broke the contract.
     case loadedInvalid(reason: String)
     case failed(AdErrorCode, networkCode: Int64, message: String)
@@ -174,6 +191,8 @@ public enum PluginReport: Sendable, Equatable {
     /// Another event from the plugin (reward, presented, dislike, …), passed on as it came,
     /// with its detail (a JSON object) if it had one.
     case other(name: String, detailJSON: String? = nil)
+    /// The network granted the viewer's reward (for networks that decide it themselves).
+    case reward(transID: String?)
     /// Not from the plugin but about it: its ad_destroy for this ad returned. Reports that
     /// were already on their way before that are not the plugin's fault.
     case destroyed

@@ -80,10 +80,10 @@ public struct Engine: Sendable {
         }
         guard let ad = ads[id], ad.plugin == plugin else { return ignored(report, for: id, from: plugin) }
         switch (report, ad.state) {
-        case (.loaded(_, let expiresIn, let price, let tracksItself, let items), .loading) where ad.requestID != nil:
+        case (.loaded(_, let expiresIn, let price, let tracksItself, let items, _), .loading) where ad.requestID != nil:
             return loadRequestFilled(ad, items: items, expiresIn: expiresIn, price: price, tracksItself: tracksItself, now: now)
 
-        case (.loaded(let payload, let expiresIn, let price, let tracksItself, _), .loading):
+        case (.loaded(let payload, let expiresIn, let price, let tracksItself, _, let rewardByNetwork), .loading):
             let lifetime = min(expiresIn ?? ad.ttl, ad.ttl)
             let expiresAt = now + lifetime
             let margin = min(settings.refreshAhead, lifetime / 5)
@@ -92,6 +92,7 @@ public struct Engine: Sendable {
             ads[id]!.payloadJSON = payload
             ads[id]!.price = price ?? 0
             ads[id]!.tracksItself = tracksItself
+            ads[id]!.rewardByNetwork = rewardByNetwork
             ads[id]!.refreshAt = expiresAt - margin
             slots[ad.slot]?.counters.fills += 1
             slots[ad.slot]?.entries[ad.entryIndex].succeeded()
@@ -136,6 +137,9 @@ public struct Engine: Sendable {
             ads[id]!.mediaCached = true
             return [.emit(EngineEvent(.mediaCached, slot: ad.slot, adID: id, network: ad.plugin))]
 
+        case (.reward(let transID), _):
+            return grant(id, networkTransID: transID)
+
         case (.other(let name, let detail), _):
             var event = EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: name)
             event.detailJSON = detail
@@ -147,7 +151,7 @@ public struct Engine: Sendable {
     }
 
     /// An app asks for an ad to show now.
-    public mutating func show(slot slotID: String, userID: String?, now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
+    public mutating func show(slot slotID: String, userID: String?, reward: RewardModel? = nil, now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
         guard let slot = slots[slotID] else { return (.failure(.slotNotFound(slotID)), []) }
         guard slot.config.format.isPreloaded else {
             return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is a \(slot.config.format.rawValue) slot: its ads are loaded on demand with Load")), [])
@@ -168,6 +172,7 @@ public struct Engine: Sendable {
         // Rule 2: out of validity at once, before anything else can pick it again.
         ads[pick.id]!.state = .shown(endsAt: now + settings.shownLifetime)
         ads[pick.id]!.userID = userID
+        ads[pick.id]!.rewardOverride = reward
         slots[slotID]!.counters.shows += 1
         let shown = ShownAd(
             id: pick.id, slot: slotID, network: pick.plugin, format: pick.format,
@@ -208,6 +213,8 @@ public struct Engine: Sendable {
         if !(ad.tracksItself && (event == .impression || event == .click)) {
             effects.insert(.notify(ad.objectID ?? id, plugin: ad.plugin, event: event), at: 0)
         }
+        // A network that leaves the reward to the host: the viewer finishing the video earns it.
+        if event == .complete, ad.format == .rewarded, !ad.rewardByNetwork { effects += grant(id, networkTransID: nil) }
         if event == .close { effects += end(id, as: .closed, now: now) }
         return (.success(()), effects)
     }
@@ -482,6 +489,23 @@ public struct Engine: Sendable {
         return effects
     }
 
+    // MARK: Rewards
+
+    /// The reward of a shown rewarded ad, once: the first of the network's reward event and
+    /// the app's complete wins; any later one is refused and counted.
+    private mutating func grant(_ id: AdID, networkTransID: String?) -> [Effect] {
+        guard let ad = ads[id], ad.format == .rewarded, case .shown = ad.state else { return [] }
+        guard !ad.rewarded else {
+            slots[ad.slot]?.counters.duplicateRewards += 1
+            return []
+        }
+        ads[id]!.rewarded = true
+        slots[ad.slot]?.counters.rewards += 1
+        let model = ad.rewardOverride ?? slots[ad.slot]?.config.reward ?? RewardModel()
+        return [.grantReward(RewardGrant(adID: id, slot: ad.slot, network: ad.plugin, userID: ad.userID ?? "",
+                                         reward: model, networkTransID: networkTransID))]
+    }
+
     // MARK: Load requests
 
     /// Starts the request's next usable entry, or ends the request if none is left in time.
@@ -624,6 +648,7 @@ public struct Engine: Sendable {
         case .failed: what = "failed"
         case .mediaCached: what = "media cached"
         case .other(let name, _): what = name
+        case .reward: what = "reward"
         case .destroyed: what = "destroyed"
         }
         if let ad = ads[id], ad.plugin == plugin {
@@ -708,6 +733,9 @@ public struct SlotCounters: Sendable, Equatable {
     public var duplicateReports = 0
     /// Shows whose plugin could not present the ad (another was handed out instead).
     public var displayFailures = 0
+    public var rewards = 0
+    /// Second grants for one ad, refused.
+    public var duplicateRewards = 0
     public init() {}
 }
 
@@ -753,6 +781,10 @@ private struct AdRecord: Sendable {
     var loadedAt: Moment?
     var mediaCached = false
     var tracksItself = false
+    /// The network decides the reward itself (its reward event), not the app's complete.
+    var rewardByNetwork = false
+    var rewarded = false
+    var rewardOverride: RewardModel?
     var userID: String?
     var startedAt = Moment.zero
     /// The Load request this load serves, if any.

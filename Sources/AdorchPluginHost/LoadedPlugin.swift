@@ -259,7 +259,7 @@ func decodePayload(_ text: String) -> PluginReport {
         PayloadItem(json: jsonObject(element), hasHeadline: !((element["headline"] as? String) ?? "").isEmpty)
     }
     return .loaded(payloadJSON: text, expiresIn: expiresIn.flatMap { $0 > .zero ? $0 : nil }, price: price,
-                   tracksItself: tracksItself, items: items)
+                   tracksItself: tracksItself, items: items, rewardByNetwork: (object["reward_by"] as? String) == "network")
 }
 
 private let hostLoaded: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, UnsafePointer<CChar>?) -> Void = {
@@ -282,7 +282,11 @@ private let hostEvent: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id
     let text = detail.map { String(cString: $0) }
     // A detail must be a JSON object to be passed on; anything else is dropped.
     let object = text.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }.map { jsonObject($0) }
-    let report: PluginReport = event == 1 ? .mediaCached : .other(name: names[event] ?? "event_\(event)", detailJSON: object)
+    let report: PluginReport = switch event {
+    case 1: .mediaCached
+    case 7: .reward(transID: object.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }?["trans_id"] as? String)
+    default: .other(name: names[event] ?? "event_\(event)", detailJSON: object)
+    }
     sink(host)?.deliver(ad, report)
 }
 

@@ -1,4 +1,5 @@
 import AdorchDaemon
+import AdorchRewards
 import AdorchVarlink
 import ArgumentParser
 import Foundation
@@ -11,7 +12,7 @@ struct AdorchCtl: ParsableCommand {
         abstract: "Talks to adorchd over its Varlink socket.",
         discussion: "The socket is --socket, else $ADORCH_SOCKET, else adorchd's default (\(DefaultPaths.socket)).",
         version: Daemon.version,
-        subcommands: [Status.self, Slots.self, Show.self, Load.self, Report.self, Events.self, Reload.self]
+        subcommands: [Status.self, Slots.self, Show.self, Load.self, Report.self, Events.self, Reload.self, Reward.self]
     )
 }
 
@@ -205,6 +206,54 @@ struct Reload: ParsableCommand {
         let reply = try connection.call("io.adorch.Manager.Reload")
         if connection.json { return connection.printJSON(reply) }
         print("reloaded: \(reply["summary"]?.stringValue ?? "")")
+    }
+}
+
+struct Reward: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Sign or verify a server-to-server reward callback, as the network and the publisher's server do.",
+        subcommands: [Sign.self, Verify.self]
+    )
+
+    struct KeyFile: ParsableArguments {
+        @Option(help: ArgumentHelp("The file with the app security key.", valueName: "file")) var keyFile: String
+
+        func key() throws -> String {
+            do {
+                return try String(contentsOfFile: keyFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            } catch {
+                throw CtlError("cannot read the key from \(keyFile): \(error.localizedDescription)")
+            }
+        }
+    }
+
+    struct Sign: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print sha256(key + \":\" + trans_id), the callback's sign.")
+        @OptionGroup var key: KeyFile
+        @Argument(help: "The transaction id.") var transID: String
+
+        func run() throws { print(RewardCallback.sign(key: try key.key(), transID: transID)) }
+    }
+
+    struct Verify: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check a callback's query string; print the seed's JSON answer; exit 1 if it is not valid.",
+            discussion: "Replays are checked by the daemon (io.adorch.Manager.VerifyRewardCallback), which remembers accepted transactions."
+        )
+        @OptionGroup var key: KeyFile
+        @Argument(help: "user_id=…&trans_id=…&reward_name=…&reward_amount=…&extra=…&sign=…") var query: String
+
+        func run() throws {
+            let valid: Bool
+            do {
+                valid = RewardCallback.signatureIsValid(try RewardCallback.parse(query), key: try key.key())
+            } catch let error as RewardCallback.Failure {
+                FileHandle.standardError.write(Data("adorchctl: \(error)\n".utf8))
+                valid = false
+            }
+            print(RewardCallback.body(isValid: valid))
+            if !valid { throw ExitCode(1) }
+        }
     }
 }
 

@@ -109,7 +109,7 @@ struct AdorchD: ParsableCommand {
         do {
             try daemon.start()
         } catch {
-            logger.critical("cannot serve: \(error)")
+            logger.critical("cannot start: \(error)")
             throw ExitCode(1)
         }
         print("adorchd: serving on \(daemon.socketPath)")

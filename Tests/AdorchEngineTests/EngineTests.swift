@@ -485,6 +485,41 @@ final class ViewerReportTests: XCTestCase {
     }
 }
 
+final class RewardTests: XCTestCase {
+    private func grants(_ h: Harness) -> [RewardGrant] {
+        h.effects.compactMap { if case .grantReward(let g) = $0 { g } else { nil } }
+    }
+
+    func testTheAppsCompleteGrantsTheRewardOnceWithTheSlotsModelOrTheShowsOverride() {
+        var config = slot("r", format: .rewarded, buffer: 2)
+        config.reward = RewardModel(name: "coins", amount: 10, extra: "")
+        var h = Harness(slots: [config])
+        for order in h.loads { h.fill(order.adID) }
+        guard case .success(let first) = h.show("r", user: "u1") else { return XCTFail("no ad") }
+        XCTAssertNil(refusal(h.reportViewer(.complete, first.id)))
+        XCTAssertNotNil(refusal(h.reportViewer(.complete, first.id)), "complete is reported once")
+        let (result, effects) = h.engine.show(slot: "r", userID: "u2", reward: RewardModel(name: "gems", amount: 3, extra: "x"), now: h.now)
+        h.effects += effects
+        guard case .success(let second) = result else { return XCTFail("no ad") }
+        XCTAssertNil(refusal(h.reportViewer(.complete, second.id)))
+        XCTAssertEqual(grants(h).map { "\($0.userID) \($0.reward.amount) \($0.reward.name)" }, ["u1 10 coins", "u2 3 gems"])
+        XCTAssertEqual(h.status("r").counters.rewards, 2)
+    }
+
+    func testANetworkThatDecidesTheRewardIsTheOnlyGrantAndASecondIsRefused() {
+        var h = Harness(slots: [slot("r", format: .rewarded)])
+        let id = h.loads[0].adID
+        h.report(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil, rewardByNetwork: true), id)
+        guard case .success = h.show("r", user: "u1") else { return XCTFail("no ad") }
+        XCTAssertNil(refusal(h.reportViewer(.complete, id)))
+        XCTAssertTrue(grants(h).isEmpty, "the app's complete does not grant what the network decides")
+        h.report(.reward(transID: "net-1"), id)
+        h.report(.reward(transID: "net-2"), id)
+        XCTAssertEqual(grants(h).map(\.networkTransID), ["net-1"])
+        XCTAssertEqual(h.status("r").counters.duplicateRewards, 1)
+    }
+}
+
 final class ReconfigureTests: XCTestCase {
     func testRemovedSlotsEndTheirAdsAndKeptSlotsKeepThem() {
         var h = Harness(slots: [slot("keep"), slot("drop")])

@@ -22,14 +22,14 @@ final class DaemonProcess {
     /// Starts adorchd (with `config` as its config file, or on the embedded default) and
     /// returns once it printed that it is serving.
     init(config: String? = nil, pluginDir: String? = productsDirectory.path, extraArguments: [String] = [],
-         environment: [String: String] = [:]) throws {
+         environment: [String: String] = [:], stateDir: URL? = nil) throws {
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-it-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         socket = dir.appendingPathComponent("adorchd.sock").path
         logFile = dir.appendingPathComponent("adorchd.log")
         FileManager.default.createFile(atPath: logFile.path, contents: nil)
 
-        var arguments = ["--socket", socket, "--state-dir", dir.appendingPathComponent("state").path, "--log-level", "debug"]
+        var arguments = ["--socket", socket, "--state-dir", (stateDir ?? dir.appendingPathComponent("state")).path, "--log-level", "debug"]
         if let config {
             let path = dir.appendingPathComponent("adorchd.toml")
             try config.write(to: path, atomically: true, encoding: .utf8)

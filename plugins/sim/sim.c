@@ -22,6 +22,8 @@
  *                            (it then reports the impression itself once the ad is presented)
  *   show_fail=1              ad_show fails (the adaptor protocol's failedToDisplayAd)
  *   dislike=1                after presenting, the viewer "dislikes" the ad, with reasons
+ *   reward=network           rewarded ads: sim decides the reward itself, reporting it (with
+ *                            its own trans_id) when told the video completed; default host
  *
  * On a show, sim reports will_present and then presented, as an SDK's delegate would.
  *
@@ -62,7 +64,7 @@ typedef struct sim_config {
     uint64_t seed;
     enum misbehaviour misbehave;
     uint32_t block_ms;
-    int tracks, show_fail, dislike;
+    int tracks, show_fail, dislike, reward_by_network;
     uint64_t creates; /* objects made with this config: each one's random stream */
 } sim_config;
 
@@ -215,6 +217,10 @@ static void parse_config(sim_config *c, const char *text) {
             uint32_t v = 0;
             bad = parse_u32(val, &v) || v > 1;
             *(!strcmp(key, "tracks") ? &c->tracks : !strcmp(key, "show_fail") ? &c->show_fail : &c->dislike) = (int)v;
+        } else if (!strcmp(key, "reward")) {
+            if (!strcmp(val, "network")) c->reward_by_network = 1;
+            else if (!strcmp(val, "host")) c->reward_by_network = 0;
+            else bad = 1;
         } else if (!strcmp(key, "misbehave")) {
             if (!strcmp(val, "never")) c->misbehave = MB_NEVER;
             else if (!strcmp(val, "twice")) c->misbehave = MB_TWICE;
@@ -591,9 +597,10 @@ static int32_t sim_ad_load(adorch_ad *opaque) {
                  "{\"network\":\"sim\",\"network_ad_id\":\"sim-%" PRIu64 "-%09" PRIu64 "\","
                  "\"format\":\"%s\",\"title\":\"Simulated ad %09" PRIu64 "\","
                  "\"media_url\":\"https://sim.invalid/media/%09" PRIu64 ".mp4\",\"duration_s\":%d,"
-                 "\"expires_in_s\":%u,\"price\":%.4f,\"tracks_impressions\":%s,\"test\":true}",
+                 "\"expires_in_s\":%u,\"price\":%.4f,\"tracks_impressions\":%s,\"reward_by\":\"%s\",\"test\":true}",
                  c->seed, serial, format_name(ad->format), serial, serial,
-                 ad->format == ADORCH_FORMAT_REWARDED ? 30 : 15, c->ttl_s, c->price, c->tracks ? "true" : "false");
+                 ad->format == ADORCH_FORMAT_REWARDED ? 30 : 15, c->ttl_s, c->price, c->tracks ? "true" : "false",
+                 c->reward_by_network ? "network" : "host");
     }
     switch (c->misbehave) {
     case MB_NEVER:
@@ -649,11 +656,20 @@ static int32_t sim_ad_show(adorch_ad *opaque, const char *context_json) {
 }
 
 static void sim_ad_notify(adorch_ad *opaque, uint32_t event, const char *detail_json) {
-    (void)event;
     (void)detail_json;
+    sim_ad *ad = opaque;
     pthread_mutex_lock(&g.lock);
-    if (is_live(opaque)) g.n.notifies++;
-    else g.n.stale_objects++;
+    if (is_live(ad)) {
+        g.n.notifies++;
+        if (event == ADORCH_EVENT_COMPLETE && ad->format == ADORCH_FORMAT_REWARDED && ad->config->reward_by_network) {
+            /* The network verifies the view and grants the reward, with its own transaction id. */
+            char detail[128];
+            snprintf(detail, sizeof detail, "{\"trans_id\":\"sim-%" PRIu64 "-%" PRIu64 "\"}", ad->config->seed, ad->id);
+            schedule(ad, ad->id, JOB_EVENT, 2, ADORCH_EVENT_REWARD, 0, detail);
+        }
+    } else {
+        g.n.stale_objects++;
+    }
     pthread_mutex_unlock(&g.lock);
 }
 

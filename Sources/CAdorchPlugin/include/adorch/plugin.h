@@ -94,7 +94,8 @@ typedef enum adorch_event {
     ADORCH_EVENT_CLOSE = 4,        /* the viewer closed the ad; its object ends after this */
     ADORCH_EVENT_COMPLETE = 5,     /* the video played to its end */
     ADORCH_EVENT_SKIP = 6,         /* the viewer skipped the video */
-    ADORCH_EVENT_REWARD = 7,       /* plugin->host: the network granted the reward */
+    ADORCH_EVENT_REWARD = 7,       /* plugin->host: the network granted the reward; detail may
+                                    * carry its {"trans_id": "..."} */
     ADORCH_EVENT_SHOW_FAILED = 8,  /* plugin->host: the ad could not be presented */
     ADORCH_EVENT_WILL_PRESENT = 9, /* plugin->host: the ad is about to be presented */
     ADORCH_EVENT_PRESENTED = 10,   /* plugin->host: the ad is on screen */
@@ -159,7 +160,9 @@ struct adorch_host {
      * "price", "advertiser", "extra_assets", "has_video". The host reads three keys when present:
      * "expires_in_s" (number, the ad's lifetime), "price" (number, its eCPM) and
      * "tracks_impressions" (true: the plugin counts impressions and clicks itself, so the
-     * host does not ad_notify it of them; false or absent: the host does). */
+     * host does not ad_notify it of them; false or absent: the host does). For a rewarded
+     * ad, "reward_by": "network" says the plugin reports ADORCH_EVENT_REWARD itself;
+     * otherwise the host grants the reward when the app reports the video complete. */
     void (*loaded)(const adorch_host *host, adorch_ad_id ad, const char *payload_json);
 
     /* [any thread] The load of `ad` failed with `error` (an adorch_error). `network_code`
