@@ -79,16 +79,25 @@ final class DaemonProcess {
 
     func client(timeout: Duration = .seconds(10)) throws -> VarlinkClient { try VarlinkClient(path: socket, timeout: timeout) }
 
+    /// What went wrong, with whether the daemon is still there and the end of its log.
+    func diagnosis(_ what: String) -> TestFailure {
+        let state = process.isRunning ? "still running" : "exited with \(process.terminationStatus) (\(process.terminationReason == .uncaughtSignal ? "signal" : "exit"))"
+        let tail = log.split(separator: "\n").suffix(30).joined(separator: "\n")
+        return TestFailure("\(what); adorchd \(state); its log ends:\n\(tail)")
+    }
+
     /// One call on a fresh connection; fails the test on an error reply.
     func call(_ method: String, _ parameters: [String: JSONValue] = [:], file: StaticString = #filePath, line: UInt = #line) throws -> [String: JSONValue] {
-        let reply = try client().call(method, parameters)
+        let reply: VarlinkClient.Reply
+        do { reply = try client().call(method, parameters) } catch { throw diagnosis("\(method): \(error)") }
         if let error = reply.error { throw TestFailure("\(method) failed: \(error) \(reply.parameters)") }
         return reply.parameters
     }
 
     /// One call on a fresh connection, expecting an error; returns its name and parameters.
     func callExpectingError(_ method: String, _ parameters: [String: JSONValue] = [:]) throws -> (String, [String: JSONValue]) {
-        let reply = try client().call(method, parameters)
+        let reply: VarlinkClient.Reply
+        do { reply = try client().call(method, parameters) } catch { throw diagnosis("\(method): \(error)") }
         guard let error = reply.error else { throw TestFailure("\(method) succeeded: \(reply.parameters)") }
         return (error, reply.parameters)
     }
@@ -110,7 +119,7 @@ final class DaemonProcess {
         guard first.error == nil else { throw TestFailure("Subscribe failed: \(first)") }
         while true {
             if try condition() { return }
-            if ContinuousClock.now >= deadline { throw TestFailure("timed out after \(timeout) waiting for \(what)") }
+            if ContinuousClock.now >= deadline { throw diagnosis("timed out after \(timeout) waiting for \(what)") }
             // A read timeout only means no event came in that quarter second: check again.
             _ = try? events.nextReply()
         }

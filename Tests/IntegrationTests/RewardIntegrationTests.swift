@@ -48,6 +48,94 @@ final class RewardIntegrationTests: XCTestCase {
         XCTAssertEqual(badSince, "io.adorch.Ads.InvalidParameter")
     }
 
+    /// Acceptance 1: 10,000 rewarded shows with a kill -9 at a random moment and a restart:
+    /// every reward a subscriber heard is in the ledger exactly once, no transaction twice,
+    /// and ListRewards after the restart returns them (none was acknowledged).
+    func testTenThousandRewardedShowsWithAKillInTheMiddleLoseNothing() throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-10k-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: state) }
+        let config = simConfig(slots: """
+        [[slots]]
+        id = "r"
+        format = "rewarded"
+        buffer = 8
+        reward_name = "coins"
+        reward_amount = 1
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "fill=1 latency_ms=0..2"
+        """)
+        let total = 10_000
+        let killAfter = Int.random(in: 2_000...8_000)
+        var shows = 0
+        var heard: [String] = []
+        var redelivered: [String] = []
+
+        /// Shows and completes until `limit` shows, or until the daemon goes away.
+        func run(_ daemon: DaemonProcess, until limit: Int, killAt: Int?) throws {
+            let client = try daemon.client()
+            let loads = try daemon.client(timeout: .seconds(5))
+            _ = try loads.call("io.adorch.Ads.Subscribe", ["slots": ["r"]], more: true)
+            let rewards = try daemon.client(timeout: .seconds(5))
+            _ = try rewards.call("io.adorch.Ads.Subscribe", ["slots": ["r"]], more: true)
+            var completed = 0
+            while shows < limit {
+                if shows == killAt {
+                    kill(daemon.process.processIdentifier, SIGKILL)
+                    break
+                }
+                let reply = try client.call("io.adorch.Ads.Show", ["slot": "r", "user_id": .string("u\(shows % 97)")])
+                if reply.error == "io.adorch.Ads.NoAdReady" {
+                    while try loads.nextReply().parameters["event"]?["name"]?.stringValue != "loaded" {}
+                    continue
+                }
+                guard let id = reply.parameters["ad"]?["id"] else { throw TestFailure("show: \(reply)") }
+                XCTAssertNil(try client.call("io.adorch.Ads.Report", ["ad_id": id, "event": "complete"]).error)
+                XCTAssertNil(try client.call("io.adorch.Ads.Report", ["ad_id": id, "event": "close"]).error)
+                shows += 1
+                completed += 1
+            }
+            // Collect what the subscriber heard (up to the kill, whatever got out).
+            var expected = completed
+            while expected > 0, let reply = try? rewards.nextReply() {
+                guard let event = reply.parameters["event"], event["name"]?.stringValue == "reward",
+                      let trans = event["detail"]?["trans_id"]?.stringValue else { continue }
+                // A new subscriber first gets what no app acknowledged: those are not new rewards.
+                if event["message"]?.stringValue?.hasPrefix("redelivered") == true {
+                    redelivered.append(trans)
+                } else {
+                    heard.append(trans)
+                    expected -= 1
+                }
+            }
+        }
+
+        do {
+            let daemon = try DaemonProcess(config: config, stateDir: state)
+            try daemon.waitFor("r full") { try daemon.allSlotsFull() }
+            try run(daemon, until: total, killAt: killAfter)
+            XCTAssertEqual(daemon.stop(), SIGKILL)
+        }
+        XCTAssertEqual(shows, killAfter)
+        let heardBeforeTheKill = Set(heard)
+        let daemon = try DaemonProcess(config: config, stateDir: state)
+        try daemon.waitFor("r full again") { try daemon.allSlotsFull() }
+        try run(daemon, until: total, killAt: nil)
+        XCTAssertEqual(shows, total)
+
+        let ledger = (try daemon.call("io.adorch.Ads.ListRewards")["rewards"]?.arrayValue ?? []).compactMap { $0["trans_id"]?.stringValue }
+        XCTAssertEqual(Set(ledger).count, ledger.count, "no transaction id twice")
+        // Report answers only after the ledger write: every completed show's reward is there.
+        XCTAssertEqual(ledger.count, total, "one reward per completed show, none lost to the kill")
+        XCTAssertEqual(Set(heard).count, heard.count, "no reward announced twice")
+        XCTAssertTrue(Set(heard).isSubset(of: Set(ledger)), "every reward a subscriber heard is in the ledger")
+        XCTAssertGreaterThan(heardBeforeTheKill.count, 0)
+        XCTAssertGreaterThanOrEqual(heard.count - heardBeforeTheKill.count, total - killAfter, "every reward after the restart heard")
+        // The ones granted before the kill were offered again to the new subscriber.
+        XCTAssertEqual(redelivered.count, killAfter)
+        XCTAssertTrue(heardBeforeTheKill.isSubset(of: Set(redelivered)))
+    }
+
     func testANetworkGrantedRewardCarriesTheNetworksTransactionAndAnOverride() throws {
         let daemon = try DaemonProcess(config: simConfig(slots: """
         [[slots]]
