@@ -106,12 +106,15 @@ public final class Daemon: @unchecked Sendable {
             interfaces: interfaces, limits: VarlinkLimits(maxMessageSize: config.maxMessageBytes), logger: logger,
             handler: { call, replier in api.handle(call, replier) }
         )
+        // Everything a call may read is set before accepting: with socket activation a client
+        // is already waiting and is served at once.
+        self.server = server
         if let fd = SocketActivation.listeningSockets().first {
-            socketPath = server.listen(fileDescriptor: fd)
+            socketPath = VarlinkServer.boundPath(of: fd) ?? "fd \(fd)"
+            server.listen(fileDescriptor: fd)
         } else {
             try server.listen(path: socketPath)
         }
-        self.server = server
         queue.sync {
             let summary = summary()
             lastStatus = summary

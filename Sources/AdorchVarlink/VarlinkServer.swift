@@ -88,13 +88,14 @@ public final class VarlinkServer: @unchecked Sendable {
     }
 
     /// Serves on a listening socket handed over by systemd; it is never unlinked or closed
-    /// by us. Returns the path it is bound to, for messages.
-    @discardableResult
-    public func listen(fileDescriptor fd: Int32) -> String {
+    /// by us. Calls may arrive at once: a client may already be waiting on it.
+    public func listen(fileDescriptor fd: Int32) {
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         queue.sync { startAccepting(fd) }
-        return UnixSocket.boundPath(fd) ?? "fd \(fd)"
     }
+
+    /// The path a listening Unix socket is bound to, for messages.
+    public static func boundPath(of fd: Int32) -> String? { UnixSocket.boundPath(fd) }
 
     /// Stops accepting new connections; open ones are served on. A socket file we created is
     /// removed; one systemd passed us stays open and in place for the next start.
