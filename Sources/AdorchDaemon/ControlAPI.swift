@@ -59,7 +59,7 @@ struct ControlAPI: Sendable {
                 daemon.load(slot: slot, parameters, targeting: targeting, accepted: { replier.fail(varlinkError($0)) }) { result in
                     switch result {
                     case .success(let ads):
-                        replier.reply(["ads": .array(ads.map { adJSON($0, expiresAt: daemon.wallTimeNow(for: $0.expiresAt)) })])
+                        replier.reply(["ads": .array(ads.map { adJSON($0, expiresAt: daemon.wallTime($0.expiresAt)) })])
                     case .failure(let failure):
                         replier.fail(VarlinkError("io.adorch.Ads.LoadFailed", [
                             "slot": .string(slot), "error": .string(failure.code.rawValue), "message": .string(failure.message),

@@ -575,11 +575,8 @@ public final class Daemon: @unchecked Sendable {
         return Moment(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
     }
 
-    /// The wall-clock time of a monotonic moment, for apps.
+    /// The wall-clock time of a monotonic moment, for apps (reads only the clock: any thread).
     func wallTime(_ moment: Moment) -> Date { Date(timeIntervalSinceNow: (moment - now()).seconds) }
-
-    /// The same, from any thread (the clock is read, no state).
-    func wallTimeNow(for moment: Moment) -> Date { wallTime(moment) }
 
     func externalID(_ id: AdID) -> String { "\(bootTag)-\(id)" }
 
