@@ -157,7 +157,8 @@ extension DaemonConfig {
         var slots: [SlotConfig] = []
         for s in try r.tables("slots") {
             try s.only(["id", "format", "buffer", "ttl_s", "reward_name", "reward_amount", "reward_extra", "test_mode", "targeting",
-                        "width", "height", "count", "load_timeout_ms", "native_variant", "image_options", "parallel", "waterfall"])
+                        "width", "height", "count", "load_timeout_ms", "native_variant", "image_options", "parallel", "waterfall",
+                        "fetch_timeout_ms", "start_timeout_ms"])
             let id = try s.requiredString("id")
             guard isName(id) else { throw s.error("id", "slot ids are [a-z0-9_-]+, got \"\(id)\"") }
             guard !slots.contains(where: { $0.id == id }) else { throw s.error("id", "slot \"\(id)\" is defined twice") }
@@ -181,7 +182,13 @@ extension DaemonConfig {
             guard !waterfall.isEmpty else { throw s.error("waterfall", "a slot needs at least one [[slots.waterfall]] entry") }
             let buffer = try s.int("buffer", min: 0, max: 100)
             if !format.isPreloaded, buffer != nil {
-                throw s.error("buffer", "\(format.rawValue) ads are loaded on demand (io.adorch.Ads.Load), not preloaded: remove buffer")
+                let how = format == .interactive ? "run as sessions (io.adorch.Ads.InitInteractive)" : "loaded on demand (io.adorch.Ads.Load)"
+                throw s.error("buffer", "\(format.rawValue) ads are \(how), not preloaded: remove buffer")
+            }
+            let fetchTimeout = try s.int("fetch_timeout_ms", min: 1, max: 120_000)
+            let startTimeout = try s.int("start_timeout_ms", min: 1, max: 120_000)
+            if format != .interactive, let key = fetchTimeout != nil ? "fetch_timeout_ms" : startTimeout != nil ? "start_timeout_ms" : nil {
+                throw s.error(key, "only interactive slots take fetch_timeout_ms and start_timeout_ms")
             }
             let parallel = try s.int("parallel", min: 1, max: 10)
             if !format.isPreloaded, parallel != nil {
@@ -206,7 +213,8 @@ extension DaemonConfig {
                 loadTimeout: try s.int("load_timeout_ms", min: 1, max: 60_000).map { .milliseconds($0) },
                 variant: variant,
                 imageOptionsJSON: try s.imageOptions() ?? "{}",
-                parallel: Int(parallel ?? 1)
+                parallel: Int(parallel ?? 1),
+                fetchTimeout: .milliseconds(fetchTimeout ?? 5000), startTimeout: .milliseconds(startTimeout ?? 10_000)
             ))
         }
 

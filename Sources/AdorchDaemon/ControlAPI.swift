@@ -120,6 +120,38 @@ struct ControlAPI: Sendable {
                     case .failure(let error): replier.fail(VarlinkError("io.adorch.Ads.LedgerFailed", ["message": .string("\(error)")]))
                     }
                 }
+            case "io.adorch.Ads.InitInteractive":
+                try call.onlyParameters(["slot", "creative_url", "ad_parameters", "slot_type"])
+                let slot = try call.string("slot")
+                let creativeURL = try call.string("creative_url")
+                guard !creativeURL.isEmpty, creativeURL.utf8.count <= 8192 else {
+                    throw invalidParameter("creative_url", "expected a URL of 1 to 8192 bytes")
+                }
+                guard case .object(let adParameters)? = call.parameters["ad_parameters"] else {
+                    throw invalidParameter("ad_parameters", "expected an object (the ad's AdParameters, {} if it has none)")
+                }
+                let typeName = try call.string("slot_type")
+                guard let slotType = InteractiveRequest.SlotType(rawValue: typeName) else {
+                    throw invalidParameter("slot_type", "expected preroll or midroll, got \"\(typeName)\"")
+                }
+                let request = InteractiveRequest(creativeURL: creativeURL, adParametersJSON: JSONValue.object(adParameters).jsonString,
+                                                 slotType: slotType)
+                daemon.initInteractive(slot: slot, request) { result in
+                    switch result {
+                    case .success(let id): replier.reply(["session_id": .string(id)])
+                    case .failure(let error): replier.fail(varlinkError(error, sessionID: nil))
+                    }
+                }
+            case "io.adorch.Ads.Start", "io.adorch.Ads.Pause", "io.adorch.Ads.Resume", "io.adorch.Ads.Stop":
+                try call.onlyParameters(["session_id"])
+                let sessionID = try call.string("session_id")
+                let operation = Daemon.SessionCall(rawValue: call.method.dropFirst("io.adorch.Ads.".count).lowercased())!
+                daemon.session(operation, sessionID) { result in
+                    switch result {
+                    case .success: replier.reply([:])
+                    case .failure(let error): replier.fail(varlinkError(error, sessionID: sessionID))
+                    }
+                }
             case "io.adorch.Manager.VerifyRewardCallback":
                 try call.onlyParameters(["query"])
                 daemon.verifyRewardCallback(try call.string("query")) { result in
@@ -172,6 +204,17 @@ struct ControlAPI: Sendable {
         }
     }
 
+    private func varlinkError(_ error: SessionCallError, sessionID: String?) -> VarlinkError {
+        switch error {
+        case .slotNotFound(let slot): varlinkError(ShowError.slotNotFound(slot))
+        case .session(.sessionNotFound):
+            VarlinkError("io.adorch.Ads.SessionNotFound", ["session_id": .string(sessionID ?? ""),
+                                                           "message": "no live session has this id: it never existed or has ended"])
+        case .session(.invalidParameter(let name, let reason)): invalidParameter(name, reason)
+        case .session(.unavailable(let slot, let reason)): VarlinkError("io.adorch.Ads.NoAdReady", ["slot": .string(slot), "message": .string(reason)])
+        }
+    }
+
     private func adJSON(_ ad: ShownAd, expiresAt: Date) -> JSONValue {
         let payload = JSONValue.parse(Data(ad.payloadJSON.utf8)) ?? .object([:])
         return [
@@ -188,7 +231,7 @@ struct ControlAPI: Sendable {
             "connections": ["open": .int(Int64(s.connections.open)), "accepted": .int(Int64(s.connections.accepted))],
             "subscribers": .int(Int64(s.subscribers)),
             "plugins": .array(s.plugins.map(pluginJSON)),
-            "slots": .array(s.slots.map(slotJSON)),
+            "slots": .array(s.slots.map { slotJSON($0, sessions: s.sessions[$0.config.id]) }),
             "networks": .array(s.networks.map { n in
                 ["name": .string(n.name), "loads_in_flight": .int(Int64(n.loadsInFlight)),
                  "paused_ms": .int(n.paused.nanosecondsClamped / 1_000_000)]
@@ -212,9 +255,9 @@ struct ControlAPI: Sendable {
                 "error": .string(refusal.reason)]
     }
 
-    private func slotJSON(_ s: SlotStatus) -> JSONValue {
+    private func slotJSON(_ s: SlotStatus, sessions: (live: Int, counters: SessionCounters)?) -> JSONValue {
         let c = s.counters
-        return [
+        var slot: [String: JSONValue] = [
             "id": .string(s.config.id), "format": .string(s.config.format.rawValue), "buffer": .int(Int64(s.config.buffer)),
             "ready": .int(Int64(s.ready)), "loading": .int(Int64(s.loading)), "shown_open": .int(Int64(s.shownOpen)),
             "ready_ads": .array(s.readyAds.map { .string(daemon.externalID($0)) }),
@@ -241,5 +284,17 @@ struct ControlAPI: Sendable {
                 "rewards": .int(Int64(c.rewards)), "duplicate_rewards": .int(Int64(c.duplicateRewards)),
             ],
         ]
+        guard s.config.format == .interactive else { return .object(slot) }
+        let i = sessions?.counters ?? SessionCounters()
+        slot["fetch_timeout_ms"] = .int(s.config.fetchTimeout.nanosecondsClamped / 1_000_000)
+        slot["start_timeout_ms"] = .int(s.config.startTimeout.nanosecondsClamped / 1_000_000)
+        slot["sessions"] = [
+            "live": .int(Int64(sessions?.live ?? 0)), "initiated": .int(Int64(i.initiated)), "completed": .int(Int64(i.completed)),
+            "no_ads_available": .int(Int64(i.noAds)), "errors": .int(Int64(i.errors)), "stopped": .int(Int64(i.stopped)),
+            "fetch_timeouts": .int(Int64(i.fetchTimeouts)), "start_timeouts": .int(Int64(i.startTimeouts)),
+            "ad_free_pods": .int(Int64(i.adFreePods)), "ignored_callbacks": .int(Int64(i.ignoredCallbacks)),
+            "contract_violations": .int(Int64(i.contractViolations)),
+        ]
+        return .object(slot)
     }
 }

@@ -47,6 +47,7 @@ public final class Daemon: @unchecked Sendable {
     let options: DaemonOptions
     private(set) var config: DaemonConfig
     private var engine: Engine
+    private var sessions = InteractiveSessions()
     private var plugins: [String: LoadedPlugin] = [:]
     private var refusals: [String: PluginRefusal] = [:]
     private var subscribers: [UInt64: Subscriber] = [:]
@@ -95,8 +96,8 @@ public final class Daemon: @unchecked Sendable {
             loadPlugins(config.plugins)
             engine = Engine(slots: config.slots, plugins: Set(plugins.keys), settings: config.scheduler,
                             seed: UInt64.random(in: 1...UInt64.max))
-            timer = makeTimer { [unowned self] in apply(engine.advance(to: now())) }
-            apply(engine.advance(to: now()))
+            timer = makeTimer { [unowned self] in advance() }
+            advance()
         }
         let api = ControlAPI(daemon: self)
         var interfaces = [VarlinkInterface(description: adsInterfaceIDL), VarlinkInterface(description: managerInterfaceIDL)]
@@ -137,7 +138,7 @@ public final class Daemon: @unchecked Sendable {
         server?.stopAccepting()
         queue.sync {
             for source in [timer, statusTicker, watchdog] { source?.cancel() }
-            apply(engine.shutdown(now: now()))
+            apply(sessions.endAll(where: { _, _ in true }, reason: "the daemon is stopping", now: now()) + engine.shutdown(now: now()))
             for subscriber in subscribers.values {
                 subscriber.replier.fail(VarlinkError("io.adorch.Ads.ShuttingDown"))
             }
@@ -208,6 +209,9 @@ public final class Daemon: @unchecked Sendable {
         for name in refusals.keys where !wanted.contains(name) && !next.plugins.isEmpty { refusals[name] = nil }
         apply(engine.setAvailablePlugins(Set(plugins.keys).subtracting(removed), now: now()))
         apply(engine.reconfigure(slots: next.slots, settings: next.scheduler, now: now()))
+        let interactive = Set(next.slots.filter { $0.format == .interactive }.map(\.id))
+        apply(sessions.endAll(where: { slot, plugin in !interactive.contains(slot) || removed.contains(plugin) },
+                              reason: "the reload removed its slot or its plugin", now: now()))
         // Removed plugins stop after the destroys just queued to them ran.
         for name in removed.sorted() {
             plugins.removeValue(forKey: name)?.shutdown()
@@ -343,7 +347,16 @@ public final class Daemon: @unchecked Sendable {
 
     /// From any plugin thread: hop to the engine queue.
     private func pluginReported(_ report: PluginReport, for id: AdID, from plugin: String) {
-        queue.async { [self] in apply(engine.pluginReported(report, for: id, from: plugin, now: now())) }
+        queue.async { [self] in
+            apply(sessions.owns(id) ? sessions.pluginReported(report, for: id, from: plugin, now: now())
+                                    : engine.pluginReported(report, for: id, from: plugin, now: now()))
+        }
+    }
+
+    /// Deadlines, expiries and backoffs of ads and sessions that are due.
+    private func advance() {
+        let moment = now()
+        apply(engine.advance(to: moment) + sessions.advance(to: moment))
     }
 
     // MARK: Effects
@@ -359,6 +372,13 @@ public final class Daemon: @unchecked Sendable {
             case .emit(let event): publish(event)
             case .completeLoad(let request, let result): pendingLoads.removeValue(forKey: request)?(result)
             case .grantReward(let grant): record(grant)
+            case .startSession(let id, let plugin):
+                // A plugin stuck for longer than this is as good as a refusal; the start timeout covers the rest.
+                plugins[plugin]?.show(id, userID: nil, timeout: .seconds(5)) { [self] started in
+                    guard !started else { return }
+                    queue.async { [self] in apply(sessions.startRefused(id, now: now())) }
+                }
+            case .controlSession(let id, let plugin, let control): plugins[plugin]?.control(id, control)
             }
         }
         rearm()
@@ -367,23 +387,29 @@ public final class Daemon: @unchecked Sendable {
     private func rearm() {
         guard let timer else { return }
         let current = now()
-        if let wake = engine.nextWakeup(after: current) {
+        if let wake = [engine.nextWakeup(after: current), sessions.nextWakeup(after: current)].compactMap({ $0 }).min() {
             timer.schedule(deadline: .now() + .nanoseconds(Int((wake - current).nanosecondsClamped)), leeway: .milliseconds(2))
         } else {
             timer.schedule(deadline: .distantFuture)
         }
     }
 
-    private func publish(_ event: EngineEvent) {
+    private func publish(_ reported: EngineEvent) {
+        var event = reported
+        if event.kind == .session, event.message == nil,
+           let message = event.detailJSON.flatMap({ JSONValue.parse(Data($0.utf8)) })?.objectValue?["message"]?.stringValue {
+            event.message = message  // a renderer's error, from its detail
+        }
         var metadata: Logger.Metadata = [:]
         if let slot = event.slot { metadata["slot"] = "\(slot)" }
         if let network = event.network { metadata["network"] = "\(network)" }
-        if let id = event.adID { metadata["ad_id"] = "\(externalID(id))" }
+        if let id = event.adID { metadata[event.kind == .session ? "session_id" : "ad_id"] = "\(externalID(id))" }
+        if event.kind == .session, event.terminal { metadata["ad_free_pod"] = "\(event.adFreePod)" }
         if let code = event.errorCode { metadata["error_code"] = "\(code.rawValue)" }
         if let code = event.networkCode { metadata["network_code"] = "\(code)" }
         if let user = event.userID, !user.isEmpty { metadata["user_id"] = "\(user)" }
-        if let id = MessageID(event.kind) { metadata["message_id"] = "\(id.rawValue)" }
-        logger.log(level: logLevel(for: event.kind), "\(describe(event))", metadata: metadata)
+        if let id = MessageID(event) { metadata["message_id"] = "\(id.rawValue)" }
+        logger.log(level: logLevel(for: event), "\(describe(event))", metadata: metadata)
 
         let json = eventJSON(event)
         recentEvents.append((event.slot, json))
@@ -393,12 +419,13 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
-    private func logLevel(for kind: EngineEvent.Kind) -> Logger.Level {
-        switch kind {
+    private func logLevel(for event: EngineEvent) -> Logger.Level {
+        switch event.kind {
         case .adLoaded, .adShown, .adExpired, .adReplaced, .adEvent, .rewardGranted: .info
         case .mediaCached: .debug
         case .adFailed, .adTimedOut, .slotEmpty, .networkPaused: .notice
         case .callbackIgnored, .contractViolation: .warning
+        case .session: event.sessionEvent == "error" ? .notice : .info
         }
     }
 
@@ -420,6 +447,9 @@ public final class Daemon: @unchecked Sendable {
         case .networkPaused: return "network \(event.network ?? "?") rate-limited us (network code \(event.networkCode ?? 0)): \(event.message ?? "")"
         case .callbackIgnored: return "plugin callback ignored\(slot)\(network): \(event.message ?? "")"
         case .contractViolation: return "contract violation\(network)\(slot): \(event.message ?? "")"
+        case .session:
+            let end = event.terminal ? " (session ended\(event.adFreePod ? ", ad-free pod earned" : ""))" : ""
+            return "session\(ad)\(slot)\(network): \(event.sessionEvent ?? "?")\(event.message.map { ": \($0)" } ?? "")\(end)"
         case .rewardGranted: return "reward granted to \(event.userID ?? "?") for ad\(ad)\(slot)\(network): \(event.message ?? "")"
         }
     }
@@ -429,7 +459,11 @@ public final class Daemon: @unchecked Sendable {
             "kind": .string(event.kind.rawValue), "time": .string(Self.timestamp(Date())),
         ]
         if let slot = event.slot { object["slot"] = .string(slot) }
-        if let id = event.adID { object["ad_id"] = .string(externalID(id)) }
+        if let id = event.adID { object[event.kind == .session ? "session_id" : "ad_id"] = .string(externalID(id)) }
+        if event.kind == .session {
+            object["terminal"] = .bool(event.terminal)
+            if event.terminal { object["ad_free_pod"] = .bool(event.adFreePod) }
+        }
         if let network = event.network { object["network"] = .string(network) }
         if let code = event.errorCode { object["error"] = .string(code.rawValue) }
         if let code = event.networkCode { object["network_code"] = .int(code) }
@@ -506,6 +540,48 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
+    /// InitInteractive: a new session in the slot, fetching at once; answers its id.
+    func initInteractive(slot slotID: String, _ request: InteractiveRequest,
+                         completion: @escaping @Sendable (Result<String, SessionCallError>) -> Void) {
+        queue.async { [self] in
+            guard let slot = config.slots.first(where: { $0.id == slotID }) else { return completion(.failure(.slotNotFound(slotID))) }
+            let entry = slot.waterfall.first { plugins[$0.plugin]?.info.formats.contains(.interactive) == true }
+            let id = engine.issueID()
+            switch sessions.initiate(id, slot: slot, plugin: entry, request: request, now: now()) {
+            case .success(let effects):
+                logger.info("session \(externalID(id)) initialized in \(slotID) (\(request.slotType.rawValue)) with \(entry?.plugin ?? "?")",
+                            metadata: ["slot": "\(slotID)", "session_id": "\(externalID(id))"])
+                apply(effects)
+                completion(.success(externalID(id)))
+            case .failure(let error):
+                completion(.failure(.session(error)))
+            }
+        }
+    }
+
+    enum SessionCall: String { case start, pause, resume, stop }
+
+    /// Start, Pause, Resume or Stop on a session.
+    func session(_ call: SessionCall, _ sessionID: String, completion: @escaping @Sendable (Result<Void, SessionCallError>) -> Void) {
+        queue.async { [self] in
+            guard let id = internalID(sessionID) else { return completion(.failure(.session(.sessionNotFound(0)))) }
+            let result = switch call {
+            case .start: sessions.start(id, now: now())
+            case .pause: sessions.control(.pause, id)
+            case .resume: sessions.control(.resume, id)
+            case .stop: sessions.stop(id, now: now())
+            }
+            switch result {
+            case .success(let effects):
+                logger.debug("session \(sessionID): \(call.rawValue)", metadata: ["session_id": "\(sessionID)"])
+                apply(effects)
+                completion(.success(()))
+            case .failure(let error):
+                completion(.failure(.session(error)))
+            }
+        }
+    }
+
     func recentEvents(slots: Set<String>?, limit: Int, completion: @escaping @Sendable ([JSONValue]) -> Void) {
         queue.async { [self] in
             let matching = recentEvents.filter { event in slots.map { s in event.slot.map(s.contains) ?? false } ?? true }
@@ -546,7 +622,10 @@ public final class Daemon: @unchecked Sendable {
                     + refusals.values.sorted { $0.name < $1.name }.map { .init(info: nil, refusal: $0, statsJSON: nil) },
                 slots: engine.slotStatuses(at: now()), networks: engine.networkStatuses(at: now()),
                 unattributedCallbacks: engine.unattributedCallbacks,
-                subscribers: subscribers.count
+                subscribers: subscribers.count,
+                sessions: Dictionary(uniqueKeysWithValues: config.slots.filter { $0.format == .interactive }.map { slot in
+                    (slot.id, (sessions.liveCount(in: slot.id), sessions.counters[slot.id] ?? SessionCounters()))
+                })
             )
             let group = DispatchGroup()
             let stats = StatsCollector()
@@ -600,6 +679,12 @@ public final class Daemon: @unchecked Sendable {
     }
 }
 
+/// Why a session call was refused, as the control API names it.
+enum SessionCallError: Error {
+    case slotNotFound(String)
+    case session(SessionError)
+}
+
 struct Subscriber {
     var slots: Set<String>?
     var replier: VarlinkReplier
@@ -629,6 +714,8 @@ struct DaemonStatus: Sendable {
     var networks: [NetworkStatus]
     var unattributedCallbacks: Int
     var subscribers: Int
+    /// Interactive slots: live sessions and counters.
+    var sessions: [String: (live: Int, counters: SessionCounters)]
 }
 
 /// Plugin stats arriving from several plugin queues.

@@ -6,7 +6,8 @@ interface io.adorch.Ads
 # A place in an app where ads are shown.
 type Slot (
   id: string,
-  # rewarded, fullscreen, interstitial (preloaded); banner, splash, native (loaded with Load)
+  # rewarded, fullscreen, interstitial (preloaded); banner, splash, native (loaded with Load);
+  # interactive (sessions: InitInteractive)
   format: string,
   # how many valid ads the daemon keeps ready
   buffer: int,
@@ -35,7 +36,8 @@ type Ad (
 # Something that happened in the daemon.
 type Event (
   # subscribed, ad_loaded, ad_failed, ad_timed_out, ad_expired, ad_replaced, ad_shown,
-  # ad_event, media_cached, slot_empty, network_paused, callback_ignored, contract_violation
+  # ad_event, media_cached, slot_empty, network_paused, callback_ignored, contract_violation,
+  # session_event
   kind: string,
   time: string,
   slot: ?string,
@@ -52,10 +54,19 @@ type Event (
   user_id: ?string,
   # the ad event vocabulary: loaded, media_cached, failed, shown, will_present, presented,
   # impression, click, left_application, skipped, play_finished, will_close, closed,
-  # dislike, failed_to_display, reward
+  # dislike, failed_to_display, reward; for session_event: fetch_complete, ads_available,
+  # started (detail.campaign_name), opt_in (campaign_name, ad_id), opt_out (user_initiated),
+  # skip_card_shown, user_cancel, popup_website (url), ad_free_pod, then exactly one of
+  # completed (time_spent_s), no_ads_available, error (message) or stopped (the app's Stop)
   name: ?string,
   # what the network attached, e.g. a dislike's {"reasons": [...]}
-  detail: ?object
+  detail: ?object,
+  # for session_event: the session it belongs to
+  session_id: ?string,
+  # for session_event: true on its last event (completed, no_ads_available, error or stopped)
+  terminal: ?bool,
+  # on the last event of a session: the viewer earned the ad-free pod; skip the pod's other ads
+  ad_free_pod: ?bool
 )
 
 # The slots and how many ads each has ready.
@@ -100,6 +111,28 @@ method Load(slot: string, count: ?int, width: ?int, height: ?int, timeout_ms: ?i
 # Each but click is accepted once per ad; close ends the ad.
 method Report(ad_id: string, event: string) -> ()
 
+# Interactive sessions (the seeds' interactive renderer). Subscribe to the slot first: the
+# session's events, from fetch_complete to its one terminal event, come as session_event.
+type SlotType (preroll, midroll)
+
+# A fresh session in an interactive slot; it starts fetching at once, so call it before the
+# break (preloading) and Start at the break. creative_url and ad_parameters are what the
+# app's ad response gave for the interactive ad.
+method InitInteractive(slot: string, creative_url: string, ad_parameters: object, slot_type: SlotType) -> (session_id: string)
+
+# Shows the session's unit as soon as its fetch is complete. If no started event comes within
+# the slot's start_timeout_ms, the daemon stops the session with a terminal error.
+method Start(session_id: string) -> ()
+
+# Pauses the unit's video, audio and timers (the app went to the background, a popup opened).
+method Pause(session_id: string) -> ()
+
+# Resumes a paused unit.
+method Resume(session_id: string) -> ()
+
+# Ends the session at once (its last event is stopped); the id is never valid again.
+method Stop(session_id: string) -> ()
+
 # The latest events (at most 512 are kept), oldest first, of the named slots or of all.
 method ListEvents(slots: ?[]string, limit: ?int) -> (events: []Event)
 
@@ -115,6 +148,9 @@ error SlotNotFound (slot: string, message: string)
 
 # The ad is unknown, was never shown, has ended, or the event was already reported.
 error AdNotValid (ad_id: string, message: string)
+
+# No live session has this id: it never existed, it was stopped, or it ended.
+error SessionNotFound (session_id: string, message: string)
 
 # One waterfall attempt of a Load.
 type Attempt (network: string, ad_unit_id: string, error: string)

@@ -17,13 +17,14 @@ public enum MessageID: String, CaseIterable, Sendable {
     case slotRanDry = "e1115f36afb649299e488022e42183cd"
     case rewardGranted = "4e68efa0388647b7916beaa94fd8f429"
     case contractViolation = "0128bb1337974270bd92e7f3cae895fe"
+    case sessionEnded = "9d0f4c2e1b7a4e58a3c6d2f1e0b9a871"
 
     /// As logger metadata: the journal handler turns it into the MESSAGE_ID= field.
     public var metadata: Logger.Metadata { ["message_id": "\(rawValue)"] }
 
     /// The engine events that carry one.
-    init?(_ kind: EngineEvent.Kind) {
-        switch kind {
+    init?(_ event: EngineEvent) {
+        switch event.kind {
         case .adLoaded: self = .adLoaded
         case .adFailed, .adTimedOut: self = .adFailed
         case .adExpired: self = .adExpired
@@ -31,7 +32,8 @@ public enum MessageID: String, CaseIterable, Sendable {
         case .slotEmpty: self = .slotRanDry
         case .callbackIgnored, .contractViolation: self = .contractViolation
         case .rewardGranted: self = .rewardGranted
-        case .adReplaced, .adEvent, .mediaCached, .networkPaused: return nil
+        case .session where event.terminal: self = .sessionEnded
+        case .adReplaced, .adEvent, .mediaCached, .networkPaused, .session: return nil
         }
     }
 }

@@ -18,6 +18,26 @@ public struct LoadOrder: Sendable, Equatable {
     public var height: Int = 0
     public var variant: String = ""
     public var imageOptionsJSON: String = "{}"
+    /// For interactive sessions: what the app was given for the break.
+    public var interactive: InteractiveRequest?
+}
+
+/// What InitInteractive hands the plugin (the renderer's init parameters).
+public struct InteractiveRequest: Sendable, Equatable {
+    public var creativeURL: String
+    /// The ad's AdParameters, a JSON object.
+    public var adParametersJSON: String
+    public var slotType: SlotType
+
+    public enum SlotType: String, Sendable, CaseIterable {
+        case preroll, midroll
+    }
+
+    public init(creativeURL: String, adParametersJSON: String, slotType: SlotType) {
+        self.creativeURL = creativeURL
+        self.adParametersJSON = adParametersJSON
+        self.slotType = slotType
+    }
 }
 
 /// The host's name for one Load request.
@@ -101,6 +121,8 @@ public struct EngineEvent: Sendable, Equatable {
         /// Emitted by the shell once a reward is in the ledger.
         case rewardGranted = "reward_granted"
         case contractViolation = "contract_violation"
+        /// Something in an interactive session, named by `sessionEvent`.
+        case session = "session_event"
     }
 
     public var kind: Kind
@@ -116,6 +138,13 @@ public struct EngineEvent: Sendable, Equatable {
     public var userID: String?
     /// A plugin event's detail, a JSON object (a dislike's reasons).
     public var detailJSON: String?
+    /// For `.session`: fetch_complete, ads_available, started, opt_in, opt_out,
+    /// skip_card_shown, user_cancel, popup_website, ad_free_pod, or a terminal one.
+    public var sessionEvent: String?
+    /// For `.session`: the session's last event (completed, no_ads_available, error, stopped).
+    public var terminal = false
+    /// For a terminal `.session` event: the viewer earned the ad-free-pod credit before it.
+    public var adFreePod = false
 
     /// The event's name in the ad event vocabulary subscribers see: loaded, media_cached,
     /// failed, will_present, presented, impression, click, left_application, skipped,
@@ -128,6 +157,7 @@ public struct EngineEvent: Sendable, Equatable {
         case .adShown: "shown"
         case .rewardGranted: "reward"
         case .adEvent: viewerEvent?.vocabularyName ?? message
+        case .session: sessionEvent
         default: nil
         }
     }
@@ -165,6 +195,18 @@ public enum Effect: Sendable, Equatable {
     case completeLoad(RequestID, Result<[ShownAd], LoadFailure>)
     /// A reward was earned: write it to the ledger, and only then tell anyone.
     case grantReward(RewardGrant)
+    /// Start an interactive session (the plugin's ad_show). If the plugin refuses, the shell
+    /// tells `InteractiveSessions.startRefused`.
+    case startSession(AdID, plugin: String)
+    /// Pause or resume an interactive session (the plugin's ad_notify).
+    case controlSession(AdID, plugin: String, SessionControl)
+}
+
+/// What an app may do to a running interactive session besides start and stop.
+public enum SessionControl: String, Sendable {
+    case pause, resume
+
+    public var abiValue: UInt32 { self == .pause ? 25 : 26 }
 }
 
 /// A reward earned on one ad, for the ledger.

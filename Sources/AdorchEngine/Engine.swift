@@ -154,7 +154,7 @@ public struct Engine: Sendable {
     public mutating func show(slot slotID: String, userID: String?, reward: RewardModel? = nil, now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
         guard let slot = slots[slotID] else { return (.failure(.slotNotFound(slotID)), []) }
         guard slot.config.format.isPreloaded else {
-            return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is a \(slot.config.format.rawValue) slot: its ads are loaded on demand with Load")), [])
+            return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is a \(slot.config.format.rawValue) slot: \(slot.config.format.howToUse)")), [])
         }
         if slot.config.format == .rewarded, (userID ?? "").isEmpty {
             // Seed 2.11.4: the user id is required for a rewarded ad and is never empty.
@@ -225,8 +225,8 @@ public struct Engine: Sendable {
     public mutating func load(slot slotID: String, _ asked: LoadParameters, request: RequestID, now: Moment) -> (Result<Void, ShowError>, [Effect]) {
         guard let slot = slots[slotID] else { return (.failure(.slotNotFound(slotID)), []) }
         let config = slot.config
-        guard !config.format.isPreloaded else {
-            return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is a \(config.format.rawValue) slot: its ads are preloaded, take one with Show")), [])
+        guard config.format.isOnDemand else {
+            return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is a \(config.format.rawValue) slot: \(config.format.howToUse)")), [])
         }
         let count = asked.count ?? config.count
         if config.format == .native {
@@ -332,6 +332,13 @@ public struct Engine: Sendable {
     }
 
     // MARK: Outputs
+
+    /// A fresh id from the same never-reused sequence as the ads' (interactive sessions take
+    /// theirs here, so a plugin report names one thing only).
+    public mutating func issueID() -> AdID {
+        defer { nextID += 1 }
+        return nextID
+    }
 
     /// The earliest moment after `now` at which `advance` has something to do. Only moments
     /// strictly after `now` count, so a shell that sleeps until then never spins.

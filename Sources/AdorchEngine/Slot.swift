@@ -2,6 +2,8 @@
 /// number in adorch/plugin.h.
 public enum AdFormat: String, Sendable, CaseIterable, Codable {
     case rewarded, fullscreen, interstitial, banner, splash, native
+    /// An interactive session (the seeds' interactive renderer): io.adorch.Ads.InitInteractive.
+    case interactive
 
     public var abiValue: UInt32 {
         switch self {
@@ -11,12 +13,23 @@ public enum AdFormat: String, Sendable, CaseIterable, Codable {
         case .banner: 4
         case .splash: 5
         case .native: 6
+        case .interactive: 7
         }
     }
 
-    /// Full-screen formats are kept ready (DESIGN.md rule 6); the others are loaded when an
-    /// app asks, with io.adorch.Ads.Load.
+    /// Full-screen formats are kept ready (DESIGN.md rule 6); banner, splash and native are
+    /// loaded when an app asks, with io.adorch.Ads.Load.
     public var isPreloaded: Bool { self == .rewarded || self == .fullscreen || self == .interstitial }
+
+    /// Loaded on demand with io.adorch.Ads.Load.
+    public var isOnDemand: Bool { self == .banner || self == .splash || self == .native }
+
+    /// How apps use a slot of this format, for errors that send them to the right call.
+    public var howToUse: String {
+        if isPreloaded { return "its ads are preloaded, take one with Show" }
+        if isOnDemand { return "its ads are loaded on demand with Load" }
+        return "it runs interactive sessions, start one with InitInteractive"
+    }
 
     /// How long a Load may take in all when the app does not say: a splash screen cannot
     /// wait (the seed's tolerateTimeout, 2 s); the others get 5 s.
@@ -81,14 +94,21 @@ public struct SlotConfig: Sendable, Equatable {
     /// Parallel mode: a refill asks the first N usable entries at once; every ad that comes
     /// back stays valid (Show takes the highest price first). 1 is the plain waterfall.
     public var parallel: Int
+    /// Interactive: a session without fetch_complete this long after InitInteractive ends in error.
+    public var fetchTimeout: Duration
+    /// Interactive: a session without started this long after Start ends in error.
+    public var startTimeout: Duration
 
     public init(
         id: String, format: AdFormat, buffer: Int = 1, ttl: Duration = .seconds(3600),
         waterfall: [WaterfallEntry], reward: RewardModel = RewardModel(), testMode: Bool = false,
         targetingJSON: String = "{}", width: Int = 0, height: Int = 0, count: Int = 1,
-        loadTimeout: Duration? = nil, variant: String = "", imageOptionsJSON: String = "{}", parallel: Int = 1
+        loadTimeout: Duration? = nil, variant: String = "", imageOptionsJSON: String = "{}", parallel: Int = 1,
+        fetchTimeout: Duration = .seconds(5), startTimeout: Duration = .seconds(10)
     ) {
         self.parallel = parallel
+        self.fetchTimeout = fetchTimeout
+        self.startTimeout = startTimeout
         self.width = width
         self.height = height
         self.count = count

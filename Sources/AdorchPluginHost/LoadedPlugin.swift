@@ -142,7 +142,10 @@ public final class LoadedPlugin: @unchecked Sendable {
                     count: UInt32(order.count), timeout_ms: order.entry.timeout.millisecondsUInt32,
                     deadline_monotonic_ns: order.deadline.nanoseconds, test_mode: order.testMode ? 1 : 0,
                     reward: order.reward == nil ? nil : rewardPointer, variant: strings.dup(order.variant),
-                    image_options_json: strings.dup(order.imageOptionsJSON)
+                    image_options_json: strings.dup(order.imageOptionsJSON),
+                    creative_url: strings.dup(order.interactive?.creativeURL ?? ""),
+                    ad_parameters_json: strings.dup(order.interactive?.adParametersJSON ?? "{}"),
+                    slot_type: strings.dup(order.interactive?.slotType.rawValue ?? "")
                 )
                 return entry.pointee.ad_create(order.adID, &request)
             }
@@ -181,6 +184,14 @@ public final class LoadedPlugin: @unchecked Sendable {
         queue.async { [self] in
             guard let object = objects[id] else { return }
             entry.pointee.ad_notify(object, event.abiValue, nil)
+        }
+    }
+
+    /// Pauses or resumes an interactive session.
+    public func control(_ id: AdID, _ control: SessionControl) {
+        queue.async { [self] in
+            guard let object = objects[id] else { return }
+            entry.pointee.ad_notify(object, control.abiValue, nil)
         }
     }
 
@@ -278,6 +289,8 @@ private let hostEvent: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id
     let names: [UInt32: String] = [
         2: "impression", 3: "click", 4: "closed", 5: "play_finished", 6: "skipped", 7: "reward", 8: "failed_to_display",
         9: "will_present", 10: "presented", 11: "left_application", 12: "will_close", 13: "dislike",
+        14: "ads_available", 15: "started", 16: "opt_in", 17: "opt_out", 18: "skip_card_shown", 19: "user_cancel",
+        20: "popup_website", 21: "ad_free_pod", 22: "completed", 23: "no_ads_available", 24: "error",
     ]
     let text = detail.map { String(cString: $0) }
     // A detail must be a JSON object to be passed on; anything else is dropped.

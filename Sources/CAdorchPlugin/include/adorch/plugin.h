@@ -32,6 +32,19 @@
  *   3. Deadlines: every request carries one; after it the host destroys the object and
  *      counts a timeout. A plugin should give up its own work when it passes.
  *   4. After ad_destroy returns, the plugin must not report anything for that ad id.
+ *
+ * Interactive sessions (ADORCH_FORMAT_INTERACTIVE, ABI 1.1; the seeds' interactive renderer)
+ * reuse the ad calls, one object per session, never reused:
+ *   init   ad_create + ad_load: fetch at once (request.creative_url, ad_parameters_json,
+ *          slot_type). host->loaded is the renderer's fetch_complete (the payload may name
+ *          the campaign); host->failed with ADORCH_ERROR_NO_FILL is no_ads_available, any
+ *          other failure is a terminal error.
+ *   start  ad_show, called only once the fetch completed (an early start waits for it).
+ *   pause, resume   ad_notify with ADORCH_EVENT_PAUSE / ADORCH_EVENT_RESUME.
+ *   stop   ad_destroy.
+ * The plugin then reports the renderer's events through host->event (ADS_AVAILABLE to
+ * ERROR below) and exactly one terminal event: COMPLETED, NO_ADS_AVAILABLE or ERROR. The
+ * host destroys the session after it; anything reported later is ignored and counted.
  */
 #ifndef ADORCH_PLUGIN_H
 #define ADORCH_PLUGIN_H
@@ -44,7 +57,9 @@ extern "C" {
 
 /* The ABI this header describes. */
 #define ADORCH_PLUGIN_ABI_MAJOR 1
-#define ADORCH_PLUGIN_ABI_MINOR 0
+#define ADORCH_PLUGIN_ABI_MINOR 1
+/* History: 1.0 the ad formats 1-6; 1.1 interactive sessions (format 7, request fields
+ * creative_url, ad_parameters_json and slot_type, events 14-26). */
 
 /* The name of the one symbol a plugin exports: the entry itself, a const data symbol. */
 #define ADORCH_PLUGIN_ENTRY_SYMBOL "adorch_plugin_entry"
@@ -70,6 +85,7 @@ typedef enum adorch_format {
     ADORCH_FORMAT_BANNER = 4,       /* banner of a given size (request.width x request.height) */
     ADORCH_FORMAT_SPLASH = 5,       /* app-launch ad, loaded against a short deadline */
     ADORCH_FORMAT_NATIVE = 6,       /* native assets the app renders itself (request.count ads) */
+    ADORCH_FORMAT_INTERACTIVE = 7,  /* 1.1: an interactive session (choice card, interactive unit) */
 } adorch_format;
 
 /* The bit for one format in adorch_plugin_entry_t.formats. */
@@ -102,6 +118,22 @@ typedef enum adorch_event {
     ADORCH_EVENT_LEFT_APPLICATION = 11, /* plugin->host: a click took the viewer out of the app */
     ADORCH_EVENT_WILL_CLOSE = 12,  /* plugin->host: the ad is about to close */
     ADORCH_EVENT_DISLIKE = 13,     /* plugin->host: the viewer disliked it; detail {"reasons": [...]} */
+    /* Interactive sessions (1.1). Plugin->host unless marked otherwise. */
+    ADORCH_EVENT_ADS_AVAILABLE = 14,   /* the fetch found an ad for this viewer */
+    ADORCH_EVENT_STARTED = 15,         /* the unit is on screen; detail {"campaign_name": "..."} */
+    ADORCH_EVENT_OPT_IN = 16,          /* the viewer chose the interactive ad;
+                                        * detail {"campaign_name": "...", "ad_id": n} */
+    ADORCH_EVENT_OPT_OUT = 17,         /* the viewer chose normal ads; detail {"user_initiated": bool},
+                                        * false when the choice card's countdown ran out */
+    ADORCH_EVENT_SKIP_CARD_SHOWN = 18, /* a skip card is shown (credit from an earlier pre-roll) */
+    ADORCH_EVENT_USER_CANCEL = 19,     /* the viewer backed out to the choice card; may opt in again */
+    ADORCH_EVENT_POPUP_WEBSITE = 20,   /* the viewer opened a link; detail {"url": "..."} */
+    ADORCH_EVENT_AD_FREE_POD = 21,     /* the viewer earned the credit: skip the pod's other ads */
+    ADORCH_EVENT_COMPLETED = 22,       /* terminal: the unit is done; detail {"time_spent_s": n} */
+    ADORCH_EVENT_NO_ADS_AVAILABLE = 23, /* terminal: no ad for this viewer */
+    ADORCH_EVENT_ERROR = 24,           /* terminal: unrecoverable; detail {"message": "..."} */
+    ADORCH_EVENT_PAUSE = 25,           /* host->plugin: pause video, audio and timers */
+    ADORCH_EVENT_RESUME = 26,          /* host->plugin: resume after PAUSE */
 } adorch_event;
 
 /* Log levels for host->log, most severe first (the syslog order). */
@@ -143,6 +175,10 @@ typedef struct adorch_request {
     const char *variant;            /* native: "feed", "banner" or "interstitial"; "" otherwise */
     const char *image_options_json; /* native image options as a JSON object, "{}" for defaults:
                                      * "urls_only" (bool), "multiple" (bool), "aspect_ratio" (string) */
+    /* ABI 1.1; present when struct_size covers them. "" / "{}" for other formats. */
+    const char *creative_url;       /* interactive: the creative (asset) URL the app was given */
+    const char *ad_parameters_json; /* interactive: the ad's AdParameters, as a JSON object */
+    const char *slot_type;          /* interactive: "preroll" or "midroll" */
 } adorch_request;
 
 /* What the host gives the plugin at init. The functions are thread-safe. */
@@ -210,12 +246,13 @@ typedef struct adorch_plugin_entry_t {
     int32_t (*ad_load)(adorch_ad *ad);
 
     /* [plugin queue] The ad is being shown; `context_json` is a JSON object with
-     * "user_id" and the app's context. Called at most once, only on a loaded ad.
-     * Return 0, or ADORCH_ERROR_NOT_READY if the ad cannot be shown. */
+     * "user_id" and the app's context. Called at most once, only on a loaded ad (for an
+     * interactive session: start). Return 0, or ADORCH_ERROR_NOT_READY if the ad cannot be shown. */
     int32_t (*ad_show)(adorch_ad *ad, const char *context_json);
 
     /* [plugin queue] An event the app reported for a shown ad (an adorch_event:
-     * impression, click, close, complete, skip); `detail_json` is a JSON object or NULL.
+     * impression, click, close, complete, skip), or PAUSE / RESUME for an interactive
+     * session; `detail_json` is a JSON object or NULL.
      * A plugin that tracks impressions and clicks itself may ignore it. */
     void (*ad_notify)(adorch_ad *ad, uint32_t event, const char *detail_json);
 
