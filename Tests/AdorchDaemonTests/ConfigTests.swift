@@ -25,8 +25,9 @@ final class ConfigTests: XCTestCase {
 
     func testTheEmbeddedDefaultHasTheDemoSlots() {
         let config = DaemonConfig.embeddedDefault()
-        XCTAssertEqual(config.slots.map(\.id), ["rewarded_main", "fullscreen_main", "interstitial_main", "banner_main", "splash_main", "native_main"])
-        XCTAssertEqual(config.slots.map(\.format), [.rewarded, .fullscreen, .interstitial, .banner, .splash, .native])
+        XCTAssertEqual(config.slots.map(\.id), ["rewarded_main", "fullscreen_main", "interstitial_main", "banner_main", "splash_main", "native_main",
+                                                  "interactive_main"])
+        XCTAssertEqual(config.slots.map(\.format), [.rewarded, .fullscreen, .interstitial, .banner, .splash, .native, .interactive])
         XCTAssertEqual(config.plugins.map(\.name), ["sim"])
         XCTAssertTrue(config.slots.allSatisfy { ($0.buffer >= 1) == $0.format.isPreloaded && !$0.waterfall.isEmpty })
         XCTAssertEqual(config.slots.first { $0.format == .splash }?.loadTimeout, .seconds(2))
@@ -58,7 +59,7 @@ final class ConfigTests: XCTestCase {
     func testSemanticErrorsNameTheKeyAndWhatWasExpected() {
         XCTAssertEqual(refusal(minimal + "\n  bufer = 2").map(\.location), "key slots[0].waterfall[0].bufer")
         XCTAssertEqual(refusal(minimal.replacingOccurrences(of: "interstitial", with: "popup"))?.description,
-                       "test.toml: key slots[0].format: expected one of rewarded, fullscreen, interstitial, banner, splash, native, got \"popup\"")
+                       "test.toml: key slots[0].format: expected one of rewarded, fullscreen, interstitial, banner, splash, native, interactive, got \"popup\"")
         XCTAssertEqual(refusal("[daemon]\nmax_message_bytes = \"big\"\n" + minimal)?.description,
                        "test.toml: key daemon.max_message_bytes: expected an integer, got string")
         XCTAssertEqual(refusal("[daemon]\nlog_level = \"loud\"\n" + minimal)?.location, "key daemon.log_level")

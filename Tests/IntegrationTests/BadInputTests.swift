@@ -76,7 +76,7 @@ final class BadInputTests: XCTestCase {
         // After all of that, the same connection still serves.
         let slots = try client.call("io.adorch.Ads.ListSlots")
         XCTAssertNil(slots.error)
-        XCTAssertEqual(slots.parameters["slots"]?.arrayValue?.count, 6)
+        XCTAssertEqual(slots.parameters["slots"]?.arrayValue?.count, 7)
     }
 
     func testAMessageOverTheSizeLimitClosesTheConnection() throws {

@@ -14,7 +14,8 @@ final class CoreDaemonTests: XCTestCase {
         let ctl = try runCommand(productsDirectory.appendingPathComponent("adorchctl").path, ["slots", "--socket", daemon.socket])
         XCTAssertEqual(ctl.status, 0, ctl.stderr)
         let rows = ctl.stdout.split(separator: "\n").dropFirst().map { $0.split(separator: " ", omittingEmptySubsequences: true) }
-        XCTAssertEqual(rows.map { String($0[0]) }, ["rewarded_main", "fullscreen_main", "interstitial_main", "banner_main", "splash_main", "native_main"])
+        XCTAssertEqual(rows.map { String($0[0]) }, ["rewarded_main", "fullscreen_main", "interstitial_main", "banner_main", "splash_main", "native_main",
+                                                     "interactive_main"])
         for row in rows { XCTAssertEqual(row[2], row[3], "ready == buffer in \(row)") }
 
         let json = try runCommand(productsDirectory.appendingPathComponent("adorchctl").path, ["status", "--json", "--socket", daemon.socket])
@@ -103,7 +104,7 @@ final class CoreDaemonTests: XCTestCase {
         XCTAssertEqual(sim["shows"]?.intValue, 1000)
         let slots = try daemon.status()["slots"]?.arrayValue ?? []
         XCTAssertEqual(slots.map { $0["counters"]?["shows"]?.intValue ?? 0 }.reduce(0, +), 1000)
-        XCTAssertEqual(slots.map { $0["counters"]?["ignored_callbacks"]?.intValue ?? -1 }, [0, 0, 0, 0, 0, 0],
+        XCTAssertEqual(slots.map { $0["counters"]?["ignored_callbacks"]?.intValue ?? -1 }, [0, 0, 0, 0, 0, 0, 0],
                        daemon.log.split(separator: "\n").filter { $0.contains("ignored") }.joined(separator: "\n"))
     }
 
@@ -230,7 +231,7 @@ final class CoreDaemonTests: XCTestCase {
         try daemon.waitFor("s full from sim") { try daemon.allSlotsFull() }
         let refusals = daemon.log.split(separator: "\n").filter { $0.contains(future) && $0.contains("refused") }
         XCTAssertEqual(refusals.count, 1, daemon.log)
-        XCTAssertTrue(refusals.first?.contains("built for plugin ABI 2.1, this daemon speaks ABI 1.0") ?? false, "\(refusals)")
+        XCTAssertTrue(refusals.first?.contains("built for plugin ABI 2.1, this daemon speaks ABI 1.1") ?? false, "\(refusals)")
         let plugins = try daemon.status()["plugins"]?.arrayValue ?? []
         XCTAssertEqual(plugins.first { $0["name"]?.stringValue == "future" }?["state"]?.stringValue, "refused")
         XCTAssertEqual(plugins.first { $0["name"]?.stringValue == "sim" }?["state"]?.stringValue, "loaded")
@@ -256,7 +257,7 @@ final class CoreDaemonTests: XCTestCase {
 
         let good = try runCommand(adorchd, ["--config", packageRoot.appendingPathComponent("etc/adorch/adorchd.toml").path, "--check-config"])
         XCTAssertEqual(good.status, 0, good.stderr)
-        XCTAssertTrue(good.stdout.contains("valid, 6 slots"), good.stdout)
+        XCTAssertTrue(good.stdout.contains("valid, 7 slots"), good.stdout)
     }
 
     /// Reload applies a new config; a bad one is refused and changes nothing.

@@ -40,7 +40,7 @@ final class SystemTests: XCTestCase {
         XCTAssertEqual(try String(contentsOf: out.appendingPathComponent("exit"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), "0")
         XCTAssertEqual(try String(contentsOf: out.appendingPathComponent("stderr"), encoding: .utf8), "", "nothing went to stderr: every line is in the journal")
         let ids = messageIDs
-        XCTAssertEqual(ids.count, 13)
+        XCTAssertEqual(ids.count, 14)
 
         let all = try entries(out.appendingPathComponent("all.json"))
         func with(_ id: String?) -> [[String: JSONValue]] { all.filter { $0["MESSAGE_ID"]?.stringValue == id } }
@@ -86,14 +86,14 @@ final class SystemTests: XCTestCase {
         XCTAssertEqual(text("done.txt"), "done", text("launcher.log") + console)
         XCTAssertEqual(text("socket-active.txt"), "active")
         XCTAssertEqual(text("service-before.txt"), "inactive", "nothing runs before the first call")
-        XCTAssertEqual(JSONValue.parse(Data(text("first-call.json").utf8))?["slots"]?.arrayValue?.count, 6, text("first-call.err"))
+        XCTAssertEqual(JSONValue.parse(Data(text("first-call.json").utf8))?["slots"]?.arrayValue?.count, 7, text("first-call.err"))
         XCTAssertEqual(text("service-after.txt"), "active", "the first call started the service")
-        XCTAssertNotNil(text("status.txt").range(of: #"Status: "6 slots, \d/5 ads ready, 1 plugins""#, options: .regularExpression), text("status.txt"))
+        XCTAssertNotNil(text("status.txt").range(of: #"Status: "7 slots, \d/5 ads ready, 1 plugins""#, options: .regularExpression), text("status.txt"))
         XCTAssertTrue(text("status.txt").contains("TriggeredBy: ● adorchd.socket"), text("status.txt"))
         XCTAssertEqual(text("reload.txt"), "ok", text("reload.err"))
         let before = JSONValue.parse(Data(text("before-reload.json").utf8))?["slots"]?.arrayValue ?? []
         let after = JSONValue.parse(Data(text("after-reload.json").utf8))?["slots"]?.arrayValue ?? []
-        XCTAssertEqual(before.count, 6)
+        XCTAssertEqual(before.count, 7)
         XCTAssertEqual(before.map { $0["ready_ads"] }, after.map { $0["ready_ads"] }, "systemctl reload kept every ready ad")
         XCTAssertEqual(before.first?["ready_ads"]?.arrayValue?.count, 2)
         XCTAssertEqual(text("stopped.txt").split(separator: "\n").sorted(),

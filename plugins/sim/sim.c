@@ -24,8 +24,27 @@
  *   dislike=1                after presenting, the viewer "dislikes" the ad, with reasons
  *   reward=network           rewarded ads: sim decides the reward itself, reporting it (with
  *                            its own trans_id) when told the video completed; default host
+ *   script=opt_in_complete   interactive sessions: the viewer's path through the choice card
+ *                            (see "Interactive sessions" below; default opt_in_complete)
+ *   step_ms=20               interactive sessions: time between two of the viewer's steps
  *
  * On a show, sim reports will_present and then presented, as an SDK's delegate would.
+ *
+ * Interactive sessions (format 7) play the seed's choice card with a scripted viewer. The
+ * fetch (ad_load) takes latency_ms and reports loaded (fetch_complete) then ads_available;
+ * on start (ad_show) the script's first step comes at once and each next one step_ms later.
+ * PAUSE holds the script and RESUME continues it, step_ms later. Scripts:
+ *   opt_in_complete  started, opt_in, ad_free_pod, completed
+ *   opt_out          started, opt_out (user_initiated true), completed
+ *   countdown        started, opt_out (user_initiated false: the countdown ran out), completed
+ *   cancel_opt_in    started, opt_in, user_cancel, opt_in, ad_free_pod, completed
+ *   popup            started, opt_in, popup_website, ad_free_pod, completed
+ *   skip_card        started, skip_card_shown, ad_free_pod, completed (a later mid-roll)
+ *   error            started, error
+ *   no_ads           the fetch fails with no fill (the host's no_ads_available)
+ *   hang_fetch       the fetch never completes (for the host's fetch timeout)
+ *   hang_start       start is accepted but nothing is ever shown (the start timeout)
+ * misbehave=twice sends a second terminal event after the first.
  *
  * The plugin's own config (init's config_json) understands {"fail_init": true}: init then
  * fails, to show how the host treats a plugin that cannot start.
@@ -36,6 +55,7 @@
  * misbehave=after_destroy asks for exactly that).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -46,6 +66,44 @@
 #include "adorch/plugin.h"
 
 enum misbehaviour { MB_NONE, MB_NEVER, MB_TWICE, MB_AFTER_DESTROY, MB_EMPTY_PAYLOAD };
+
+/* One step of a scripted viewer: an event and its detail (NULL: none; "time" for
+ * completed: the time spent, computed when it happens). */
+typedef struct sim_step {
+    uint32_t event;
+    const char *detail;
+} sim_step;
+
+#define SIM_CAMPAIGN "{\"campaign_name\":\"Sim Coffee - Interactive Ad #1 - Q4\"}"
+#define SIM_OPT_IN "{\"campaign_name\":\"Sim Coffee - Interactive Ad #1 - Q4\",\"ad_id\":4242}"
+#define SIM_TIME "time"
+
+static const sim_step SCRIPT_OPT_IN_COMPLETE[] = {{ADORCH_EVENT_STARTED, SIM_CAMPAIGN}, {ADORCH_EVENT_OPT_IN, SIM_OPT_IN},
+    {ADORCH_EVENT_AD_FREE_POD, NULL}, {ADORCH_EVENT_COMPLETED, SIM_TIME}, {0, NULL}};
+static const sim_step SCRIPT_OPT_OUT[] = {{ADORCH_EVENT_STARTED, SIM_CAMPAIGN},
+    {ADORCH_EVENT_OPT_OUT, "{\"user_initiated\":true}"}, {ADORCH_EVENT_COMPLETED, SIM_TIME}, {0, NULL}};
+static const sim_step SCRIPT_COUNTDOWN[] = {{ADORCH_EVENT_STARTED, SIM_CAMPAIGN},
+    {ADORCH_EVENT_OPT_OUT, "{\"user_initiated\":false}"}, {ADORCH_EVENT_COMPLETED, SIM_TIME}, {0, NULL}};
+static const sim_step SCRIPT_CANCEL_OPT_IN[] = {{ADORCH_EVENT_STARTED, SIM_CAMPAIGN}, {ADORCH_EVENT_OPT_IN, SIM_OPT_IN},
+    {ADORCH_EVENT_USER_CANCEL, NULL}, {ADORCH_EVENT_OPT_IN, SIM_OPT_IN}, {ADORCH_EVENT_AD_FREE_POD, NULL},
+    {ADORCH_EVENT_COMPLETED, SIM_TIME}, {0, NULL}};
+static const sim_step SCRIPT_POPUP[] = {{ADORCH_EVENT_STARTED, SIM_CAMPAIGN}, {ADORCH_EVENT_OPT_IN, SIM_OPT_IN},
+    {ADORCH_EVENT_POPUP_WEBSITE, "{\"url\":\"https://sim.invalid/landing\"}"}, {ADORCH_EVENT_AD_FREE_POD, NULL},
+    {ADORCH_EVENT_COMPLETED, SIM_TIME}, {0, NULL}};
+static const sim_step SCRIPT_SKIP_CARD[] = {{ADORCH_EVENT_STARTED, SIM_CAMPAIGN}, {ADORCH_EVENT_SKIP_CARD_SHOWN, NULL},
+    {ADORCH_EVENT_AD_FREE_POD, NULL}, {ADORCH_EVENT_COMPLETED, SIM_TIME}, {0, NULL}};
+static const sim_step SCRIPT_ERROR[] = {{ADORCH_EVENT_STARTED, SIM_CAMPAIGN},
+    {ADORCH_EVENT_ERROR, "{\"message\":\"sim: the renderer failed on purpose (script=error)\"}"}, {0, NULL}};
+static const sim_step SCRIPT_NONE[] = {{0, NULL}};
+
+static const struct {
+    const char *name;
+    const sim_step *steps;
+} SCRIPTS[] = {
+    {"opt_in_complete", SCRIPT_OPT_IN_COMPLETE}, {"opt_out", SCRIPT_OPT_OUT}, {"countdown", SCRIPT_COUNTDOWN},
+    {"cancel_opt_in", SCRIPT_CANCEL_OPT_IN}, {"popup", SCRIPT_POPUP}, {"skip_card", SCRIPT_SKIP_CARD},
+    {"error", SCRIPT_ERROR}, {"no_ads", SCRIPT_NONE}, {"hang_fetch", SCRIPT_NONE}, {"hang_start", SCRIPT_NONE},
+};
 
 #define SIM_MAX_ERRORS 16
 #define SIM_MAX_JOBS_PER_AD 8
@@ -65,10 +123,13 @@ typedef struct sim_config {
     enum misbehaviour misbehave;
     uint32_t block_ms;
     int tracks, show_fail, dislike, reward_by_network;
+    const char *script; /* a name from SCRIPTS */
+    const sim_step *steps;
+    uint32_t step_ms;
     uint64_t creates; /* objects made with this config: each one's random stream */
 } sim_config;
 
-typedef enum job_kind { JOB_LOADED, JOB_FAILED, JOB_MEDIA_CACHED, JOB_STRAY_LOADED, JOB_EVENT } job_kind;
+typedef enum job_kind { JOB_LOADED, JOB_FAILED, JOB_MEDIA_CACHED, JOB_STRAY_LOADED, JOB_EVENT, JOB_STEP } job_kind;
 
 struct sim_ad;
 
@@ -93,9 +154,17 @@ typedef struct sim_ad {
     char variant[16];
     char targeting[2048]; /* echoed in banner payloads, so tests can see what reached the network */
     char slot_id[96];
+    char creative_url[512]; /* interactive: echoed in the fetch's payload, JSON-escaped */
+    char slot_type[16];
     uint64_t rng;
     uint32_t loads, shows;
     int loaded; /* the host was told loaded */
+    /* Interactive sessions: the next step of the script, whether it is paused, the pending
+     * step job (to cancel on pause) and the time on screen so far. */
+    size_t step;
+    int running, paused;
+    struct sim_job *step_job;
+    uint64_t shown_ns, active_ns, active_since_ns;
     sim_job *jobs[SIM_MAX_JOBS_PER_AD];
 } sim_ad;
 
@@ -162,6 +231,9 @@ static void parse_config(sim_config *c, const char *text) {
     c->ttl_s = 3600;
     c->price = 1.0;
     c->seed = 1;
+    c->script = SCRIPTS[0].name;
+    c->steps = SCRIPTS[0].steps;
+    c->step_ms = 20;
     char *copy = strdup(text), *save = NULL;
     for (char *tok = strtok_r(copy, " \t;", &save); tok; tok = strtok_r(NULL, " \t;", &save)) {
         char *eq = strchr(tok, '=');
@@ -211,6 +283,16 @@ static void parse_config(sim_config *c, const char *text) {
                 c->n_errors++;
             }
             free(list);
+        } else if (!strcmp(key, "script")) {
+            bad = 1;
+            for (size_t i = 0; i < sizeof SCRIPTS / sizeof SCRIPTS[0]; i++)
+                if (!strcmp(val, SCRIPTS[i].name)) {
+                    c->script = SCRIPTS[i].name;
+                    c->steps = SCRIPTS[i].steps;
+                    bad = 0;
+                }
+        } else if (!strcmp(key, "step_ms")) {
+            bad = parse_u32(val, &c->step_ms);
         } else if (!strcmp(key, "block_ms")) {
             bad = parse_u32(val, &c->block_ms);
         } else if (!strcmp(key, "tracks") || !strcmp(key, "show_fail") || !strcmp(key, "dislike")) {
@@ -317,7 +399,7 @@ static sim_job *heap_pop(void) {
 }
 
 /* Called with the lock held. */
-static void schedule(sim_ad *owner, adorch_ad_id id, job_kind kind, uint64_t delay_ms, int32_t error,
+static sim_job *schedule(sim_ad *owner, adorch_ad_id id, job_kind kind, uint64_t delay_ms, int32_t error,
                      int64_t network_code, const char *text) {
     sim_job *job = calloc(1, sizeof *job);
     if (!job) abort();
@@ -340,12 +422,51 @@ static void schedule(sim_ad *owner, adorch_ad_id id, job_kind kind, uint64_t del
     }
     heap_push(job);
     pthread_cond_signal(&g.wake);
+    return job;
 }
 
 static void detach_job(sim_job *job) {
     if (!job->owner) return;
     for (int i = 0; i < SIM_MAX_JOBS_PER_AD; i++)
         if (job->owner->jobs[i] == job) job->owner->jobs[i] = NULL;
+}
+
+/* Takes a pending job back: it stays in the heap, cancelled and owned by no ad. */
+static void cancel_job(sim_ad *ad, sim_job *job) {
+    for (int i = 0; i < SIM_MAX_JOBS_PER_AD; i++)
+        if (ad->jobs[i] == job) ad->jobs[i] = NULL;
+    job->cancelled = 1;
+    job->owner = NULL;
+}
+
+static int is_terminal(uint32_t event) {
+    return event == ADORCH_EVENT_COMPLETED || event == ADORCH_EVENT_ERROR || event == ADORCH_EVENT_NO_ADS_AVAILABLE;
+}
+
+/* The scripted viewer's next step; the one after it is scheduled unless paused or done.
+ * Called with the lock held. */
+static void run_step(sim_ad *ad) {
+    const sim_step *step = &ad->config->steps[ad->step];
+    if (!step->event) return;
+    ad->step++;
+    char detail[64];
+    const char *text = step->detail;
+    if (text && !strcmp(text, SIM_TIME)) {
+        uint64_t active = ad->active_ns + (now_ns() - ad->active_since_ns);
+        snprintf(detail, sizeof detail, "{\"time_spent_s\":%" PRIu64 "}", (uint64_t)active / 1000000000u);
+        text = detail;
+    }
+    g.n.events_reported++;
+    g.host->event(g.host, ad->id, step->event, text);
+    if (is_terminal(step->event)) {
+        ad->running = 0;
+        if (ad->config->misbehave == MB_TWICE) {
+            g.n.misbehaviours++; /* a second terminal event, which the host must ignore */
+            schedule(NULL, ad->id, JOB_EVENT, 2, ADORCH_EVENT_COMPLETED, 0, "{\"time_spent_s\":0}");
+        }
+    } else if (!ad->paused) {
+        ad->step_job = schedule(ad, ad->id, JOB_STEP, ad->config->step_ms, 0, 0, NULL);
+    }
 }
 
 static void run_job(sim_job *job) {
@@ -368,6 +489,12 @@ static void run_job(sim_job *job) {
     case JOB_EVENT: /* the event in error, its detail (a JSON object or NULL) in text */
         g.n.events_reported++;
         h->event(h, job->ad_id, (uint32_t)job->error, job->text);
+        break;
+    case JOB_STEP:
+        if (job->owner) {
+            job->owner->step_job = NULL;
+            run_step(job->owner);
+        }
         break;
     }
 }
@@ -460,6 +587,23 @@ static void sim_deinit(void) {
     g.host = NULL;
 }
 
+/* `in` as the inside of a JSON string; cut short (never mid-escape) if it does not fit. */
+static void json_escape(char *out, size_t size, const char *in) {
+    size_t n = 0;
+    for (; *in && n + 7 < size; in++) {
+        unsigned char c = (unsigned char)*in;
+        if (c == '"' || c == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)c;
+        } else if (c < 0x20) {
+            n += (size_t)snprintf(out + n, size - n, "\\u%04x", c);
+        } else {
+            out[n++] = (char)c;
+        }
+    }
+    out[n] = '\0';
+}
+
 static int is_live(const sim_ad *ad) {
     for (sim_ad *a = g.live; a; a = a->next)
         if (a == ad) return 1;
@@ -474,6 +618,7 @@ static const char *format_name(uint32_t format) {
     case ADORCH_FORMAT_BANNER: return "banner";
     case ADORCH_FORMAT_SPLASH: return "splash";
     case ADORCH_FORMAT_NATIVE: return "native";
+    case ADORCH_FORMAT_INTERACTIVE: return "interactive";
     default: return "unknown";
     }
 }
@@ -497,6 +642,11 @@ static adorch_ad *sim_ad_create(adorch_ad_id id, const adorch_request *request) 
         else
             strcpy(ad->targeting, "{}");
         snprintf(ad->slot_id, sizeof ad->slot_id, "%s", request->slot_id);
+        /* ABI 1.1 fields: read only if the host's request has them. */
+        if (request->struct_size >= offsetof(adorch_request, slot_type) + sizeof request->slot_type) {
+            json_escape(ad->creative_url, sizeof ad->creative_url, request->creative_url);
+            snprintf(ad->slot_type, sizeof ad->slot_type, "%s", request->slot_type);
+        }
         ad->rng = config->seed * 0x9E3779B97F4A7C15ull + ++config->creates;
         ad->next = g.live;
         if (g.live) g.live->prev = ad;
@@ -554,12 +704,28 @@ static int32_t sim_ad_load(adorch_ad *opaque) {
             return 0;
         }
     }
-    if (rng_unit(&ad->rng) >= c->fill) {
+    int interactive = ad->format == ADORCH_FORMAT_INTERACTIVE;
+    if (rng_unit(&ad->rng) >= c->fill || (interactive && !strcmp(c->script, "no_ads"))) {
         schedule(ad, ad->id, JOB_FAILED, latency, ADORCH_ERROR_NO_FILL, 20001, message_for(20001));
         pthread_mutex_unlock(&g.lock);
         return 0;
     }
     char payload[8192];
+    if (interactive) {
+        /* The renderer's fetch: fetch_complete (loaded), then ads_available. */
+        if (!strcmp(c->script, "hang_fetch")) {
+            pthread_mutex_unlock(&g.lock);
+            return 0;
+        }
+        snprintf(payload, sizeof payload,
+                 "{\"network\":\"sim\",\"campaign_name\":\"Sim Coffee - Interactive Ad #1 - Q4\",\"script\":\"%s\","
+                 "\"creative_url\":\"%s\",\"slot_type\":\"%s\"}",
+                 c->script, ad->creative_url, ad->slot_type);
+        schedule(ad, ad->id, JOB_LOADED, latency, 0, 0, payload);
+        schedule(ad, ad->id, JOB_EVENT, latency + 1, ADORCH_EVENT_ADS_AVAILABLE, 0, NULL);
+        pthread_mutex_unlock(&g.lock);
+        return 0;
+    }
     uint64_t serial = rng_next(&ad->rng) % 1000000000ull;
     if (c->misbehave == MB_EMPTY_PAYLOAD) {
         payload[0] = '\0';
@@ -643,6 +809,14 @@ static int32_t sim_ad_show(adorch_ad *opaque, const char *context_json) {
             rc = ADORCH_ERROR_NOT_READY;
         } else if (ad->config->show_fail) {
             rc = ADORCH_ERROR_NOT_READY; /* asked for: a network that cannot present */
+        } else if (ad->format == ADORCH_FORMAT_INTERACTIVE) {
+            /* Start: the scripted viewer takes over, unless the unit never shows (hang_start). */
+            if (strcmp(ad->config->script, "hang_start")) {
+                ad->running = 1;
+                ad->active_since_ns = now_ns();
+                /* The unit is on screen at once (started); the viewer then takes step_ms a step. */
+                if (!ad->paused) ad->step_job = schedule(ad, ad->id, JOB_STEP, 1, 0, 0, NULL);
+            }
         } else {
             schedule(ad, ad->id, JOB_EVENT, 0, ADORCH_EVENT_WILL_PRESENT, 0, NULL);
             schedule(ad, ad->id, JOB_EVENT, 5, ADORCH_EVENT_PRESENTED, 0, NULL);
@@ -661,6 +835,19 @@ static void sim_ad_notify(adorch_ad *opaque, uint32_t event, const char *detail_
     pthread_mutex_lock(&g.lock);
     if (is_live(ad)) {
         g.n.notifies++;
+        if (event == ADORCH_EVENT_PAUSE && !ad->paused) {
+            /* Video, audio and timers stop: the viewer's next step waits for resume. */
+            ad->paused = 1;
+            if (ad->running) ad->active_ns += now_ns() - ad->active_since_ns;
+            if (ad->step_job) cancel_job(ad, ad->step_job);
+            ad->step_job = NULL;
+        } else if (event == ADORCH_EVENT_RESUME && ad->paused) {
+            ad->paused = 0;
+            if (ad->running) {
+                ad->active_since_ns = now_ns();
+                ad->step_job = schedule(ad, ad->id, JOB_STEP, ad->config->step_ms, 0, 0, NULL);
+            }
+        }
         if (event == ADORCH_EVENT_COMPLETE && ad->format == ADORCH_FORMAT_REWARDED && ad->config->reward_by_network) {
             /* The network verifies the view and grants the reward, with its own transaction id. */
             char detail[128];
@@ -701,15 +888,18 @@ static void sim_ad_destroy(adorch_ad *opaque) {
 
 static const char *sim_stats_json(void) {
     pthread_mutex_lock(&g.lock);
+    uint64_t paused = 0;
+    for (sim_ad *a = g.live; a; a = a->next) paused += a->paused ? 1 : 0;
     snprintf(g.stats, sizeof g.stats,
              "{\"creates\":%" PRIu64 ",\"loads\":%" PRIu64 ",\"shows\":%" PRIu64 ",\"notifies\":%" PRIu64
              ",\"destroys\":%" PRIu64 ",\"live\":%" PRIu64 ",\"loaded_reports\":%" PRIu64
              ",\"failed_reports\":%" PRIu64 ",\"second_loads\":%" PRIu64 ",\"second_shows\":%" PRIu64
              ",\"show_unloaded\":%" PRIu64 ",\"stale_objects\":%" PRIu64 ",\"contract_violations\":%" PRIu64
-             ",\"misbehaviours\":%" PRIu64 "}",
+             ",\"misbehaviours\":%" PRIu64 ",\"events_reported\":%" PRIu64 ",\"paused\":%" PRIu64 "}",
              g.n.creates, g.n.loads, g.n.shows, g.n.notifies, g.n.destroys, g.n.live, g.n.loaded_reports,
              g.n.failed_reports, g.n.second_loads, g.n.second_shows, g.n.show_unloaded, g.n.stale_objects,
-             g.n.second_loads + g.n.second_shows + g.n.show_unloaded + g.n.stale_objects, g.n.misbehaviours);
+             g.n.second_loads + g.n.second_shows + g.n.show_unloaded + g.n.stale_objects, g.n.misbehaviours,
+             g.n.events_reported, paused);
     pthread_mutex_unlock(&g.lock);
     return g.stats;
 }
@@ -719,11 +909,12 @@ ADORCH_PLUGIN_EXPORT const adorch_plugin_entry_t adorch_plugin_entry = {
     .abi_minor = ADORCH_PLUGIN_ABI_MINOR,
     .struct_size = sizeof(adorch_plugin_entry_t),
     .name = "sim",
-    .version = "1.0.0",
+    .version = "1.1.0",
     .description = "simulated ad network: latency, no-fill, seed error codes, expiry, misbehaviour",
     .formats = ADORCH_FORMAT_BIT(ADORCH_FORMAT_REWARDED) | ADORCH_FORMAT_BIT(ADORCH_FORMAT_FULLSCREEN) |
                ADORCH_FORMAT_BIT(ADORCH_FORMAT_INTERSTITIAL) | ADORCH_FORMAT_BIT(ADORCH_FORMAT_BANNER) |
-               ADORCH_FORMAT_BIT(ADORCH_FORMAT_SPLASH) | ADORCH_FORMAT_BIT(ADORCH_FORMAT_NATIVE),
+               ADORCH_FORMAT_BIT(ADORCH_FORMAT_SPLASH) | ADORCH_FORMAT_BIT(ADORCH_FORMAT_NATIVE) |
+               ADORCH_FORMAT_BIT(ADORCH_FORMAT_INTERACTIVE),
     .init = sim_init,
     .deinit = sim_deinit,
     .ad_create = sim_ad_create,
