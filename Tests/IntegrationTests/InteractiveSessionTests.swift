@@ -227,6 +227,23 @@ final class InteractiveSessionTests: XCTestCase {
         XCTAssertEqual(try daemon.slotStatus("i")["sessions"]?["initiated"], 0)
     }
 
+    func testAReloadKeepsSessionsOfKeptSlotsAndEndsThoseOfRemovedOnes() throws {
+        let kept = Self.slot("kept", "script=opt_out latency_ms=5 step_ms=5")
+        let daemon = try DaemonProcess(config: simConfig(slots: kept + Self.slot("gone", "script=opt_out latency_ms=5 step_ms=600000")))
+        let events = try subscribe(daemon)
+        let keptSession = try initSession(daemon, "kept")
+        let goneSession = try initSession(daemon, "gone")
+        _ = try daemon.call("io.adorch.Ads.Start", ["session_id": goneSession])
+        try simConfig(slots: kept).write(to: daemon.dir.appendingPathComponent("adorchd.toml"), atomically: true, encoding: .utf8)
+        _ = try daemon.call("io.adorch.Manager.Reload")
+        let gone = try eventsUntilTerminal(events, session: goneSession)
+        XCTAssertEqual(gone.last?["name"], "error")
+        XCTAssertEqual(gone.last?["message"], "the reload removed its slot or its plugin")
+        try expectSessionNotFound(daemon, goneSession)
+        _ = try daemon.call("io.adorch.Ads.Start", ["session_id": keptSession])
+        XCTAssertEqual(try eventsUntilTerminal(events, session: keptSession).last?["name"], "completed", "a kept slot's session runs on")
+    }
+
     func testAdorchctlRunsASessionToItsEnd() throws {
         let daemon = try DaemonProcess(config: simConfig(slots:
             Self.slot("good", "script=popup latency_ms=5 step_ms=5") + Self.slot("bad", "script=error latency_ms=5 step_ms=5")))
