@@ -48,7 +48,7 @@ type Event (
   # the network's own error code
   network_code: ?int,
   message: ?string,
-  # for ad_event: impression, click, close, complete, skip
+  # for ad_event: impression, click, close, complete, skip, start, first_quartile, midpoint, third_quartile
   viewer_event: ?string,
   # for ad_shown: the app's user id, if it gave one
   user_id: ?string,
@@ -107,7 +107,8 @@ method AckReward(trans_id: string) -> ()
 # paid_app, test_mode; its keys override the slot's and the daemon's for this request.
 method Load(slot: string, count: ?int, width: ?int, height: ?int, timeout_ms: ?int, targeting: ?object) -> (ads: []Ad)
 
-# Reports what the viewer did with a shown ad: impression, click, close, complete or skip.
+# Reports what the viewer did with a shown ad: impression, click, close, complete, skip, and
+# the video's progress: start, first_quartile, midpoint, third_quartile.
 # Each but click is accepted once per ad; close ends the ad.
 method Report(ad_id: string, event: string) -> ()
 

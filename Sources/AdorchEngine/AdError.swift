@@ -23,6 +23,7 @@ public enum AdErrorCode: String, Sendable, CaseIterable {
         case 5: self = .timeout
         case 6: self = .rateLimited
         case 7: self = .notReady
+        // 8, a network answer the plugin could not parse, and unknown numbers: the plugin's fault.
         default: self = .pluginFault
         }
     }

@@ -78,6 +78,8 @@ public struct LoadParameters: Sendable, Equatable {
 /// What the app's viewer did with a shown ad.
 public enum ViewerEvent: String, Sendable, CaseIterable {
     case impression, click, close, complete, skip
+    /// Video progress, for networks that track it (VAST's start and quartiles).
+    case start, firstQuartile = "first_quartile", midpoint, thirdQuartile = "third_quartile"
 
     /// Events that happen at most once per ad; a second report is refused.
     var once: Bool { self != .click }
@@ -90,6 +92,10 @@ public enum ViewerEvent: String, Sendable, CaseIterable {
         case .close: "closed"
         case .complete: "play_finished"
         case .skip: "skipped"
+        case .start: "play_started"
+        case .firstQuartile: "first_quartile"
+        case .midpoint: "midpoint"
+        case .thirdQuartile: "third_quartile"
         }
     }
 
@@ -100,6 +106,10 @@ public enum ViewerEvent: String, Sendable, CaseIterable {
         case .close: 4
         case .complete: 5
         case .skip: 6
+        case .start: 27
+        case .firstQuartile: 28
+        case .midpoint: 29
+        case .thirdQuartile: 30
         }
     }
 }

@@ -59,7 +59,8 @@ extern "C" {
 #define ADORCH_PLUGIN_ABI_MAJOR 1
 #define ADORCH_PLUGIN_ABI_MINOR 1
 /* History: 1.0 the ad formats 1-6; 1.1 interactive sessions (format 7, request fields
- * creative_url, ad_parameters_json and slot_type, events 14-26). */
+ * creative_url, ad_parameters_json and slot_type, events 14-26), video progress events
+ * 27-30 and ADORCH_ERROR_MALFORMED. */
 
 /* The name of the one symbol a plugin exports: the entry itself, a const data symbol. */
 #define ADORCH_PLUGIN_ENTRY_SYMBOL "adorch_plugin_entry"
@@ -100,6 +101,8 @@ typedef enum adorch_error {
     ADORCH_ERROR_TIMEOUT = 5,         /* the plugin gave up waiting for its network */
     ADORCH_ERROR_RATE_LIMITED = 6,    /* the network asks us to slow down (e.g. a daily limit) */
     ADORCH_ERROR_NOT_READY = 7,       /* ad_show on an ad that is not loaded */
+    ADORCH_ERROR_MALFORMED = 8,       /* 1.1: the network's answer could not be parsed (the host
+                                       * counts it as plugin_fault: the plugin could not use it) */
 } adorch_error;
 
 /* Events. Plugin->host through host->event; host->plugin through ad_notify. */
@@ -134,6 +137,11 @@ typedef enum adorch_event {
     ADORCH_EVENT_ERROR = 24,           /* terminal: unrecoverable; detail {"message": "..."} */
     ADORCH_EVENT_PAUSE = 25,           /* host->plugin: pause video, audio and timers */
     ADORCH_EVENT_RESUME = 26,          /* host->plugin: resume after PAUSE */
+    /* Video progress the app reported (1.1), host->plugin, each at most once per ad. */
+    ADORCH_EVENT_START = 27,           /* the video started playing */
+    ADORCH_EVENT_FIRST_QUARTILE = 28,  /* 25 % played */
+    ADORCH_EVENT_MIDPOINT = 29,        /* 50 % played */
+    ADORCH_EVENT_THIRD_QUARTILE = 30,  /* 75 % played */
 } adorch_event;
 
 /* Log levels for host->log, most severe first (the syslog order). */
@@ -251,7 +259,7 @@ typedef struct adorch_plugin_entry_t {
     int32_t (*ad_show)(adorch_ad *ad, const char *context_json);
 
     /* [plugin queue] An event the app reported for a shown ad (an adorch_event:
-     * impression, click, close, complete, skip), or PAUSE / RESUME for an interactive
+     * impression, click, close, complete, skip, start, the quartiles), or PAUSE / RESUME for an interactive
      * session; `detail_json` is a JSON object or NULL.
      * A plugin that tracks impressions and clicks itself may ignore it. */
     void (*ad_notify)(adorch_ad *ad, uint32_t event, const char *detail_json);
