@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "adorch-plugin-sim", type: .dynamic, targets: ["AdorchSimPlugin"]),
         .library(name: "adorch-plugin-example", type: .dynamic, targets: ["AdorchExamplePlugin"]),
         .library(name: "adorch-plugin-swift-example", type: .dynamic, targets: ["AdorchSwiftExamplePlugin"]),
+        .library(name: "adorch-plugin-vast", type: .dynamic, targets: ["AdorchVASTPlugin"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -66,15 +67,20 @@ let package = Package(
         .target(name: "AdorchSimPlugin", dependencies: ["CAdorchPlugin"], path: "plugins/sim", publicHeadersPath: "."),
         .target(name: "AdorchExamplePlugin", dependencies: ["CAdorchPlugin"], path: "plugins/example", publicHeadersPath: "."),
         .target(name: "AdorchSwiftExamplePlugin", dependencies: ["CAdorchPlugin"], path: "plugins/swift-example"),
+        // The VAST plugin: the protocol (parse, wrapper chains, media choice, macros), then its ABI glue.
+        .target(name: "VAST", path: "plugins/vast/VAST"),
+        .target(name: "AdorchVASTPlugin", dependencies: ["CAdorchPlugin", "VAST"], path: "plugins/vast/Plugin"),
 
         .testTarget(name: "AdorchEngineTests", dependencies: ["AdorchEngine"]),
         .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink"]),
         .testTarget(name: "AdorchDaemonTests", dependencies: ["AdorchDaemon"]),
         .testTarget(name: "AdorchSystemdTests", dependencies: ["AdorchSystemd"]),
         .testTarget(name: "AdorchRewardsTests", dependencies: ["AdorchRewards"]),
+        .target(name: "VASTFixtures", path: "Tests/VASTFixtures"),
+        .testTarget(name: "VASTTests", dependencies: ["VAST", "VASTFixtures", "AdorchEngine"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["AdorchVarlink"],
+            dependencies: ["AdorchVarlink", "VASTFixtures"],
             exclude: ["Fixtures"]
         ),
     ]
