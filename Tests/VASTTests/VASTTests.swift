@@ -171,6 +171,17 @@ final class ChainResolverTests: XCTestCase {
         XCTAssertEqual(try XCTUnwrap(FakeServer(documents).resolve("http://s.invalid/buffet")?.get()).id, "second")
     }
 
+    func testFollowAdditionalWrappersFalseStopsAtTheNextWrapper() throws {
+        var documents = chain(2)
+        documents["http://s.invalid/hop1"] = Docs().wrapper(next: "http://s.invalid/hop2", prefix: "w1", follow: false)
+        let server = FakeServer(documents)
+        let failure = try XCTUnwrap(server.resolve("http://s.invalid/hop1").flatMap { if case .failure(let f) = $0 { f } else { nil } })
+        XCTAssertEqual(failure.vastCode, 302)
+        XCTAssertFalse(server.fetched.contains("http://s.invalid/inline"))
+        documents["http://s.invalid/hop1"] = Docs().wrapper(next: "http://s.invalid/inline", prefix: "w1", follow: false)
+        XCTAssertEqual(try XCTUnwrap(FakeServer(documents).resolve("http://s.invalid/hop1")?.get()).wrappers, 1, "an inline ad next is fine")
+    }
+
     func testATimeoutInAChainIs301AndNoPlayableFileIs403() throws {
         let slow = FakeServer(chain(2), slow: ["http://s.invalid/hop2"])
         let timeout = try XCTUnwrap(slow.resolve("http://s.invalid/hop1").flatMap { if case .failure(let f) = $0 { f } else { nil } })
