@@ -14,6 +14,8 @@ final class BadInputTests: XCTestCase {
         try daemon.waitFor("demo slots full") { try daemon.allSlotsFull() }
         polite = PoliteClient(socket: daemon.socket)
         polite.start()
+        // Running before the bad input starts, however busy the machine: its first answer.
+        XCTAssertTrue(polite.waitForFirstCall(), "the polite client got no answer within 10 s")
     }
 
     override func tearDownWithError() throws {
@@ -129,6 +131,7 @@ final class PoliteClient: Sendable {
     private let socket: String
     private let state = Mutex(State())
     private let done = DispatchSemaphore(value: 0)
+    private let firstCall = DispatchSemaphore(value: 0)
 
     init(socket: String) { self.socket = socket }
 
@@ -150,11 +153,15 @@ final class PoliteClient: Sendable {
     }
 
     private func record(_ error: String?) {
-        state.withLock {
+        let first = state.withLock {
             $0.calls += 1
             if let error { $0.errors.append(error) }
+            return $0.calls == 1
         }
+        if first { firstCall.signal() }
     }
+
+    func waitForFirstCall() -> Bool { firstCall.wait(timeout: .now() + 10) == .success }
 
     func stop() -> (calls: Int, errors: [String]) {
         state.withLock { $0.running = false }
