@@ -18,11 +18,12 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 CATALOGDIR ?= $(PREFIX)/lib/systemd/catalog
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 
-.PHONY: run test build deps clean help install install-files
+.PHONY: run test bench build deps clean help install install-files
 
 help:
 	@echo "make run    build and run adorchd in the foreground on the embedded default config"
 	@echo "make test   build and run every test (unit and integration)"
+	@echo "make bench  run the benchmarks (release build); the tables also go to BENCHMARKS.md"
 	@echo "make build  build the daemon, adorchctl and the plugins"
 	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  binaries, plugins, header, units, catalog, config"
 
@@ -38,6 +39,10 @@ run: build
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --disable-swift-testing
+
+bench: deps
+	$(SWIFT) build -c release --product adorch-bench
+	scripts/bench.sh .build/release/adorch-bench
 
 install: deps
 	$(SWIFT) build -c $(CONFIGURATION)

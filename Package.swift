@@ -6,6 +6,7 @@ let package = Package(
     products: [
         .executable(name: "adorchd", targets: ["adorchd"]),
         .executable(name: "adorchctl", targets: ["adorchctl"]),
+        .executable(name: "adorch-bench", targets: ["adorch-bench"]),
         // Plugins are shared objects the daemon dlopens; the file names are libadorch-plugin-NAME.so.
         .library(name: "adorch-plugin-sim", type: .dynamic, targets: ["AdorchSimPlugin"]),
         .library(name: "adorch-plugin-example", type: .dynamic, targets: ["AdorchExamplePlugin"]),
@@ -64,6 +65,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // Benchmarks: the standard day against the reference preload policies.
+        .target(name: "AdorchBench", dependencies: ["AdorchEngine", .product(name: "TOMLKit", package: "TOMLKit")]),
+        .executableTarget(
+            name: "adorch-bench",
+            dependencies: ["AdorchBench", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .target(name: "AdorchSimPlugin", dependencies: ["CAdorchPlugin"], path: "plugins/sim", publicHeadersPath: "."),
         .target(name: "AdorchExamplePlugin", dependencies: ["CAdorchPlugin"], path: "plugins/example", publicHeadersPath: "."),
         .target(name: "AdorchSwiftExamplePlugin", dependencies: ["CAdorchPlugin"], path: "plugins/swift-example"),
@@ -77,6 +84,7 @@ let package = Package(
         .testTarget(name: "AdorchSystemdTests", dependencies: ["AdorchSystemd"]),
         .testTarget(name: "AdorchRewardsTests", dependencies: ["AdorchRewards"]),
         .target(name: "VASTFixtures", path: "Tests/VASTFixtures"),
+        .testTarget(name: "AdorchBenchTests", dependencies: ["AdorchBench"]),
         .testTarget(name: "VASTTests", dependencies: ["VAST", "VASTFixtures", "AdorchEngine"]),
         .testTarget(
             name: "IntegrationTests",

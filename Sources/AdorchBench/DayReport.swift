@@ -1,0 +1,59 @@
+import Foundation
+
+/// The day benchmark: every policy on the same trace, and the table with the targets.
+public struct DayBenchmark {
+    public var workload: Workload
+    public var results: [DayResult]
+
+    /// adorch first, then the references, then the oracle.
+    public static func run(_ workload: Workload) -> DayBenchmark {
+        let trace = Trace(workload)
+        let policies: [PreloadPolicy] = [AdorchPolicy(), ClassicPolicy(), BufferedPolicy(), SmartPolicy(), OraclePolicy()]
+        return DayBenchmark(workload: workload, results: policies.map { DaySimulator.run($0, workload: workload, trace: trace) })
+    }
+
+    public var table: String {
+        let requests = results.first?.requests ?? 0
+        var rows = [["policy", "hit rate", "waste", "requests/show", "rate-limit hits", "wait p99 (s)", "shows", "loads"]]
+        for r in results {
+            rows.append([r.policy, percent(r.hitRate), percent(r.waste), String(format: "%.2f", r.requestsPerShow), "\(r.rateLimitHits)",
+                         String(format: "%.1f", r.waitPercentile(0.99)), "\(r.hits)/\(r.requests)", "\(r.loadCalls)"])
+        }
+        var out = "Day of traffic: \(String(format: "%g", workload.hours)) h, seed \(workload.seed), \(requests) show requests, \(workload.slots.count) slots\n\n"
+        out += markdownTable(rows) + "\n"
+        guard let adorch = results.first(where: { $0.policy == "adorch" }) else { return out }
+        out += "\nadorch / reference (same trace):\n\n"
+        var ratios = [["reference", "hit rate ×", "waste ×", "requests/show ×"]]
+        for r in results where r.policy != "adorch" {
+            ratios.append([r.policy, ratio(adorch.hitRate, r.hitRate), ratio(adorch.waste, r.waste), ratio(adorch.requestsPerShow, r.requestsPerShow)])
+        }
+        out += markdownTable(ratios) + "\n\nTargets:\n\n"
+        let references = results.filter { ["classic", "buffered", "smart"].contains($0.policy) }
+        let classic = results.first { $0.policy == "classic" }
+        let targets: [(String, Bool)] = [
+            ("ready-hit rate ≥ 99.5 % (\(percent(adorch.hitRate)))", adorch.hitRate >= 0.995),
+            ("waste ≤ 2 % (\(percent(adorch.waste)))", adorch.waste <= 0.02),
+            ("hit rate ahead of every reference policy at no more waste",
+             references.allSatisfy { adorch.hitRate > $0.hitRate && adorch.waste <= $0.waste }),
+            ("fewer network requests per show than classic (\(String(format: "%.2f", adorch.requestsPerShow)) vs \(String(format: "%.2f", classic?.requestsPerShow ?? 0)))",
+             adorch.requestsPerShow < (classic?.requestsPerShow ?? 0)),
+        ]
+        out += targets.map { "- [\($0.1 ? "met" : "MISSED")] \($0.0)" }.joined(separator: "\n") + "\n"
+        return out
+    }
+
+    private func percent(_ x: Double) -> String { String(format: "%.2f %%", x * 100) }
+
+    private func ratio(_ a: Double, _ b: Double) -> String { b == 0 ? (a == 0 ? "1.00" : "∞") : String(format: "%.2f", a / b) }
+}
+
+/// A GitHub-flavoured Markdown table, columns padded so it also reads as plain text.
+public func markdownTable(_ rows: [[String]]) -> String {
+    guard let header = rows.first else { return "" }
+    let widths = header.indices.map { i in rows.map { $0[i].count }.max() ?? 0 }
+    func line(_ row: [String]) -> String {
+        "| " + row.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: " | ") + " |"
+    }
+    return ([line(header), "|" + widths.map { String(repeating: "-", count: $0 + 2) }.joined(separator: "|") + "|"] + rows.dropFirst().map(line))
+        .joined(separator: "\n")
+}

@@ -1,0 +1,213 @@
+import Foundation
+
+/// What a network load ended with, as a policy sees it.
+public enum LoadResult: Sendable, Equatable {
+    case fill(ad: Int, expiresAt: Double)
+    case noFill, error, rateLimited, timeout
+}
+
+/// A preload policy under test: it asks the simulator for loads and wake-ups, and answers
+/// show requests with an ad it holds.
+public protocol PreloadPolicy: AnyObject {
+    var name: String { get }
+    func start(_ sim: DaySimulator)
+    /// A show request now: the ad to hand out, or nil.
+    func show(slot: Int, _ sim: DaySimulator) -> Int?
+    func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator)
+    /// A wake-up the policy asked for (it may have asked for several).
+    func wake(_ sim: DaySimulator)
+}
+
+/// One policy's day: the results the benchmark prints.
+public struct DayResult: Sendable {
+    public var policy: String
+    public var requests = 0
+    public var hits = 0
+    public var fills = 0
+    public var wasted = 0
+    public var loadCalls = 0
+    public var rateLimitHits = 0
+    public var waits: [Double] = []
+
+    public var hitRate: Double { requests == 0 ? 0 : Double(hits) / Double(requests) }
+    public var waste: Double { fills == 0 ? 0 : Double(wasted) / Double(fills) }
+    public var requestsPerShow: Double { hits == 0 ? .infinity : Double(loadCalls) / Double(hits) }
+
+    /// The simulated wait of a request that found nothing (0 for hits), at percentile p.
+    public func waitPercentile(_ p: Double) -> Double {
+        let all = (waits + Array(repeating: 0, count: hits)).sorted()
+        guard !all.isEmpty else { return 0 }
+        return all[min(all.count - 1, Int((p * Double(all.count)).rounded(.up)) - 1)]
+    }
+}
+
+/// A discrete-event simulation of the standard day for one policy: the show requests of the
+/// trace, the networks' outcomes, latency, timeouts, TTLs and network B's rate limit.
+public final class DaySimulator {
+    public let workload: Workload
+    public let trace: Trace
+    public private(set) var now = 0.0
+    private var outcomes: Outcomes
+    private var events = EventQueue()
+    private var result: DayResult
+    private var ads: [Ad] = []
+    private var loadCount = 0
+    /// Per network: recent load times (for the rate limit) and until when it is limited.
+    private var recentLoads: [[Double]]
+    private var limitedUntil: [Double]
+    /// Misses still waiting for their slot's next ad.
+    private var pendingMisses: [[Double]]
+
+    private struct Ad {
+        var slot: Int
+        var expiresAt: Double
+        var shown = false
+        var droppedAt: Double?
+    }
+
+    public init(workload: Workload, trace: Trace, policy name: String) {
+        self.workload = workload
+        self.trace = trace
+        outcomes = trace.outcomes()
+        result = DayResult(policy: name)
+        recentLoads = workload.networks.map { _ in [] }
+        limitedUntil = workload.networks.map { _ in 0 }
+        pendingMisses = workload.slots.map { _ in [] }
+    }
+
+    /// Runs the day and returns what happened.
+    public static func run(_ policy: PreloadPolicy, workload: Workload, trace: Trace) -> DayResult {
+        let sim = DaySimulator(workload: workload, trace: trace, policy: policy.name)
+        for (slot, times) in trace.requests.enumerated() {
+            for t in times { sim.events.push(t, .request(slot)) }
+        }
+        policy.start(sim)
+        while let (time, event) = sim.events.pop(), time < workload.seconds {
+            sim.now = time
+            switch event {
+            case .request(let slot): sim.request(slot, policy)
+            case .loadDone(let load, let slot, let network, let result): sim.finish(load, slot, network, result, policy)
+            case .wake: policy.wake(sim)
+            }
+        }
+        sim.now = workload.seconds
+        return sim.finished()
+    }
+
+    // MARK: For policies
+
+    /// Starts one network load for a slot; its result arrives through `loadFinished`.
+    @discardableResult
+    public func load(slot: Int, network: Int) -> Int {
+        loadCount += 1
+        result.loadCalls += 1
+        let n = workload.networks[network]
+        if let limit = n.rateLimit {
+            recentLoads[network] = recentLoads[network].filter { $0 > now - limit.window } + [now]
+            if recentLoads[network].count > limit.loads { limitedUntil[network] = max(limitedUntil[network], now + limit.pause) }
+            if now < limitedUntil[network] {
+                result.rateLimitHits += 1
+                events.push(now + 0.05, .loadDone(loadCount, slot, network, .rateLimited))
+                return loadCount
+            }
+        }
+        let outcome = outcomes.next(slot: slot, network: network)
+        if outcome.latency > n.timeoutSeconds {
+            events.push(now + n.timeoutSeconds, .loadDone(loadCount, slot, network, .timeout))
+        } else {
+            let done = now + outcome.latency
+            let answer: LoadResult
+            switch outcome.kind {
+            case .fill:
+                ads.append(Ad(slot: slot, expiresAt: done + n.ttlSeconds))
+                answer = .fill(ad: ads.count - 1, expiresAt: done + n.ttlSeconds)
+            case .noFill: answer = .noFill
+            case .error: answer = .error
+            }
+            events.push(done, .loadDone(loadCount, slot, network, answer))
+        }
+        return loadCount
+    }
+
+    public func wake(at time: Double) { events.push(max(time, now), .wake) }
+
+    /// The policy throws an unshown ad away (a refresh): it counts as waste.
+    public func drop(_ ad: Int) {
+        if !ads[ad].shown, ads[ad].droppedAt == nil { ads[ad].droppedAt = now }
+    }
+
+    public func isValid(_ ad: Int) -> Bool { !ads[ad].shown && ads[ad].droppedAt == nil && now < ads[ad].expiresAt }
+
+    // MARK: The day
+
+    private func request(_ slot: Int, _ policy: PreloadPolicy) {
+        result.requests += 1
+        if let ad = policy.show(slot: slot, self), ads.indices.contains(ad), ads[ad].slot == slot, isValid(ad) {
+            ads[ad].shown = true
+            result.hits += 1
+        } else {
+            pendingMisses[slot].append(now)
+        }
+    }
+
+    private func finish(_ load: Int, _ slot: Int, _ network: Int, _ outcome: LoadResult, _ policy: PreloadPolicy) {
+        if case .fill = outcome {
+            result.fills += 1
+            // A miss "would have been served" once its slot has an ad again.
+            result.waits += pendingMisses[slot].map { now - $0 }
+            pendingMisses[slot] = []
+        }
+        policy.loadFinished(load, slot: slot, network: network, outcome, self)
+    }
+
+    private func finished() -> DayResult {
+        var r = result
+        r.waits += pendingMisses.flatMap { $0.map { now - $0 } }
+        // Waste: loaded, never shown, and expired or dropped before the day ended.
+        r.wasted = ads.filter { !$0.shown && ($0.droppedAt != nil || $0.expiresAt <= now) }.count
+        // Fills whose answer came after the day's end are not counted either way.
+        r.fills = min(r.fills, ads.count)
+        return r
+    }
+}
+
+/// Events in time order (ties in insertion order).
+struct EventQueue {
+    enum Event {
+        case request(Int)
+        case loadDone(Int, Int, Int, LoadResult)
+        case wake
+    }
+
+    private var heap: [(time: Double, seq: Int, event: Event)] = []
+    private var seq = 0
+
+    mutating func push(_ time: Double, _ event: Event) {
+        seq += 1
+        heap.append((time, seq, event))
+        var i = heap.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            guard (heap[i].time, heap[i].seq) < (heap[parent].time, heap[parent].seq) else { break }
+            heap.swapAt(i, parent)
+            i = parent
+        }
+    }
+
+    mutating func pop() -> (Double, Event)? {
+        guard !heap.isEmpty else { return nil }
+        heap.swapAt(0, heap.count - 1)
+        let top = heap.removeLast()
+        var i = 0
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var m = i
+            if l < heap.count, (heap[l].time, heap[l].seq) < (heap[m].time, heap[m].seq) { m = l }
+            if r < heap.count, (heap[r].time, heap[r].seq) < (heap[m].time, heap[m].seq) { m = r }
+            if m == i { break }
+            heap.swapAt(i, m)
+            i = m
+        }
+        return (top.time, top.event)
+    }
+}

@@ -1,0 +1,317 @@
+import AdorchEngine
+
+/// The reference policies' loads: the waterfall A, B, C in order until one fills. Every step
+/// is one network request; a rate-limited answer is just another failure to them.
+final class Waterfalls {
+    private var jobs: [Int: (slot: Int, network: Int)] = [:]
+    private(set) var running: [Int]
+
+    init(slots: Int) { running = Array(repeating: 0, count: slots) }
+
+    func start(_ slot: Int, _ sim: DaySimulator) {
+        jobs[sim.load(slot: slot, network: 0)] = (slot, 0)
+        running[slot] += 1
+    }
+
+    /// The waterfall's end (a fill, or the last network's failure), or nil while it goes on.
+    func finished(_ load: Int, _ result: LoadResult, _ sim: DaySimulator) -> (slot: Int, ad: (id: Int, expiresAt: Double)?)? {
+        guard let job = jobs.removeValue(forKey: load) else { return nil }
+        if case .fill(let ad, let expiresAt) = result {
+            running[job.slot] -= 1
+            return (job.slot, (ad, expiresAt))
+        }
+        if job.network + 1 < sim.workload.networks.count {
+            jobs[sim.load(slot: job.slot, network: job.network + 1)] = (job.slot, job.network + 1)
+            return nil
+        }
+        running[job.slot] -= 1
+        return (job.slot, nil)
+    }
+}
+
+/// Ads a policy holds per slot, soonest expiry first.
+struct Held {
+    var ads: [[(id: Int, expiresAt: Double)]]
+
+    init(slots: Int) { ads = Array(repeating: [], count: slots) }
+
+    mutating func add(_ slot: Int, _ ad: (id: Int, expiresAt: Double)) {
+        ads[slot].append(ad)
+        ads[slot].sort { $0.expiresAt < $1.expiresAt }
+    }
+
+    mutating func prune(_ slot: Int, _ sim: DaySimulator) { ads[slot].removeAll { !sim.isValid($0.id) } }
+
+    mutating func take(_ slot: Int, _ sim: DaySimulator) -> Int? {
+        prune(slot, sim)
+        return ads[slot].isEmpty ? nil : ads[slot].removeFirst().id
+    }
+}
+
+/// classic: one ad per slot; reload when it is shown, when it expires and when a show
+/// fails; a failed waterfall retries after 2^min(6, n) s, reset on success (AppLovin MAX's
+/// integration guide).
+public final class ClassicPolicy: PreloadPolicy {
+    public let name = "classic"
+    private var runs: Waterfalls!
+    private var held: Held!
+    private var attempts: [Int] = []
+    private var retryAt: [Double?] = []
+
+    public init() {}
+
+    public func start(_ sim: DaySimulator) {
+        let n = sim.workload.slots.count
+        (runs, held, attempts, retryAt) = (Waterfalls(slots: n), Held(slots: n), Array(repeating: 0, count: n), Array(repeating: nil, count: n))
+        for slot in 0..<n { reload(slot, sim) }
+    }
+
+    private func reload(_ slot: Int, _ sim: DaySimulator) {
+        guard runs.running[slot] == 0, retryAt[slot] == nil else { return }
+        runs.start(slot, sim)
+    }
+
+    public func show(slot: Int, _ sim: DaySimulator) -> Int? {
+        let ad = held.take(slot, sim)
+        reload(slot, sim)
+        return ad
+    }
+
+    public func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator) {
+        guard let (slot, ad) = runs.finished(load, result, sim) else { return }
+        if let ad {
+            held.add(slot, ad)
+            attempts[slot] = 0
+            sim.wake(at: ad.expiresAt)
+        } else {
+            attempts[slot] += 1
+            retryAt[slot] = sim.now + Double(1 << min(6, attempts[slot]))
+            sim.wake(at: retryAt[slot]!)
+        }
+    }
+
+    public func wake(_ sim: DaySimulator) {
+        for slot in held.ads.indices {
+            if let at = retryAt[slot], at <= sim.now {
+                retryAt[slot] = nil
+                reload(slot, sim)
+            }
+            held.prune(slot, sim)
+            if held.ads[slot].isEmpty { reload(slot, sim) }
+        }
+    }
+}
+
+/// buffered: keep the configured buffer; load a new ad whenever one is taken; retry with
+/// exponential backoff; drop and reload an ad 5 minutes before it expires (Google Mobile
+/// Ads' preloading API).
+public final class BufferedPolicy: PreloadPolicy {
+    public let name = "buffered"
+    private var runs: Waterfalls!
+    private var held: Held!
+    private var failures: [Int] = []
+    private var backoffUntil: [Double] = []
+    private let refreshAhead = 300.0
+
+    public init() {}
+
+    public func start(_ sim: DaySimulator) {
+        let n = sim.workload.slots.count
+        (runs, held, failures, backoffUntil) = (Waterfalls(slots: n), Held(slots: n), Array(repeating: 0, count: n), Array(repeating: 0, count: n))
+        for slot in 0..<n { topUp(slot, sim) }
+    }
+
+    private func topUp(_ slot: Int, _ sim: DaySimulator) {
+        guard sim.now >= backoffUntil[slot] else { return }
+        while held.ads[slot].count + runs.running[slot] < sim.workload.slots[slot].buffer { runs.start(slot, sim) }
+    }
+
+    public func show(slot: Int, _ sim: DaySimulator) -> Int? {
+        let ad = held.take(slot, sim)
+        topUp(slot, sim)
+        return ad
+    }
+
+    public func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator) {
+        guard let (slot, ad) = runs.finished(load, result, sim) else { return }
+        if let ad {
+            held.add(slot, ad)
+            failures[slot] = 0
+            sim.wake(at: ad.expiresAt - refreshAhead)
+        } else {
+            failures[slot] += 1
+            backoffUntil[slot] = sim.now + min(300, Double(1 << min(9, failures[slot] - 1)))
+            sim.wake(at: backoffUntil[slot])
+        }
+        topUp(slot, sim)
+    }
+
+    public func wake(_ sim: DaySimulator) {
+        for slot in held.ads.indices {
+            for ad in held.ads[slot] where ad.expiresAt - refreshAhead <= sim.now { sim.drop(ad.id) }
+            held.prune(slot, sim)
+            topUp(slot, sim)
+        }
+    }
+}
+
+/// smart: 2 ads cached per slot, at most 2 loads in parallel, a cache check every 30 s that
+/// backs off (30 s, 60 s, 120 s, … up to 10 min) while consecutive no-fills accumulate
+/// (OpenMediation's OMSmartLoad).
+public final class SmartPolicy: PreloadPolicy {
+    public let name = "smart"
+    private var runs: Waterfalls!
+    private var held: Held!
+    private var failures: [Int] = []
+    private var nextCheck: [Double] = []
+
+    public init() {}
+
+    private func interval(_ slot: Int) -> Double { min(600, 30 * Double(1 << min(5, failures[slot]))) }
+
+    public func start(_ sim: DaySimulator) {
+        let n = sim.workload.slots.count
+        (runs, held, failures, nextCheck) = (Waterfalls(slots: n), Held(slots: n), Array(repeating: 0, count: n), Array(repeating: 0, count: n))
+        for slot in 0..<n { check(slot, sim) }
+    }
+
+    private func check(_ slot: Int, _ sim: DaySimulator) {
+        held.prune(slot, sim)
+        while held.ads[slot].count + runs.running[slot] < 2, runs.running[slot] < 2 { runs.start(slot, sim) }
+        nextCheck[slot] = sim.now + interval(slot)
+        sim.wake(at: nextCheck[slot])
+    }
+
+    public func show(slot: Int, _ sim: DaySimulator) -> Int? { held.take(slot, sim) }
+
+    public func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator) {
+        guard let (slot, ad) = runs.finished(load, result, sim) else { return }
+        if let ad {
+            held.add(slot, ad)
+            failures[slot] = 0
+        } else {
+            failures[slot] += 1
+        }
+    }
+
+    public func wake(_ sim: DaySimulator) {
+        for slot in held.ads.indices where nextCheck[slot] <= sim.now { check(slot, sim) }
+    }
+}
+
+/// oracle: knows when every show request will come (not what the networks will answer) and
+/// holds exactly as many ads as requests in the next `horizon` seconds: the upper bound a
+/// real scheduler can approach.
+public final class OraclePolicy: PreloadPolicy {
+    public let name = "oracle"
+    private var runs: Waterfalls!
+    private var held: Held!
+    private var upcoming: [[Double]] = []
+    private let horizon: Double
+
+    public init(horizon: Double = 120) { self.horizon = horizon }
+
+    public func start(_ sim: DaySimulator) {
+        let n = sim.workload.slots.count
+        (runs, held, upcoming) = (Waterfalls(slots: n), Held(slots: n), sim.trace.requests)
+        for times in upcoming { for t in times { sim.wake(at: t - horizon) } }
+        wake(sim)
+    }
+
+    private func topUp(_ slot: Int, _ sim: DaySimulator) {
+        held.prune(slot, sim)
+        let due = upcoming[slot].filter { $0 >= sim.now && $0 <= sim.now + horizon }.count
+        while held.ads[slot].count + runs.running[slot] < due { runs.start(slot, sim) }
+    }
+
+    public func show(slot: Int, _ sim: DaySimulator) -> Int? {
+        if let first = upcoming[slot].first, first <= sim.now { upcoming[slot].removeFirst() }
+        return held.take(slot, sim)
+    }
+
+    public func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator) {
+        guard let (slot, ad) = runs.finished(load, result, sim) else { return }
+        if let ad { held.add(slot, ad) }
+        topUp(slot, sim)
+    }
+
+    public func wake(_ sim: DaySimulator) {
+        for slot in upcoming.indices { topUp(slot, sim) }
+    }
+}
+
+/// adorch: the daemon's own engine, unchanged, driven by the simulator's clock.
+public final class AdorchPolicy: PreloadPolicy {
+    public let name = "adorch"
+    private var engine: Engine!
+    private var slotIDs: [String] = []
+    /// The engine's ad id for each load in flight, and for each ad the simulator's id.
+    private var engineIDForLoad: [Int: AdID] = [:]
+    private var simAd: [AdID: Int] = [:]
+    private var networkIndex: [String: Int] = [:]
+    private var pendingWakes: Set<Double> = []
+    private let settings: SchedulerSettings
+
+    public init(settings: SchedulerSettings = SchedulerSettings()) { self.settings = settings }
+
+    private func moment(_ t: Double) -> Moment { Moment(nanoseconds: UInt64((t + 1) * 1e9)) }
+
+    public func start(_ sim: DaySimulator) {
+        let w = sim.workload
+        networkIndex = Dictionary(uniqueKeysWithValues: w.networks.enumerated().map { ($1.name, $0) })
+        slotIDs = w.slots.map(\.id)
+        let waterfall = w.networks.map { WaterfallEntry(plugin: $0.name, timeout: .milliseconds(Int64($0.timeoutSeconds * 1000))) }
+        let slots = w.slots.map { SlotConfig(id: $0.id, format: $0.format, buffer: $0.buffer, ttl: .seconds(4 * 3600), waterfall: waterfall) }
+        engine = Engine(slots: slots, plugins: Set(networkIndex.keys), settings: settings, seed: w.seed)
+        apply(engine.advance(to: moment(sim.now)), sim)
+    }
+
+    private func apply(_ effects: [Effect], _ sim: DaySimulator) {
+        for effect in effects {
+            switch effect {
+            case .load(let order):
+                let load = sim.load(slot: slotIDs.firstIndex(of: order.slotID)!, network: networkIndex[order.plugin]!)
+                engineIDForLoad[load] = order.adID
+            case .destroy(let id, _):
+                if let ad = simAd.removeValue(forKey: id) { sim.drop(ad) }
+            default:
+                break
+            }
+        }
+        // A microsecond late, so that the moment of the wake-up is surely not before `next`;
+        // one wake-up per moment, or they would pile up with every input.
+        if let next = engine.nextWakeup(after: moment(sim.now)) {
+            let at = Double(next.nanoseconds) / 1e9 - 1 + 1e-6
+            if pendingWakes.insert(at).inserted { sim.wake(at: at) }
+        }
+    }
+
+    public func show(slot: Int, _ sim: DaySimulator) -> Int? {
+        let (result, effects) = engine.show(slot: slotIDs[slot], userID: "viewer", now: moment(sim.now))
+        apply(effects, sim)
+        guard case .success(let shown) = result else { return nil }
+        defer { apply(engine.report(.close, for: shown.id, now: moment(sim.now)).1, sim) }
+        return simAd.removeValue(forKey: shown.id)
+    }
+
+    public func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator) {
+        guard let id = engineIDForLoad.removeValue(forKey: load) else { return }
+        let plugin = sim.workload.networks[network].name
+        let report: PluginReport
+        switch result {
+        case .fill(let ad, let expiresAt):
+            simAd[id] = ad
+            report = .loaded(payloadJSON: "{}", expiresIn: .milliseconds(Int64((expiresAt - sim.now) * 1000)), price: nil)
+        case .noFill: report = .failed(.noFill, networkCode: 0, message: "")
+        case .error: report = .failed(.network, networkCode: 0, message: "")
+        case .rateLimited: report = .failed(.rateLimited, networkCode: 0, message: "")
+        case .timeout: return  // the engine's own deadline ends the load
+        }
+        apply(engine.pluginReported(report, for: id, from: plugin, now: moment(sim.now)), sim)
+    }
+
+    public func wake(_ sim: DaySimulator) {
+        pendingWakes = pendingWakes.filter { $0 > sim.now }
+        apply(engine.advance(to: moment(sim.now)), sim)
+    }
+}
