@@ -76,26 +76,10 @@ public struct Workload: Sendable {
     }
 }
 
-/// SplitMix64, seeded: the same seed gives the same day.
-public struct SeededRandom: Sendable {
-    private var state: UInt64
-
-    public init(_ seed: UInt64) { state = seed }
-
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    public mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
-
-    /// Standard normal (Box-Muller).
-    public mutating func normal() -> Double {
-        let u = max(unit(), 1e-12), v = unit()
+extension SplitMix64 {
+    /// Standard normal (Box-Muller), for lognormal latencies.
+    mutating func normal() -> Double {
+        let u = max(nextUnit(), 1e-12), v = nextUnit()
         return (-2 * log(u)).squareRoot() * cos(2 * .pi * v)
     }
 }
@@ -119,9 +103,9 @@ public struct Trace: Sendable {
     public init(_ workload: Workload) {
         seed = workload.seed
         networks = workload.networks
-        var random = SeededRandom(workload.seed)
+        var random = SplitMix64(seed: workload.seed)
         let end = workload.seconds
-        let bursts = (0..<Int((Double(workload.burstsPerDay) * workload.hours / 24).rounded())).map { _ in random.unit() * end }.sorted()
+        let bursts = (0..<Int((Double(workload.burstsPerDay) * workload.hours / 24).rounded())).map { _ in random.nextUnit() * end }.sorted()
         self.bursts = bursts
         let peak = 1 + workload.dayAmplitude
         requests = workload.slots.map { slot in
@@ -131,11 +115,11 @@ public struct Trace: Sendable {
             var times: [Double] = []
             var t = 0.0
             while true {
-                t += -log(max(random.unit(), 1e-12)) / highest
+                t += -log(max(random.nextUnit(), 1e-12)) / highest
                 if t >= end { break }
                 var rate = base * (1 + workload.dayAmplitude * sin(2 * .pi * (t - 6 * 3600) / 86400))
                 if bursts.contains(where: { t >= $0 && t < $0 + workload.burstSeconds }) { rate *= workload.burstFactor }
-                if random.unit() < rate / highest { times.append(t) }
+                if random.nextUnit() < rate / highest { times.append(t) }
             }
             return times
         }
@@ -147,19 +131,24 @@ public struct Trace: Sendable {
 
 /// The outcome streams: the k-th load of slot s to network n is the same for every policy.
 public struct Outcomes: Sendable {
-    private var streams: [[SeededRandom]]
+    private var streams: [[SplitMix64]]
     private let networks: [Workload.Network]
 
     init(seed: UInt64, networks: [Workload.Network], slots: Int) {
         self.networks = networks
-        streams = (0..<slots).map { s in networks.indices.map { n in SeededRandom(seed ^ (UInt64(s + 1) << 32) ^ UInt64(n + 1) &* 0x1000_0001) } }
+        streams = (0..<slots).map { s in
+            networks.indices.map { n in
+                let stream: UInt64 = (UInt64(s + 1) << 32) ^ (UInt64(n + 1) &* 0x1000_0001)
+                return SplitMix64(seed: seed ^ stream)
+            }
+        }
     }
 
     public mutating func next(slot: Int, network: Int) -> Outcome {
         let n = networks[network]
         let sigma = log(n.p99Seconds / n.medianSeconds) / 2.326
         let latency = n.medianSeconds * exp(sigma * streams[slot][network].normal())
-        let draw = streams[slot][network].unit()
+        let draw = streams[slot][network].nextUnit()
         let kind: Outcome.Kind = draw < n.errors ? .error : draw < n.errors + (1 - n.errors) * n.fill ? .fill : .noFill
         return Outcome(kind: kind, latency: latency)
     }
