@@ -253,7 +253,8 @@ final class VASTPluginTests: XCTestCase {
         let origin = try? runCommand("/usr/bin/git", ["-C", packageRoot.path, "remote", "get-url", "origin"]).stdout
             .trimmingCharacters(in: .whitespacesAndNewlines)
         let candidates = [packageRoot.path] + (origin.map { $0.hasPrefix("/") ? [$0] : [] } ?? [])
-        let places = candidates.map { URL(fileURLWithPath: $0).deletingLastPathComponent().appendingPathComponent("shared/data/vast-samples") }
+        // standardized: `git clone .` records the origin as "/path/to/repo/.".
+        let places = candidates.map { URL(fileURLWithPath: $0).standardized.deletingLastPathComponent().appendingPathComponent("shared/data/vast-samples") }
         guard let samples = places.first(where: { FileManager.default.fileExists(atPath: $0.path) }) else {
             throw XCTSkip("IAB's VAST samples are in none of \(places.map(\.path)): the conformance test is skipped")
         }
