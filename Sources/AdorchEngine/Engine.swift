@@ -8,7 +8,9 @@ public struct Engine: Sendable {
     public private(set) var settings: SchedulerSettings
     private var slotOrder: [String] = []
     private var slots: [String: SlotState] = [:]
-    private var ads: [AdID: AdRecord] = [:]
+    /// Each slot's place in slotOrder: slots are always looked at in the config's order.
+    private var slotRank: [String: Int] = [:]
+    private var ads = AdTable()
     private var retired: [AdID: RetiredAd] = [:]
     private var availablePlugins: Set<String>
     /// Networks paused after a rate_limited answer, until when.
@@ -35,7 +37,18 @@ public struct Engine: Sendable {
     /// below their buffer start loads.
     public mutating func advance(to now: Moment) -> [Effect] {
         var effects: [Effect] = []
-        for (id, ad) in ads.sorted(by: { $0.key < $1.key }) {
+        var dueAds: [AdID] = []
+        for timer in ads.timers.popDue(at: now) {
+            switch timer {
+            case .adState(let id): dueAds.append(id)
+            case .adRefresh(let id): if let slot = ads[id]?.slot { ads.wanting.insert(slot) }
+            case .backoff(let slot, _): ads.wanting.insert(slot)
+            case .pause: break  // the slots waiting for that network are still wanting
+            case .forget(let id): if let memory = retired[id], memory.forgetAt <= now { retired[id] = nil }
+            }
+        }
+        for id in dueAds.sorted() {
+            guard let ad = ads[id] else { continue }
             switch ad.state {
             case .loading(let deadline) where deadline <= now:
                 slots[ad.slot]?.counters.timeouts += 1
@@ -54,9 +67,7 @@ public struct Engine: Sendable {
                 break
             }
         }
-        retired = retired.filter { $0.value.forgetAt > now }
-        for slot in slotOrder { effects += refill(slot, now: now) }
-        return effects
+        return effects + refillWanting(now: now)
     }
 
     /// A plugin reported on one of its ads. A report naming another plugin's ad is ignored
@@ -95,10 +106,10 @@ public struct Engine: Sendable {
             ads[id]!.rewardByNetwork = rewardByNetwork
             ads[id]!.refreshAt = expiresAt - margin
             slots[ad.slot]?.counters.fills += 1
-            slots[ad.slot]?.entries[ad.entryIndex].succeeded()
+            entrySucceeded(ad)
             var effects: [Effect] = [.emit(EngineEvent(.adLoaded, slot: ad.slot, adID: id, network: ad.plugin))]
             effects += retireSurplus(in: ad.slot, now: now)
-            return effects + refillAll(now: now)
+            return effects + refillWanting(now: now)
 
         case (.loadedInvalid(let reason), .loading):
             slots[ad.slot]?.counters.errors += 1
@@ -108,7 +119,7 @@ public struct Engine: Sendable {
             effects.append(.emit(EngineEvent(.contractViolation, slot: ad.slot, adID: id, network: ad.plugin,
                                              errorCode: .pluginFault, message: reason)))
             effects += attemptFailed(ad, code: .pluginFault, now: now)
-            return effects + refillAll(now: now)
+            return effects + refillWanting(now: now)
 
         case (.failed(let code, let networkCode, let message), .loading):
             switch code {
@@ -123,11 +134,12 @@ public struct Engine: Sendable {
             if code == .rateLimited {
                 // The network asked us to slow down: no load to it from any slot for a while.
                 pausedUntil[ad.plugin] = now + settings.rateLimitPause
+                ads.timers.set(.pause(ad.plugin), at: now + settings.rateLimitPause)
                 effects.append(.emit(EngineEvent(.networkPaused, slot: ad.slot, network: ad.plugin, errorCode: code,
                                                  networkCode: networkCode, message: "paused for \(settings.rateLimitPause)")))
             }
             effects += attemptFailed(ad, code: code, now: now)
-            return effects + refillAll(now: now)
+            return effects + refillWanting(now: now)
 
         case (.loaded, _), (.loadedInvalid, _), (.failed, _):
             // Rule 3: a load completes once; this object already did.
@@ -161,7 +173,7 @@ public struct Engine: Sendable {
             return (.failure(.invalidParameter(name: "user_id", reason: "a rewarded slot needs a non-empty user_id")), [])
         }
         var effects = advance(to: now)
-        let candidates = ads.values.filter { $0.slot == slotID && $0.isValid(at: now) }
+        let candidates = ads.inSlot(slotID).filter { $0.isValid(at: now) }
         // The highest price, then the earliest expiry (the one that would be wasted first).
         guard let pick = candidates.min(by: { a, b in
             (-a.price, a.expiresAt!, a.id) < (-b.price, b.expiresAt!, b.id)
@@ -266,6 +278,7 @@ public struct Engine: Sendable {
     /// Plugins came or went (load, refusal, reload): entries of missing plugins are skipped.
     public mutating func setAvailablePlugins(_ plugins: Set<String>, now: Moment) -> [Effect] {
         availablePlugins = plugins
+        ads.wanting.formUnion(slotOrder)
         return advance(to: now)
     }
 
@@ -279,6 +292,7 @@ public struct Engine: Sendable {
         let newIDs = Set(configs.map(\.id))
         for old in slotOrder where !newIDs.contains(old) {
             effects += endAll(in: old, now: now)
+            setBackoffTimers(of: old, to: [])
             slots[old] = nil
         }
         slotOrder = []
@@ -299,8 +313,9 @@ public struct Engine: Sendable {
             slots[config.id]!.entries = config.waterfall.map { entry in
                 oldEntries.firstIndex(of: entry).map { existing.entries[$0] } ?? EntryState()
             }
+            setBackoffTimers(of: config.id, to: slots[config.id]!.entries)
             slots[config.id]!.config = config
-            for ad in ads.values.filter({ $0.slot == config.id }).sorted(by: { $0.id < $1.id }) {
+            for ad in ads.inSlot(config.id) {
                 let entry = oldEntries[ad.entryIndex]
                 guard let newIndex = config.waterfall.firstIndex(where: { $0.plugin == entry.plugin && $0.adUnitID == entry.adUnitID && $0.serverParameter == entry.serverParameter }) else {
                     if case .shown = ad.state { continue }  // already the app's; it ends on its own
@@ -316,10 +331,12 @@ public struct Engine: Sendable {
                 }
             }
             // A smaller buffer: the ads closest to expiry go first.
-            let valid = ads.values.filter { $0.slot == config.id && $0.isValid(at: now) }
+            let valid = ads.inSlot(config.id).filter { $0.isValid(at: now) }
                 .sorted { ($0.expiresAt!, $0.id) < ($1.expiresAt!, $1.id) }
             for ad in valid.prefix(max(0, valid.count - config.buffer)) { effects += end(ad.id, as: .removed, now: now) }
         }
+        slotRank = Dictionary(uniqueKeysWithValues: slotOrder.enumerated().map { ($1, $0) })
+        ads.wanting.formUnion(slotOrder)
         return effects + advance(to: now)
     }
 
@@ -343,32 +360,14 @@ public struct Engine: Sendable {
     /// The earliest moment after `now` at which `advance` has something to do. Only moments
     /// strictly after `now` count, so a shell that sleeps until then never spins.
     public func nextWakeup(after now: Moment) -> Moment? {
-        var soonest: Moment?
-        func consider(_ m: Moment) {
-            if m > now, soonest.map({ m < $0 }) ?? true { soonest = m }
-        }
-        for ad in ads.values {
-            switch ad.state {
-            case .loading(let deadline): consider(deadline)
-            case .ready(let expiresAt):
-                consider(expiresAt)
-                consider(ad.refreshAt)
-            case .shown(let endsAt): consider(endsAt)
-            }
-        }
-        for slot in slots.values {
-            for entry in slot.entries { consider(entry.backoffUntil) }
-        }
-        if let forget = retired.values.map(\.forgetAt).min() { consider(forget) }
-        for until in pausedUntil.values { consider(until) }
-        return soonest
+        ads.timers.earliest(after: now)
     }
 
     /// Every slot as operators and apps see it.
     public func slotStatuses(at now: Moment) -> [SlotStatus] {
         slotOrder.compactMap { id in
             guard let slot = slots[id] else { return nil }
-            let mine = ads.values.filter { $0.slot == id }
+            let mine = ads.inSlot(id)
             return SlotStatus(
                 config: slot.config,
                 ready: mine.filter { $0.isValid(at: now) }.count,
@@ -404,15 +403,20 @@ public struct Engine: Sendable {
     // MARK: The scheduler
 
     private mutating func addSlot(_ config: SlotConfig) {
+        slotRank[config.id] = slotOrder.count
         slotOrder.append(config.id)
         slots[config.id] = SlotState(config: config, entries: config.waterfall.map { _ in EntryState() })
+        ads.wanting.insert(config.id)
     }
 
     /// Rule 6: keep `buffer` fresh ads. An ad inside its refresh margin still counts as
     /// valid for Show but no longer as fresh, so its replacement is already on the way.
     private mutating func refill(_ slotID: String, now: Moment) -> [Effect] {
-        guard let slot = slots[slotID], slot.config.format.isPreloaded else { return [] }
-        let mine = ads.values.filter { $0.slot == slotID }
+        guard let slot = slots[slotID], slot.config.format.isPreloaded else {
+            ads.wanting.remove(slotID)
+            return []
+        }
+        let mine = ads.inSlot(slotID)
         let fresh = mine.filter { $0.isValid(at: now) && $0.refreshAt > now }.count
         let loading = mine.filter { if case .loading = $0.state { true } else { false } }.count
         var deficit = slot.config.buffer - fresh - loading
@@ -430,6 +434,8 @@ public struct Engine: Sendable {
         }
         let ready = mine.filter { $0.isValid(at: now) }.count
         if ready > 0 { slots[slotID]!.dry = false }
+        // A slot still short (backoffs, pauses, network caps) is looked at again on every input.
+        if deficit <= 0 { ads.wanting.remove(slotID) }
         return effects
     }
 
@@ -451,13 +457,25 @@ public struct Engine: Sendable {
         }
     }
 
-    private func loadsInFlight(to plugin: String) -> Int {
-        ads.values.filter { if case .loading = $0.state { $0.plugin == plugin } else { false } }.count
+    private func loadsInFlight(to plugin: String) -> Int { ads.loadsInFlight(to: plugin) }
+
+    /// Slots that may be below their buffer, in the config's order: those whose ads changed
+    /// and those still short, since a load that ended may have freed a network's cap.
+    private mutating func refillWanting(now: Moment) -> [Effect] {
+        ads.wanting.sorted { (slotRank[$0] ?? .max, $0) < (slotRank[$1] ?? .max, $1) }.flatMap { refill($0, now: now) }
     }
 
-    /// A load ended: a network's in-flight cap may have room for another slot now.
-    private mutating func refillAll(now: Moment) -> [Effect] {
-        slotOrder.flatMap { refill($0, now: now) }
+    /// An entry's backoff moments as timers, after its slot's entries were rebuilt.
+    private mutating func setBackoffTimers(of slotID: String, to entries: [EntryState]) {
+        for index in slots[slotID]?.entries.indices ?? 0..<0 { ads.timers.remove(.backoff(slot: slotID, entry: index)) }
+        for (index, entry) in entries.enumerated() where entry.backoffUntil > .zero {
+            ads.timers.set(.backoff(slot: slotID, entry: index), at: entry.backoffUntil)
+        }
+    }
+
+    private mutating func entrySucceeded(_ ad: AdRecord) {
+        slots[ad.slot]?.entries[ad.entryIndex].succeeded()
+        ads.timers.remove(.backoff(slot: ad.slot, entry: ad.entryIndex))
     }
 
     /// Rule 1: every load is a new object with a new id, loaded once. Rule 4: a deadline.
@@ -484,7 +502,7 @@ public struct Engine: Sendable {
     /// more than its buffer, so the one closest to expiry goes.
     private mutating func retireSurplus(in slotID: String, now: Moment) -> [Effect] {
         guard let buffer = slots[slotID]?.config.buffer else { return [] }
-        let valid = ads.values.filter { $0.slot == slotID && $0.isValid(at: now) }
+        let valid = ads.inSlot(slotID).filter { $0.isValid(at: now) }
         guard valid.count > buffer else { return [] }
         let doomed = valid.filter { $0.refreshAt <= now }.sorted { ($0.expiresAt!, $0.id) < ($1.expiresAt!, $1.id) }
         var effects: [Effect] = []
@@ -564,7 +582,7 @@ public struct Engine: Sendable {
             return pluginReported(.loadedInvalid(reason: "a native ad without a headline"), for: ad.id, from: ad.plugin, now: now)
         }
         slots[ad.slot]?.counters.fills += 1
-        slots[ad.slot]?.entries[ad.entryIndex].succeeded()
+        entrySucceeded(ad)
         ads[ad.id] = nil
         let expiresAt = now + min(expiresIn ?? ad.ttl, ad.ttl)
         var shown: [ShownAd] = []
@@ -607,11 +625,12 @@ public struct Engine: Sendable {
         let spread = 1 + settings.backoffJitter * (2 * random.nextUnit() - 1)
         slots[ad.slot]!.entries[ad.entryIndex].failuresInRow = failures
         slots[ad.slot]!.entries[ad.entryIndex].backoffUntil = now + .nanoseconds(Int64(raw * spread * 1e9))
+        ads.timers.set(.backoff(slot: ad.slot, entry: ad.entryIndex), at: slots[ad.slot]!.entries[ad.entryIndex].backoffUntil)
     }
 
     /// A slot runs dry when its last valid ad goes (shown or expired) or a Show finds none.
     private mutating func markDryIfEmpty(_ slotID: String, now: Moment) -> [Effect] {
-        ads.values.contains { $0.slot == slotID && $0.isValid(at: now) } ? [] : markDry(slotID)
+        ads.inSlot(slotID).contains { $0.isValid(at: now) } ? [] : markDry(slotID)
     }
 
     private mutating func markDry(_ slotID: String) -> [Effect] {
@@ -624,14 +643,14 @@ public struct Engine: Sendable {
     /// Ends an ad: its object is destroyed and only its memory is kept, for late callbacks.
     private mutating func end(_ id: AdID, as reason: RetiredAd.Reason, now: Moment) -> [Effect] {
         guard let ad = ads.removeValue(forKey: id) else { return [] }
-        retired[id] = RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory)
+        retire(id, RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory))
         var effects: [Effect] = []
         if let object = ad.objectID {
             // One of a Load's ads: the plugin's object goes with the last of them.
             handedOut[object]?.children.remove(id)
             if handedOut[object]?.children.isEmpty == true {
                 handedOut[object] = nil
-                retired[object] = RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory)
+                retire(object, RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory))
                 effects.append(.destroy(object, plugin: ad.plugin))
             }
         } else {
@@ -641,11 +660,16 @@ public struct Engine: Sendable {
         return effects
     }
 
+    private mutating func retire(_ id: AdID, _ memory: RetiredAd) {
+        retired[id] = memory
+        ads.timers.set(.forget(id), at: memory.forgetAt)
+    }
+
     private mutating func endAll(in slotID: String, now: Moment) -> [Effect] {
         let pending = requests.filter { $0.value.slot == slotID }.keys.sorted().flatMap { rid in
             finish(rid, .failure(LoadFailure(code: .internal, message: "slot \(slotID) was removed", attempts: requests[rid]?.attempts ?? [])))
         }
-        return pending + ads.values.filter { $0.slot == slotID }.sorted { $0.id < $1.id }.flatMap { end($0.id, as: .removed, now: now) }
+        return pending + ads.inSlot(slotID).flatMap { end($0.id, as: .removed, now: now) }
     }
 
     private mutating func ignored(_ report: PluginReport, for id: AdID, from plugin: String) -> [Effect] {
@@ -753,7 +777,7 @@ private struct SlotState: Sendable {
     var dry = false
 }
 
-private struct EntryState: Sendable {
+struct EntryState: Sendable {
     var failuresInRow = 0
     var backoffUntil = Moment.zero
     var loads = 0
@@ -767,7 +791,7 @@ private struct EntryState: Sendable {
     }
 }
 
-private struct AdRecord: Sendable {
+struct AdRecord: Sendable {
     enum State: Sendable {
         case loading(deadline: Moment)
         case ready(expiresAt: Moment)
