@@ -89,6 +89,13 @@ struct AdorchD: ParsableCommand {
             return
         }
 
+        // Blocked before the daemon starts a thread, so every thread inherits the mask (plugins'
+        // own pthreads included) and the signals stay pending for sigwait below.
+        var handled = sigset_t()
+        sigemptyset(&handled)
+        for number in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handled, number) }
+        pthread_sigmask(SIG_BLOCK, &handled, nil)
+
         let level = Logger.Level(rawValue: logLevel ?? settings.logLevel ?? "info") ?? .info
         if logTarget.usesJournal {
             LoggingSystem.bootstrap { _ in JournalLogHandler(identifier: "adorchd", level: level) }
@@ -115,21 +122,20 @@ struct AdorchD: ParsableCommand {
         print("adorchd: serving on \(daemon.socketPath)")
         fflush(nil)
 
-        let signals = [SIGTERM, SIGINT, SIGHUP].map { number in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
-            source.setEventHandler {
-                if number == SIGHUP {
-                    logger.notice("SIGHUP: reloading \(config ?? "the embedded default config")")
-                    daemon.reload()
-                } else {
-                    logger.notice("\(number == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
-                    daemon.stop()
-                    Foundation.exit(0)
-                }
+        // The main thread waits for the signals blocked above; the daemon itself runs on its
+        // Dispatch queues. (Dispatch's signal sources lost a SIGTERM that the kernel queued on
+        // one of its worker threads: sigwait takes it wherever it is pending for the process.)
+        while true {
+            var number: Int32 = 0
+            guard sigwait(&handled, &number) == 0 else { continue }
+            if number == SIGHUP {
+                logger.notice("SIGHUP: reloading \(config ?? "the embedded default config")")
+                daemon.reload()
+            } else {
+                logger.notice("\(number == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
+                daemon.stop()
+                Foundation.exit(0)
             }
-            source.resume()
-            return source
         }
-        withExtendedLifetime(signals) { dispatchMain() }
     }
 }
