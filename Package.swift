@@ -65,8 +65,14 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        // Benchmarks: the standard day against the reference preload policies.
-        .target(name: "AdorchBench", dependencies: ["AdorchEngine", .product(name: "TOMLKit", package: "TOMLKit")]),
+        // The control API's load generator: an epoll client in C, as cheap as redis-benchmark.
+        .target(name: "CAdorchLoad"),
+        // Benchmarks: the standard day against the reference preload policies; the real daemon
+        // against redis, its footprint and how Show scales.
+        .target(
+            name: "AdorchBench",
+            dependencies: ["AdorchEngine", "AdorchVarlink", "CAdorchLoad", .product(name: "TOMLKit", package: "TOMLKit")]
+        ),
         .executableTarget(
             name: "adorch-bench",
             dependencies: ["AdorchBench", .product(name: "ArgumentParser", package: "swift-argument-parser")]
@@ -88,7 +94,7 @@ let package = Package(
         .testTarget(name: "VASTTests", dependencies: ["VAST", "VASTFixtures", "AdorchEngine"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["AdorchVarlink", "VASTFixtures"],
+            dependencies: ["AdorchVarlink", "VASTFixtures", "AdorchBench"],
             exclude: ["Fixtures"]
         ),
     ]

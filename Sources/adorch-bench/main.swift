@@ -8,24 +8,84 @@ struct AdorchBenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "adorch-bench",
         abstract: "adorch's benchmarks: they print numbers beside the targets; they never fail on a slow machine.",
-        subcommands: [Day.self]
+        discussion: "`all` runs the four parts in order (what `make bench` does); each part also runs on its own.",
+        subcommands: [All.self, Control.self, Day.self, Footprint.self, Scale.self]
     )
+}
+
+/// Where the daemon and its plugins are, and how big a run is.
+struct DaemonOptions: ParsableArguments {
+    @Option(help: "The adorchd to measure (default: the one next to this program).") var adorchd: String?
+    @Option(help: "Where libadorch-plugin-sim.so is (default: adorchd's folder).") var pluginDir: String?
+    @Flag(help: "A smoke run: seconds instead of minutes, the same code paths; the figures mean little.") var smoke = false
+
+    var benchmarks: ServiceBenchmarks {
+        let here = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        let daemon = adorchd ?? here.appendingPathComponent("adorchd").path
+        return ServiceBenchmarks(adorchd: daemon, pluginDir: pluginDir ?? URL(fileURLWithPath: daemon).deletingLastPathComponent().path,
+                                 scale: smoke ? .smoke : .standard)
+    }
+}
+
+struct DayOptions: ParsableArguments {
+    @Option(help: "The workload file.") var workload = "bench/workload.toml"
+    @Option(help: "Simulate this many hours instead of the file's (a smoke run).") var hours: Double?
+
+    func section() throws -> BenchSection {
+        var w = try Workload.load(path: workload)
+        if let hours { w.hours = hours }
+        let started = ContinuousClock.now
+        let day = DayBenchmark.run(w)
+        return BenchSection(title: "2. A day of traffic", text: """
+            The standard day of `\(workload)` (../shared/data/preload-workload.md) replayed to adorch's engine and to the \
+            reference policies of `Sources/AdorchBench/Policies.swift`, simulated in \(ContinuousClock.now - started).
+
+            \(day.table)
+            """, targets: [])
+    }
+}
+
+/// Prints a section as soon as it is measured, so a long run shows progress.
+func emit(_ section: BenchSection) {
+    FileHandle.standardOutput.write(Data((section.markdown + "\n").utf8))
+}
+
+struct All: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Every part: redis, the day, the footprint, the scale.")
+    @OptionGroup var daemon: DaemonOptions
+    @OptionGroup var day: DayOptions
+
+    func run() throws {
+        let benchmarks = daemon.benchmarks
+        emit(try benchmarks.controlAPI())
+        emit(try day.section())
+        emit(try benchmarks.footprint())
+        emit(try benchmarks.scaling())
+    }
+}
+
+struct Control: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The control API against redis-server on a Unix socket.")
+    @OptionGroup var daemon: DaemonOptions
+    func run() throws { emit(try daemon.benchmarks.controlAPI()) }
 }
 
 struct Day: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "A simulated day of show requests against adorch's scheduler and the classic preload policies."
     )
+    @OptionGroup var day: DayOptions
+    func run() throws { emit(try day.section()) }
+}
 
-    @Option(help: "The workload file.") var workload = "bench/workload.toml"
-    @Option(help: "Simulate this many hours instead of the file's (a smoke run).") var hours: Double?
+struct Footprint: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Idle RSS, RSS per ready ad, exec to READY=1, idle CPU.")
+    @OptionGroup var daemon: DaemonOptions
+    func run() throws { emit(try daemon.benchmarks.footprint()) }
+}
 
-    func run() throws {
-        var w = try Workload.load(path: workload)
-        if let hours { w.hours = hours }
-        let started = ContinuousClock.now
-        let day = DayBenchmark.run(w)
-        print(day.table)
-        print("(simulated in \(ContinuousClock.now - started))")
-    }
+struct Scale: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show latency with few and many slots, and with few and many subscribers.")
+    @OptionGroup var daemon: DaemonOptions
+    func run() throws { emit(try daemon.benchmarks.scaling()) }
 }

@@ -1,0 +1,99 @@
+import Foundation
+
+/// A real adorchd for a benchmark: its own folder, socket and NOTIFY_SOCKET, stopped by PID.
+/// It is started the way systemd starts it, so READY=1 and STATUS= say when it is up and full.
+public final class BenchDaemon {
+    public let dir: URL
+    public let socket: String
+    public let process = Process()
+    /// From just before exec to READY=1.
+    public let startToReady: Duration
+    private let listener: NotifyListener
+
+    /// Starts adorchd with `config` (nil: the embedded default, plugins next to the binary).
+    public init(adorchd: String, config: String?) throws {
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-bench-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        socket = dir.appendingPathComponent("adorchd.sock").path
+        listener = try NotifyListener(in: dir)
+        var arguments = ["--socket", socket, "--state-dir", dir.appendingPathComponent("state").path]
+        if let config {
+            let path = dir.appendingPathComponent("adorchd.toml")
+            try config.write(to: path, atomically: true, encoding: .utf8)
+            arguments += ["--config", path.path]
+        }
+        process.executableURL = URL(fileURLWithPath: adorchd)
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        for key in ["WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "JOURNAL_STREAM"] { environment[key] = nil }
+        environment["NOTIFY_SOCKET"] = listener.path
+        process.environment = environment
+        // Its log lines are formatted and written as in production, to a sink that costs nothing.
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        let started = ContinuousClock.now
+        try process.run()
+        let ready = try listener.read(until: "READY=1", timeout: .seconds(30)) { $0.split(separator: "\n").contains("READY=1") }
+        startToReady = ready.last!.at - started
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(at: dir)
+    }
+
+    public var pid: Int32 { process.processIdentifier }
+
+    /// Waits for a STATUS= with every slot full ("N slots, R/R ads ready, …"); STATUS is sent
+    /// on change, so this costs the daemon nothing.
+    public func waitUntilFull(timeout: Duration = .seconds(120)) throws {
+        if let last = listener.history.last(where: { $0.contains("STATUS=") }), Self.isFull(last) { return }
+        _ = try listener.read(until: "a STATUS with every slot full", timeout: timeout) { Self.isFull($0) }
+    }
+
+    static func isFull(_ message: String) -> Bool {
+        guard let status = message.split(separator: "\n").first(where: { $0.hasPrefix("STATUS=") }),
+              let ratio = status.split(separator: ",").dropFirst().first?.split(separator: " ").first,
+              case let parts = ratio.split(separator: "/"), parts.count == 2 else { return false }
+        return parts[0] == parts[1] && parts[0] != "0"
+    }
+
+    /// Resident and peak resident memory in bytes (VmRSS, VmHWM).
+    public var memory: (resident: Int, peak: Int) {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        func field(_ name: String) -> Int {
+            let line = status.split(separator: "\n").first { $0.hasPrefix(name + ":") }
+            return (line?.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0) * 1024
+        }
+        return (field("VmRSS"), field("VmHWM"))
+    }
+
+    /// User + system CPU time used so far, over all threads.
+    public var cpuTime: Duration {
+        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+        // Fields after the command (which may hold spaces) start at the last ')'.
+        let fields = stat[(stat.lastIndex(of: ")").map { stat.index(after: $0) } ?? stat.startIndex)...].split(separator: " ")
+        let ticks = (Int(fields[safe: 11] ?? "") ?? 0) + (Int(fields[safe: 12] ?? "") ?? 0)
+        return .milliseconds(ticks * 1000 / Int(sysconf(Int32(_SC_CLK_TCK))))
+    }
+
+    /// Context switches over all threads: each is a wakeup (or a preemption).
+    public var contextSwitches: Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.reduce(0) { sum, task in
+            let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
+            return sum + status.split(separator: "\n").filter { $0.hasPrefix("voluntary_ctxt_switches") || $0.hasPrefix("nonvoluntary_ctxt_switches") }
+                .compactMap { $0.split(separator: "\t").last.flatMap { Int($0) } }.reduce(0, +)
+        }
+    }
+
+    public func stop() {
+        guard process.isRunning else { return }
+        kill(pid, SIGTERM)
+        process.waitUntilExit()
+    }
+}
+
+extension Array {
+    subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
+}
