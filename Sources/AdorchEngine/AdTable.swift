@@ -16,7 +16,9 @@ enum EngineTimer: Hashable, Comparable, Sendable {
 /// indexes right, so no input has to look at ads it is not about.
 struct AdTable: Sendable {
     private(set) var records: [AdID: AdRecord] = [:]
-    private var bySlot: [String: Set<AdID>] = [:]
+    /// Per slot and state: a Show looks only at the slot's ready ads, never at the shown ones
+    /// still open for reports (thousands, on a busy slot).
+    private var bySlot: [String: [AdRecord.Phase: Set<AdID>]] = [:]
     private var loadingByPlugin: [String: Int] = [:]
     var timers = DeadlineQueue<EngineTimer>()
     /// Slots that may be below their buffer: their ads changed, or they were still short when last looked at.
@@ -38,25 +40,32 @@ struct AdTable: Sendable {
         return old
     }
 
-    /// A slot's ads, oldest first.
-    func inSlot(_ slot: String) -> [AdRecord] {
-        (bySlot[slot] ?? []).sorted().map { records[$0]! }
+    /// A slot's ads in one state, oldest first.
+    func inSlot(_ slot: String, _ phase: AdRecord.Phase) -> [AdRecord] {
+        (bySlot[slot]?[phase] ?? []).sorted().map { records[$0]! }
     }
+
+    /// All of a slot's ads, oldest first.
+    func inSlot(_ slot: String) -> [AdRecord] {
+        (bySlot[slot]?.values.flatMap { $0 } ?? []).sorted().map { records[$0]! }
+    }
+
+    func count(in slot: String, _ phase: AdRecord.Phase) -> Int { bySlot[slot]?[phase]?.count ?? 0 }
 
     func loadsInFlight(to plugin: String) -> Int { loadingByPlugin[plugin, default: 0] }
 
     private mutating func reindex(_ id: AdID, from old: AdRecord?, to new: AdRecord?) {
         if let old {
             wanting.insert(old.slot)
-            if old.slot != new?.slot {
-                bySlot[old.slot]?.remove(id)
-                if bySlot[old.slot]?.isEmpty == true { bySlot[old.slot] = nil }
+            if old.slot != new?.slot || old.phase != new?.phase {
+                bySlot[old.slot]?[old.phase]?.remove(id)
+                if bySlot[old.slot]?.values.allSatisfy(\.isEmpty) == true { bySlot[old.slot] = nil }
             }
             if old.isLoading { loadingByPlugin[old.plugin, default: 0] -= 1 }
         }
         if let new {
             wanting.insert(new.slot)
-            if old?.slot != new.slot { bySlot[new.slot, default: []].insert(id) }
+            if old?.slot != new.slot || old?.phase != new.phase { bySlot[new.slot, default: [:]][new.phase, default: []].insert(id) }
             if new.isLoading { loadingByPlugin[new.plugin, default: 0] += 1 }
         }
         // Only moments that moved are queued again: a refresh already due stays handled.
@@ -70,9 +79,17 @@ struct AdTable: Sendable {
 }
 
 extension AdRecord {
-    var isLoading: Bool {
-        if case .loading = state { true } else { false }
+    enum Phase: Hashable, Sendable { case loading, ready, shown }
+
+    var phase: Phase {
+        switch state {
+        case .loading: .loading
+        case .ready: .ready
+        case .shown: .shown
+        }
     }
+
+    var isLoading: Bool { phase == .loading }
 
     /// When this ad's state ends on its own.
     var stateDeadline: Moment {

@@ -173,7 +173,7 @@ public struct Engine: Sendable {
             return (.failure(.invalidParameter(name: "user_id", reason: "a rewarded slot needs a non-empty user_id")), [])
         }
         var effects = advance(to: now)
-        let candidates = ads.inSlot(slotID).filter { $0.isValid(at: now) }
+        let candidates = ads.inSlot(slotID, .ready).filter { $0.isValid(at: now) }
         // The highest price, then the earliest expiry (the one that would be wasted first).
         guard let pick = candidates.min(by: { a, b in
             (-a.price, a.expiresAt!, a.id) < (-b.price, b.expiresAt!, b.id)
@@ -331,7 +331,7 @@ public struct Engine: Sendable {
                 }
             }
             // A smaller buffer: the ads closest to expiry go first.
-            let valid = ads.inSlot(config.id).filter { $0.isValid(at: now) }
+            let valid = ads.inSlot(config.id, .ready).filter { $0.isValid(at: now) }
                 .sorted { ($0.expiresAt!, $0.id) < ($1.expiresAt!, $1.id) }
             for ad in valid.prefix(max(0, valid.count - config.buffer)) { effects += end(ad.id, as: .removed, now: now) }
         }
@@ -367,13 +367,13 @@ public struct Engine: Sendable {
     public func slotStatuses(at now: Moment) -> [SlotStatus] {
         slotOrder.compactMap { id in
             guard let slot = slots[id] else { return nil }
-            let mine = ads.inSlot(id)
+            let valid = ads.inSlot(id, .ready).filter { $0.isValid(at: now) }
             return SlotStatus(
                 config: slot.config,
-                ready: mine.filter { $0.isValid(at: now) }.count,
-                readyAds: mine.filter { $0.isValid(at: now) }.map(\.id).sorted(),
-                loading: mine.filter { if case .loading = $0.state { true } else { false } }.count,
-                shownOpen: mine.filter { if case .shown = $0.state { true } else { false } }.count,
+                ready: valid.count,
+                readyAds: valid.map(\.id),
+                loading: ads.count(in: id, .loading),
+                shownOpen: ads.count(in: id, .shown),
                 counters: slot.counters,
                 entries: slot.entries.map { entry in
                     EntryStatus(loads: entry.loads, fills: entry.fills, failuresInRow: entry.failuresInRow,
@@ -416,9 +416,9 @@ public struct Engine: Sendable {
             ads.wanting.remove(slotID)
             return []
         }
-        let mine = ads.inSlot(slotID)
-        let fresh = mine.filter { $0.isValid(at: now) && $0.refreshAt > now }.count
-        let loading = mine.filter { if case .loading = $0.state { true } else { false } }.count
+        let ready = ads.inSlot(slotID, .ready)
+        let fresh = ready.filter { $0.isValid(at: now) && $0.refreshAt > now }.count
+        let loading = ads.count(in: slotID, .loading)
         var deficit = slot.config.buffer - fresh - loading
         var effects: [Effect] = []
         if deficit > 0, slot.config.parallel > 1 {
@@ -432,8 +432,7 @@ public struct Engine: Sendable {
             effects.append(startLoad(slotID, entryIndex: entryIndex, now: now))
             deficit -= 1
         }
-        let ready = mine.filter { $0.isValid(at: now) }.count
-        if ready > 0 { slots[slotID]!.dry = false }
+        if ready.contains(where: { $0.isValid(at: now) }) { slots[slotID]!.dry = false }
         // A slot still short (backoffs, pauses, network caps) is looked at again on every input.
         if deficit <= 0 { ads.wanting.remove(slotID) }
         return effects
@@ -502,7 +501,7 @@ public struct Engine: Sendable {
     /// more than its buffer, so the one closest to expiry goes.
     private mutating func retireSurplus(in slotID: String, now: Moment) -> [Effect] {
         guard let buffer = slots[slotID]?.config.buffer else { return [] }
-        let valid = ads.inSlot(slotID).filter { $0.isValid(at: now) }
+        let valid = ads.inSlot(slotID, .ready).filter { $0.isValid(at: now) }
         guard valid.count > buffer else { return [] }
         let doomed = valid.filter { $0.refreshAt <= now }.sorted { ($0.expiresAt!, $0.id) < ($1.expiresAt!, $1.id) }
         var effects: [Effect] = []
@@ -630,7 +629,7 @@ public struct Engine: Sendable {
 
     /// A slot runs dry when its last valid ad goes (shown or expired) or a Show finds none.
     private mutating func markDryIfEmpty(_ slotID: String, now: Moment) -> [Effect] {
-        ads.inSlot(slotID).contains { $0.isValid(at: now) } ? [] : markDry(slotID)
+        ads.inSlot(slotID, .ready).contains { $0.isValid(at: now) } ? [] : markDry(slotID)
     }
 
     private mutating func markDry(_ slotID: String) -> [Effect] {
