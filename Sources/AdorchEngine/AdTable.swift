@@ -105,3 +105,33 @@ extension AdRecord {
         if case .ready = state { refreshAt } else { nil }
     }
 }
+
+/// Small integers (slot ranks) in a bitset, visited in increasing order: the scheduler
+/// walks its short slots in the config's order without sorting them on every input.
+struct RankSet: Sendable {
+    private var words: [UInt64] = []
+
+    mutating func insert(_ rank: Int) {
+        let (word, bit) = rank.quotientAndRemainder(dividingBy: 64)
+        if word >= words.count { words += Array(repeating: 0, count: word - words.count + 1) }
+        words[word] |= 1 << UInt64(bit)
+    }
+
+    mutating func remove(_ rank: Int) {
+        let (word, bit) = rank.quotientAndRemainder(dividingBy: 64)
+        if word < words.count { words[word] &= ~(1 << UInt64(bit)) }
+    }
+
+    mutating func removeAll() { words = [] }
+
+    /// The smallest member at or above `rank`.
+    func next(from rank: Int) -> Int? {
+        var (word, bit) = rank.quotientAndRemainder(dividingBy: 64)
+        while word < words.count {
+            let rest = bit >= 64 ? 0 : words[word] & (~0 << UInt64(bit))
+            if rest != 0 { return word * 64 + rest.trailingZeroBitCount }
+            (word, bit) = (word + 1, 0)
+        }
+        return nil
+    }
+}

@@ -10,6 +10,8 @@ public struct Engine: Sendable {
     private var slots: [String: SlotState] = [:]
     /// Each slot's place in slotOrder: slots are always looked at in the config's order.
     private var slotRank: [String: Int] = [:]
+    /// Slots that may be below their buffer, by rank (the table collects them by name).
+    private var wanting = RankSet()
     private var ads = AdTable()
     private var retired: [AdID: RetiredAd] = [:]
     private var availablePlugins: Set<String>
@@ -336,6 +338,7 @@ public struct Engine: Sendable {
             for ad in valid.prefix(max(0, valid.count - config.buffer)) { effects += end(ad.id, as: .removed, now: now) }
         }
         slotRank = Dictionary(uniqueKeysWithValues: slotOrder.enumerated().map { ($1, $0) })
+        wanting.removeAll()  // ranks changed: every slot is looked at again by name
         ads.wanting.formUnion(slotOrder)
         return effects + advance(to: now)
     }
@@ -413,7 +416,7 @@ public struct Engine: Sendable {
     /// valid for Show but no longer as fresh, so its replacement is already on the way.
     private mutating func refill(_ slotID: String, now: Moment) -> [Effect] {
         guard let slot = slots[slotID], slot.config.format.isPreloaded else {
-            ads.wanting.remove(slotID)
+            if let rank = slotRank[slotID] { wanting.remove(rank) }
             return []
         }
         let ready = ads.inSlot(slotID, .ready)
@@ -434,7 +437,7 @@ public struct Engine: Sendable {
         }
         if ready.contains(where: { $0.isValid(at: now) }) { slots[slotID]!.dry = false }
         // A slot still short (backoffs, pauses, network caps) is looked at again on every input.
-        if deficit <= 0 { ads.wanting.remove(slotID) }
+        if deficit <= 0, let rank = slotRank[slotID] { wanting.remove(rank) }
         return effects
     }
 
@@ -461,7 +464,23 @@ public struct Engine: Sendable {
     /// Slots that may be below their buffer, in the config's order: those whose ads changed
     /// and those still short, since a load that ended may have freed a network's cap.
     private mutating func refillWanting(now: Moment) -> [Effect] {
-        ads.wanting.sorted { (slotRank[$0] ?? .max, $0) < (slotRank[$1] ?? .max, $1) }.flatMap { refill($0, now: now) }
+        for slot in ads.wanting {
+            if let rank = slotRank[slot] { wanting.insert(rank) }
+        }
+        ads.wanting.removeAll(keepingCapacity: true)
+        var effects: [Effect] = []
+        var cursor = 0
+        while let rank = wanting.next(from: cursor) {
+            cursor = rank + 1
+            let before = effects.count
+            effects += refill(slotOrder[rank], now: now)
+            // Every network at its cap: no other slot can start a load either. Those left
+            // short stay wanting until a load ends.
+            if effects.count == before, !availablePlugins.contains(where: { loadsInFlight(to: $0) < settings.maxLoadsInFlightPerNetwork }) {
+                break
+            }
+        }
+        return effects
     }
 
     /// An entry's backoff moments as timers, after its slot's entries were rebuilt.
