@@ -41,7 +41,7 @@ test: deps
 	$(SWIFT) test --skip-build --disable-swift-testing
 
 bench: deps
-	$(SWIFT) build -c release --product adorch-bench
+	$(SWIFT) build -c release
 	scripts/bench.sh .build/release/adorch-bench
 
 install: deps

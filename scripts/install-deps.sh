@@ -16,6 +16,8 @@ command -v unshare >/dev/null 2>&1 && command -v nsenter >/dev/null 2>&1 || apt_
 # The vast plugin: Foundation's HTTP client and XML parser load libcurl and libxml2.
 [ -n "$(ldconfig -p | grep -F libcurl.so.4)" ] || apt_packages+=(libcurl4)
 [ -n "$(ldconfig -p | grep -F libxml2.so.2)" ] || apt_packages+=(libxml2)
+# The benchmarks (and their smoke run in the tests): redis-server and redis-benchmark, the reference.
+command -v redis-server >/dev/null 2>&1 && command -v redis-benchmark >/dev/null 2>&1 || apt_packages+=(redis-server)
 
 if [ ${#apt_packages[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then

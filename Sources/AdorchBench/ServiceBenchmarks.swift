@@ -16,12 +16,12 @@ public struct ServiceScale: Sendable {
     public var manySubscribers: Int
     public var scaleRequests: Int
 
-    public static let standard = ServiceScale(requests: 100_000, connections: [1, 16, 64, 256], idleWindow: .seconds(60), starts: 5,
+    public static let standard = ServiceScale(requests: 20_000, connections: [1, 16, 64, 256], idleWindow: .seconds(60), starts: 5,
                                               footprintSlots: 1000, footprintBuffer: 10, fewSlots: 10, manySlots: 10_000,
-                                              manySubscribers: 1000, scaleRequests: 20_000)
-    public static let smoke = ServiceScale(requests: 2_000, connections: [1, 16], idleWindow: .seconds(2), starts: 2,
+                                              manySubscribers: 1000, scaleRequests: 5_000)
+    public static let smoke = ServiceScale(requests: 500, connections: [1, 16], idleWindow: .seconds(2), starts: 2,
                                            footprintSlots: 50, footprintBuffer: 4, fewSlots: 10, manySlots: 200,
-                                           manySubscribers: 20, scaleRequests: 1_000)
+                                           manySubscribers: 20, scaleRequests: 300)
 }
 
 /// One table of a benchmark part, with its targets (nil: measured, no target).
@@ -29,9 +29,12 @@ public struct BenchSection: Sendable {
     public var title: String
     public var text: String
     public var targets: [(String, Bool)]
+    /// The rows behind the table, for the smoke test's checks.
+    public var rows: [LatencyFigures]
+    public var measures: [String: Double]
 
-    public init(title: String, text: String, targets: [(String, Bool)]) {
-        (self.title, self.text, self.targets) = (title, text, targets)
+    public init(title: String, text: String, targets: [(String, Bool)], rows: [LatencyFigures] = [], measures: [String: Double] = [:]) {
+        (self.title, self.text, self.targets, self.rows, self.measures) = (title, text, targets, rows, measures)
     }
 
     public var markdown: String {
@@ -117,7 +120,7 @@ public struct ServiceBenchmarks {
             targets.append(("Show + Report at 64 connections ≥ 0.5 × redis GET requests/s (\(String(format: "%.2f", ratio)) ×)", ratio >= 0.5 && show.errors == 0))
             targets.append(("Show + Report p99 ≤ 1 ms at 64 connections (\(ms(show.p99)) ms)", show.p99 <= 1 && show.errors == 0))
         }
-        return BenchSection(title: "1. The control API against redis", text: text, targets: targets)
+        return BenchSection(title: "1. The control API against redis", text: text, targets: targets, rows: rows)
     }
 
     // MARK: 3. Footprint
@@ -180,7 +183,8 @@ public struct ServiceBenchmarks {
             ("idle RSS ≤ 20 MB (peak \(mib(idleMemory.peak)))", idleMemory.peak <= 20 * 1_000_000),
             ("exec → READY=1 ≤ 100 ms on the default config (median \(ms(medianReady.seconds * 1000)) ms)", medianReady <= .milliseconds(100)),
             ("idle CPU ≤ 0.1 % of a core (\(String(format: "%.4f", idleShare * 100)) %)", idleShare <= 0.001),
-        ])
+        ], measures: ["idle_peak_rss": Double(idleMemory.peak), "rss_one_per_slot": Double(one), "rss_full": Double(full),
+                      "bytes_per_ad": perAd, "ready_ms": medianReady.seconds * 1000, "idle_cpu_share": idleShare])
     }
 
     // MARK: 4. Scale
@@ -221,7 +225,7 @@ public struct ServiceBenchmarks {
         return BenchSection(title: "4. Scale", text: text, targets: [
             ("\(scale.manySlots) slots cost Show at most 2 × what \(scale.fewSlots) slots cost (p50 \(String(format: "%.2f", ratio)) ×)",
              ratio <= 2 && many.errors == 0 && few.errors == 0),
-        ])
+        ], rows: [few, many, one, crowd])
     }
 
     private func ms(_ value: Double) -> String { String(format: value < 1 ? "%.3f" : "%.2f", value) }
