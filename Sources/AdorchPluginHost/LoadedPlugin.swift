@@ -265,10 +265,12 @@ func decodePayload(_ text: String) -> PluginReport {
     let price = (object["price"] as? NSNumber)?.doubleValue
     let tracksItself = (object["tracks_impressions"] as? NSNumber)?.boolValue ?? false
     // Several native ads come as {"ads": [...]}; anything else is one ad.
-    let elements: [[String: Any]] = (object["ads"] as? [Any]).map { $0.compactMap { $0 as? [String: Any] } } ?? [object]
-    let items = elements.map { element in
-        PayloadItem(json: jsonObject(element), hasHeadline: !((element["headline"] as? String) ?? "").isEmpty)
-    }
+    // One ad keeps the plugin's own text: serializing it again costs more than the rest of a load.
+    let items = (object["ads"] as? [Any]).map { ads in
+        ads.compactMap { $0 as? [String: Any] }.map { element in
+            PayloadItem(json: jsonObject(element), hasHeadline: !((element["headline"] as? String) ?? "").isEmpty)
+        }
+    } ?? [PayloadItem(json: text, hasHeadline: !((object["headline"] as? String) ?? "").isEmpty)]
     return .loaded(payloadJSON: text, expiresIn: expiresIn.flatMap { $0 > .zero ? $0 : nil }, price: price,
                    tracksItself: tracksItself, items: items, rewardByNetwork: (object["reward_by"] as? String) == "network")
 }
