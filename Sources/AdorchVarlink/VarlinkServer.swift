@@ -232,7 +232,7 @@ final class VarlinkConnection: @unchecked Sendable {
     private var framer: VarlinkFramer
     private var readSource: DispatchSourceRead?
     private var writeSource: DispatchSourceWrite?
-    private var outgoing = Data()
+    private var outgoing = SendBuffer()
     private var queued: [Data] = []
     private var busy = false
     /// Numbers calls, so a reply to an ended call can never slip into the next one's stream.
@@ -331,13 +331,12 @@ final class VarlinkConnection: @unchecked Sendable {
 
     private func flush() {
         while !outgoing.isEmpty, !closed {
-            let n = outgoing.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let n = outgoing.write { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n < 0 {
                 if errno == EINTR { continue }
                 if errno == EAGAIN || errno == EWOULDBLOCK { return waitWritable() }
                 return close(reason: "write failed: \(String(cString: strerror(errno)))")
             }
-            outgoing.removeFirst(n)
         }
         if outgoing.isEmpty, closeWhenFlushed { close(reason: nil) }
     }

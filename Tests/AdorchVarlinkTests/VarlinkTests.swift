@@ -80,3 +80,46 @@ final class InterfaceTests: XCTestCase {
         XCTAssertEqual(interface.methods, ["One", "Two"])
     }
 }
+
+final class SendBufferTests: XCTestCase {
+    /// A subscriber's connection lives for days: what was written must not stay stored.
+    func testStorageStaysBoundedOverALongStream() {
+        var buffer = SendBuffer()
+        let event = Data(repeating: 0x41, count: 400)
+        var written = 0
+        for round in 0..<100_000 {
+            buffer.append(event)
+            buffer.append(event)
+            // A socket that often takes less than is offered, as a busy reader's does.
+            let n = buffer.write { min($0.count, 500 + round % 700) }
+            XCTAssertGreaterThan(n, 0)
+            written += n
+            let unsent = 800 * (round + 1) - written
+            // Held bytes stay within a small multiple of what is still unsent.
+            if buffer.storedBytes > 2 * unsent + 1600 { return XCTFail("round \(round): \(buffer.storedBytes) bytes held for \(unsent) unsent") }
+        }
+        while !buffer.isEmpty { written += buffer.write { $0.count } }
+        XCTAssertEqual(written, 100_000 * 800)
+        XCTAssertEqual(buffer.storedBytes, 0)
+    }
+
+    func testBytesLeaveInOrderAcrossPartialWrites() {
+        var buffer = SendBuffer()
+        var out: [UInt8] = []
+        for value in UInt8(0)..<200 {
+            buffer.append(Data([value, value]))
+            _ = buffer.write { bytes in out.append(bytes[0]); return 1 }
+        }
+        while !buffer.isEmpty { _ = buffer.write { out.append(contentsOf: $0); return $0.count } }
+        XCTAssertEqual(out, (UInt8(0)..<200).flatMap { [$0, $0] })
+    }
+
+    func testAnErrorWritesNothing() {
+        var buffer = SendBuffer()
+        buffer.append(Data("abc".utf8))
+        XCTAssertEqual(buffer.write { _ in -1 }, -1)
+        var out = Data()
+        _ = buffer.write { out.append(contentsOf: $0); return $0.count }
+        XCTAssertEqual(out, Data("abc".utf8))
+    }
+}
