@@ -414,9 +414,7 @@ public final class Daemon: @unchecked Sendable {
         let json = eventJSON(event)
         recentEvents.append((event.slot, json))
         if recentEvents.count > Self.recentEventsKept { recentEvents.removeFirst(recentEvents.count - Self.recentEventsKept) }
-        for subscriber in subscribers.values where subscriber.wants(event.slot) {
-            subscriber.replier.reply(["event": json], continues: true)
-        }
+        server?.broadcast(["event": json], to: subscribers.values.filter { $0.wants(event.slot) }.map(\.replier))
     }
 
     private func logLevel(for event: EngineEvent) -> Logger.Level {

@@ -170,6 +170,20 @@ public final class VarlinkServer: @unchecked Sendable {
         logger.log(level: level, "\(message)", metadata: metadata)
     }
 
+    /// Sends one continuing reply to many streaming calls (subscribers): it is encoded once
+    /// and reaches every connection in a single hop to the server's queue, so the cost of an
+    /// event grows with its subscribers by a write each, not by an encoding and a wakeup each.
+    public func broadcast(_ parameters: [String: JSONValue], to repliers: [VarlinkReplier]) {
+        guard !repliers.isEmpty else { return }
+        let streaming = VarlinkWire.reply(parameters, continues: true)
+        let final = repliers.contains { !$0.wantsMore } ? VarlinkWire.reply(parameters, continues: false) : streaming
+        queue.async {
+            for replier in repliers {
+                replier.connection?.deliver(replier.wantsMore ? streaming : final, final: !replier.wantsMore, serial: replier.serial)
+            }
+        }
+    }
+
     /// Routes one call: org.varlink.service is answered here, unknown names are refused,
     /// the rest goes to the handler.
     func dispatch(_ call: VarlinkCall, replier: VarlinkReplier) {
@@ -198,8 +212,8 @@ public final class VarlinkServer: @unchecked Sendable {
 
 /// Sends the replies to one call, from any thread.
 public final class VarlinkReplier: Sendable {
-    private let connection: VarlinkConnection?
-    private let serial: UInt64
+    fileprivate let connection: VarlinkConnection?
+    fileprivate let serial: UInt64
     /// The caller asked for several replies.
     public let wantsMore: Bool
 
@@ -312,13 +326,16 @@ final class VarlinkConnection: @unchecked Sendable {
     }
 
     func send(_ data: Data, final: Bool, serial: UInt64) {
-        server.queue.async { [self] in
-            guard !closed, busy, serial == self.serial else { return }
-            enqueue(data)
-            if final { busy = false }
-            flush()
-            pump()
-        }
+        server.queue.async { [self] in deliver(data, final: final, serial: serial) }
+    }
+
+    /// On the server's queue: writes a reply to call `serial`, if that call is still the one in progress.
+    func deliver(_ data: Data, final: Bool, serial: UInt64) {
+        guard !closed, busy, serial == self.serial else { return }
+        enqueue(data)
+        if final { busy = false }
+        flush()
+        pump()
     }
 
     func onClose(_ body: @escaping @Sendable () -> Void) {
