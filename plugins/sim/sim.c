@@ -144,8 +144,12 @@ typedef struct sim_job {
     char *text; /* payload for JOB_LOADED, message for JOB_FAILED */
 } sim_job;
 
+/* Power of two: 64 KiB of index, a chain grows by one entry per 8,192 live objects. */
+#define SIM_LIVE_BUCKETS 8192
+
 typedef struct sim_ad {
-    struct sim_ad *prev, *next; /* the list of live objects, to recognise a stale pointer */
+    struct sim_ad *prev, *next; /* the list of live objects, for deinit and stats */
+    struct sim_ad *bucket_next; /* the live index's chain: recognises a stale pointer without touching it */
     adorch_ad_id id;
     sim_config *config;
     uint32_t format;
@@ -176,6 +180,7 @@ static struct {
     const adorch_host *host;
     sim_config *configs;
     sim_ad *live;
+    sim_ad *buckets[SIM_LIVE_BUCKETS]; /* live objects by address, so is_live costs O(1), not O(live) */
     sim_job **heap; /* min-heap of jobs by due_ns */
     size_t heap_len, heap_cap;
     char stats[1024];
@@ -578,6 +583,7 @@ static void sim_deinit(void) {
         g.live = ad->next;
         free(ad);
     }
+    memset(g.buckets, 0, sizeof g.buckets);
     while (g.configs) {
         sim_config *c = g.configs;
         g.configs = c->next;
@@ -604,10 +610,26 @@ static void json_escape(char *out, size_t size, const char *in) {
     out[n] = '\0';
 }
 
+static size_t bucket_of(const sim_ad *ad) {
+    return (size_t)(((uintptr_t)ad >> 4) * 0x9E3779B97F4A7C15ull >> 51) & (SIM_LIVE_BUCKETS - 1);
+}
+
+/* Compares addresses only: a pointer the host should no longer hold is never dereferenced. */
 static int is_live(const sim_ad *ad) {
-    for (sim_ad *a = g.live; a; a = a->next)
+    for (sim_ad *a = g.buckets[bucket_of(ad)]; a; a = a->bucket_next)
         if (a == ad) return 1;
     return 0;
+}
+
+static void index_live(sim_ad *ad) {
+    ad->bucket_next = g.buckets[bucket_of(ad)];
+    g.buckets[bucket_of(ad)] = ad;
+}
+
+static void unindex_live(sim_ad *ad) {
+    sim_ad **link = &g.buckets[bucket_of(ad)];
+    while (*link != ad) link = &(*link)->bucket_next;
+    *link = ad->bucket_next;
 }
 
 static const char *format_name(uint32_t format) {
@@ -651,6 +673,7 @@ static adorch_ad *sim_ad_create(adorch_ad_id id, const adorch_request *request) 
         ad->next = g.live;
         if (g.live) g.live->prev = ad;
         g.live = ad;
+        index_live(ad);
         g.n.creates++;
         g.n.live++;
     }
@@ -880,6 +903,7 @@ static void sim_ad_destroy(adorch_ad *opaque) {
     if (ad->prev) ad->prev->next = ad->next;
     else g.live = ad->next;
     if (ad->next) ad->next->prev = ad->prev;
+    unindex_live(ad);
     g.n.destroys++;
     g.n.live--;
     free(ad);
