@@ -9,7 +9,7 @@ struct AdorchBenchCommand: ParsableCommand {
         commandName: "adorch-bench",
         abstract: "adorch's benchmarks: they print numbers beside the targets; they never fail on a slow machine.",
         discussion: "`all` runs the four parts in order (what `make bench` does); each part also runs on its own.",
-        subcommands: [All.self, Control.self, Day.self, Footprint.self, Scale.self]
+        subcommands: [All.self, Control.self, Day.self, Footprint.self, Scale.self, Load.self]
     )
 }
 
@@ -88,4 +88,24 @@ struct Scale: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show latency with few and many slots, and with few and many subscribers.")
     @OptionGroup var daemon: DaemonOptions
     func run() throws { emit(try daemon.benchmarks.scaling()) }
+}
+
+/// The load generator alone, against a daemon someone else started: for profiling one call
+/// (`perf record -p` on that daemon) without the rest of the suite around it.
+struct Load: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Drive a running adorchd with one kind of call and print its latency.")
+    enum Kind: String, ExpressibleByArgument, CaseIterable { case getInfo = "get-info", showReport = "show-report" }
+    @Option(help: "The daemon's socket.") var socket: String
+    @Option(help: "The call: \(Kind.allCases.map(\.rawValue).joined(separator: ", ")).") var call: Kind = .showReport
+    @Option(help: "The slot Show takes from.") var slot = "s0"
+    @Option(help: "Connections, each with one request in flight.") var connections = 64
+    @Option(help: "Requests in all.") var requests = 20_000
+
+    func run() throws {
+        let figures = try LoadGenerator.run(socket: socket, connections: connections, requests: requests,
+                                            call: call == .getInfo ? .getInfo : .showReport(slot: slot))
+        print(String(format: "%@: %d answered, %d errors, %.0f/s, p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms",
+                     figures.name, figures.requests, figures.errors, figures.requestsPerSecond, figures.p50, figures.p99, figures.p999))
+        if let error = figures.firstError { print("first error: \(error)") }
+    }
 }
