@@ -55,7 +55,9 @@ public struct ServiceBenchmarks {
     /// A config of `slots` interstitial slots of `buffer` ads each, filled by the sim plugin
     /// with zero latency: what is measured is the daemon, not the simulated network. Shown
     /// ads are let go after 5 s (apps here never send close) so a long run stays bounded.
-    func config(slots: Int, buffer: Int, loadsInFlight: Int = 8) -> String {
+    /// `showBuffer`, if given, is slot s0's buffer: the one the Show loop takes from, deep
+    /// enough that one client at full speed never finds it empty and times an error instead.
+    func config(slots: Int, buffer: Int, showBuffer: Int? = nil, loadsInFlight: Int = 8) -> String {
         var toml = """
             [scheduler]
             shown_lifetime_s = 5
@@ -71,7 +73,7 @@ public struct ServiceBenchmarks {
                 [[slots]]
                 id = "s\(i)"
                 format = "interstitial"
-                buffer = \(buffer)
+                buffer = \(i == 0 ? showBuffer ?? buffer : buffer)
                   [[slots.waterfall]]
                   plugin = "sim"
                   ad_unit_id = "bench-\(i)"
@@ -191,7 +193,7 @@ public struct ServiceBenchmarks {
 
     public func scaling() throws -> BenchSection {
         func showLatency(slots: Int, subscribers: Int) throws -> LatencyFigures {
-            let daemon = try BenchDaemon(adorchd: adorchd, config: config(slots: slots, buffer: 3, loadsInFlight: 64))
+            let daemon = try BenchDaemon(adorchd: adorchd, config: config(slots: slots, buffer: 3, showBuffer: 20, loadsInFlight: 64))
             try daemon.waitUntilFull()
             defer { daemon.stop() }
             var attached: LoadGenerator.Subscribers?
