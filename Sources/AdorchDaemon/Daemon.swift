@@ -16,14 +16,17 @@ public struct DaemonOptions: Sendable {
     public var pluginDir: String?
     /// Serve io.adorch.Debug (tests only: it can freeze the engine queue).
     public var debugInterface: Bool
+    /// Load plugins without PluginFileTrust's ownership and permission checks (development).
+    public var insecurePlugins: Bool
 
     public init(configPath: String? = nil, socketPath: String? = nil, stateDir: String? = nil, pluginDir: String? = nil,
-                debugInterface: Bool = false) {
+                debugInterface: Bool = false, insecurePlugins: Bool = false) {
         self.configPath = configPath
         self.socketPath = socketPath
         self.stateDir = stateDir
         self.pluginDir = pluginDir
         self.debugInterface = debugInterface
+        self.insecurePlugins = insecurePlugins
     }
 }
 
@@ -303,6 +306,9 @@ public final class Daemon: @unchecked Sendable {
     // MARK: Plugins
 
     private func loadPlugins(_ wanted: [PluginConfig]) {
+        if options.insecurePlugins {
+            logger.warning("--insecure-plugins: plugin files are loaded without checking who owns them or who may write them; never run a production daemon this way")
+        }
         let dirs = (options.pluginDir ?? config.pluginDir).map { [$0] } ?? DefaultPaths.pluginDirs
         let list = wanted.isEmpty && plugins.isEmpty ? discoverPlugins(in: dirs) : wanted
         for plugin in list {
@@ -315,6 +321,8 @@ public final class Daemon: @unchecked Sendable {
                 continue
             }
             do {
+                // Root and the service's own user: the only ones who may have put code here.
+                if !options.insecurePlugins { try PluginFileTrust.check(path, owners: [0, geteuid()]) }
                 let loaded = try LoadedPlugin(
                     name: plugin.name, path: path, configJSON: plugin.configJSON, logger: logger,
                     onReport: { [weak self] name, id, report in self?.pluginReported(report, for: id, from: name) }

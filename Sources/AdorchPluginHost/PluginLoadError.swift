@@ -5,6 +5,8 @@ public enum PluginLoadError: Error, CustomStringConvertible, Sendable {
     case abiMismatch(path: String, pluginMajor: UInt32, pluginMinor: UInt32)
     case malformedEntry(path: String, reason: String)
     case initFailed(path: String, name: String, code: Int32)
+    /// The file could have been replaced by someone the daemon does not trust (PluginFileTrust).
+    case untrusted(path: String, reason: String)
 
     public var description: String {
         switch self {
@@ -18,13 +20,15 @@ public enum PluginLoadError: Error, CustomStringConvertible, Sendable {
             "plugin \(path) refused: its adorch_plugin_entry is malformed: \(reason)"
         case .initFailed(let path, let name, let code):
             "plugin \(path) refused: \(name)'s init returned \(code)"
+        case .untrusted(let path, let reason):
+            "plugin \(path) refused: \(reason) (adorchd --insecure-plugins skips this check, for development only)"
         }
     }
 
     public var path: String {
         switch self {
         case .cannotOpen(let path, _), .noEntrySymbol(let path), .abiMismatch(let path, _, _),
-            .malformedEntry(let path, _), .initFailed(let path, _, _):
+            .malformedEntry(let path, _), .initFailed(let path, _, _), .untrusted(let path, _):
             path
         }
     }

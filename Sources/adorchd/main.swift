@@ -56,6 +56,12 @@ struct AdorchD: ParsableCommand {
     @Flag(help: .hidden)
     var debugInterface = false
 
+    @Flag(help: """
+        Load plugins even when they, or a folder above them, are owned by another user or \
+        writable by others. For builds in a home folder; logged as a warning at every load.
+        """)
+    var insecurePlugins = false
+
     enum LogTarget: String, ExpressibleByArgument, CaseIterable {
         case auto, journal, console
 
@@ -110,7 +116,7 @@ struct AdorchD: ParsableCommand {
         let daemon = Daemon(
             config: settings,
             options: DaemonOptions(configPath: config, socketPath: socket, stateDir: stateDir, pluginDir: pluginDir,
-                                   debugInterface: debugInterface),
+                                   debugInterface: debugInterface, insecurePlugins: insecurePlugins),
             logger: logger
         )
         do {
