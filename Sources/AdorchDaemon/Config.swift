@@ -19,6 +19,8 @@ public struct DaemonConfig: Sendable, Equatable {
     /// Plugins by name; empty means "every plugin found in the plugin dir".
     public var plugins: [PluginConfig]
     public var slots: [SlotConfig]
+    /// Who may call what ([access], and each slot's users/groups).
+    public var access: AccessPolicy = AccessPolicy()
 }
 
 /// One `[plugins.NAME]` section.
@@ -118,7 +120,13 @@ extension DaemonConfig {
 
     private static func decode(_ root: TOMLTable, source: String) throws(ConfigError) -> DaemonConfig {
         let r = TableReader(root, path: "", source: source)
-        try r.only(["daemon", "scheduler", "targeting", "rewards", "plugins", "slots"])
+        try r.only(["daemon", "scheduler", "targeting", "rewards", "plugins", "slots", "access"])
+        var access = AccessPolicy()
+        if let a = try r.table("access") {
+            try a.only(["ads_users", "ads_groups", "manager_users", "manager_groups"])
+            if let audience = try a.audience(users: "ads_users", groups: "ads_groups") { access.ads = audience }
+            if let audience = try a.audience(users: "manager_users", groups: "manager_groups") { access.manager = audience }
+        }
         let rewards = try r.table("rewards")
         try rewards?.only(["key_file"])
         let daemonTargeting = try r.targeting("targeting") ?? [:]
@@ -158,10 +166,11 @@ extension DaemonConfig {
         for s in try r.tables("slots") {
             try s.only(["id", "format", "buffer", "ttl_s", "reward_name", "reward_amount", "reward_extra", "test_mode", "targeting",
                         "width", "height", "count", "load_timeout_ms", "native_variant", "image_options", "parallel", "waterfall",
-                        "fetch_timeout_ms", "start_timeout_ms"])
+                        "fetch_timeout_ms", "start_timeout_ms", "users", "groups"])
             let id = try s.requiredString("id")
             guard isName(id) else { throw s.error("id", "slot ids are [a-z0-9_-]+, got \"\(id)\"") }
             guard !slots.contains(where: { $0.id == id }) else { throw s.error("id", "slot \"\(id)\" is defined twice") }
+            if let audience = try s.audience(users: "users", groups: "groups") { access.slots[id] = audience }
             let formatName = try s.requiredString("format")
             guard let format = AdFormat(rawValue: formatName) else {
                 throw s.error("format", "expected one of \(AdFormat.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(formatName)\"")
@@ -222,7 +231,7 @@ extension DaemonConfig {
             source: source, socketPath: try daemon?.string("socket"), stateDir: try daemon?.string("state_dir"),
             pluginDir: try daemon?.string("plugin_dir"), logLevel: logLevel,
             maxMessageBytes: Int(try daemon?.int("max_message_bytes", min: 1024, max: 64 << 20) ?? 1 << 20),
-            scheduler: scheduler, rewardKeyFile: try rewards?.string("key_file"), plugins: plugins, slots: slots
+            scheduler: scheduler, rewardKeyFile: try rewards?.string("key_file"), plugins: plugins, slots: slots, access: access
         )
     }
 
@@ -289,6 +298,26 @@ private struct TableReader {
         guard let value = table[name] else { return nil }
         guard let b = value.bool else { throw error(name, "expected true or false, got \(typeName(value))") }
         return b
+    }
+
+    /// Users and groups by name or number: nil when neither key is there (no rule). A name
+    /// this host does not know is an error, as systemd's User= is: a typo must not lock out,
+    /// or let in, someone unnoticed.
+    func audience(users: String, groups: String) throws(ConfigError) -> Audience? {
+        guard table.contains(key: users) || table.contains(key: groups) else { return nil }
+        var audience = Audience(users: [], groups: [])
+        for (key, lookup, kind) in [(users, userID, "user"), (groups, groupID, "group")] {
+            guard let value = table[key] else { continue }
+            guard let array = value.array else { throw error(key, "expected an array of \(kind) names or numbers, got \(typeName(value))") }
+            for item in array {
+                guard let name = item.string ?? item.int.map(String.init) else {
+                    throw error(key, "expected \(kind) names or numbers, got \(typeName(item))")
+                }
+                guard let id = lookup(name) else { throw error(key, "no \(kind) \"\(name)\" on this host") }
+                if kind == "user" { audience.users.insert(id) } else { audience.groups.insert(id) }
+            }
+        }
+        return audience
     }
 
     func table(_ name: String) throws(ConfigError) -> TableReader? {

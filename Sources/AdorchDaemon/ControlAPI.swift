@@ -7,7 +7,16 @@ import Foundation
 struct ControlAPI: Sendable {
     let daemon: Daemon
 
+    /// The calls that name a slot its users/groups rule applies to.
+    private static let slotCalls: Set<String> = ["io.adorch.Ads.Show", "io.adorch.Ads.Load", "io.adorch.Ads.InitInteractive"]
+
     func handle(_ call: VarlinkCall, _ replier: VarlinkReplier) {
+        let slot = Self.slotCalls.contains(call.method) ? call.parameters["slot"]?.stringValue : nil
+        if let reason = daemon.refusal(of: call, slot: slot) { return replier.fail(permissionDenied(call, reason)) }
+        @Sendable func denied(_ call: VarlinkCall, _ reason: String, _ replier: VarlinkReplier) {
+            daemon.logDenied(call, reason)
+            replier.fail(permissionDenied(call, reason))
+        }
         do throws(VarlinkError) {
             switch call.method {
             case "io.adorch.Ads.ListSlots":
@@ -33,7 +42,7 @@ struct ControlAPI: Sendable {
                     reward = RewardModel(name: r["name"]?.stringValue ?? "", amount: r["amount"]?.intValue ?? 0, extra: r["extra"]?.stringValue ?? "")
                 default: throw invalidParameter("reward", "expected an object")
                 }
-                daemon.show(slot: slot, userID: userID, reward: reward) { result, expiresAt in
+                daemon.show(slot: slot, userID: userID, reward: reward, holder: call.peer?.uid) { result, expiresAt in
                     switch result {
                     case .success(let ad): replier.reply(["ad": adJSON(ad, expiresAt: expiresAt ?? Date())])
                     case .failure(let error): replier.fail(varlinkError(error))
@@ -56,7 +65,7 @@ struct ControlAPI: Sendable {
                     height: try call.optionalInt("height").map { Int(clamping: $0) },
                     timeout: try call.optionalInt("timeout_ms").map { .milliseconds($0) }
                 )
-                daemon.load(slot: slot, parameters, targeting: targeting, accepted: { replier.fail(varlinkError($0)) }) { result in
+                daemon.load(slot: slot, parameters, targeting: targeting, holder: call.peer?.uid, accepted: { replier.fail(varlinkError($0)) }) { result in
                     switch result {
                     case .success(let ads):
                         replier.reply(["ads": .array(ads.map { adJSON($0, expiresAt: daemon.wallTime($0.expiresAt)) })])
@@ -76,7 +85,7 @@ struct ControlAPI: Sendable {
                 guard let event = ViewerEvent(rawValue: name) else {
                     throw invalidParameter("event", "expected one of \(ViewerEvent.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(name)\"")
                 }
-                daemon.report(event, adID: adID) { result in
+                daemon.report(event, adID: adID, caller: call.peer?.uid, denied: { denied(call, $0, replier) }) { result in
                     switch result {
                     case .success: replier.reply([:])
                     case .failure(.adNotValid(let reason)):
@@ -112,7 +121,7 @@ struct ControlAPI: Sendable {
             case "io.adorch.Ads.AckReward":
                 try call.onlyParameters(["trans_id"])
                 let transID = try call.string("trans_id")
-                daemon.acknowledgeReward(transID) { result in
+                daemon.acknowledgeReward(transID, caller: call.peer?.uid, denied: { denied(call, $0, replier) }) { result in
                     switch result {
                     case .success(true): replier.reply([:])
                     case .success(false):
@@ -187,6 +196,13 @@ struct ControlAPI: Sendable {
         } catch {
             replier.fail(error)
         }
+    }
+
+    private func permissionDenied(_ call: VarlinkCall, _ reason: String) -> VarlinkError {
+        VarlinkError("\(call.interface).PermissionDenied", [
+            "method": .string(call.method), "uid": .int(Int64(call.peer?.uid ?? UInt32.max)),
+            "message": .string("uid \(call.peer.map { "\($0.uid)" } ?? "unknown") is \(reason)"),
+        ])
     }
 
     private func invalidParameter(_ name: String, _ message: String) -> VarlinkError {

@@ -48,12 +48,19 @@ public final class Daemon: @unchecked Sendable {
     let queue = DispatchQueue(label: "adorch.engine")
     let logger: Logger
     let options: DaemonOptions
-    private(set) var config: DaemonConfig
+    private(set) var config: DaemonConfig {
+        didSet { accessPolicy.withLock { $0 = config.access } }
+    }
+    /// The config's access rules, read by the Varlink queue for every call.
+    private let accessPolicy: Mutex<AccessPolicy>
     private var engine: Engine
     private var sessions = InteractiveSessions()
     private var plugins: [String: LoadedPlugin] = [:]
     private var refusals: [String: PluginRefusal] = [:]
     private var subscribers: [UInt64: Subscriber] = [:]
+    /// Who each ad was handed to (Show, Load): only that uid may report on it or acknowledge
+    /// its reward. An entry lives as long as the ad's plugin object.
+    private var holders: [AdID: UInt32] = [:]
     /// Load requests waiting for the engine's answer.
     private var pendingLoads: [RequestID: @Sendable (Result<[ShownAd], LoadFailure>) -> Void] = [:]
     private var nextRequest: RequestID = 1
@@ -81,6 +88,7 @@ public final class Daemon: @unchecked Sendable {
 
     public init(config: DaemonConfig, options: DaemonOptions, logger: Logger) {
         self.config = config
+        self.accessPolicy = Mutex(config.access)
         self.options = options
         self.logger = logger
         self.socketPath = options.socketPath ?? config.socketPath ?? DefaultPaths.socket
@@ -235,7 +243,8 @@ public final class Daemon: @unchecked Sendable {
         let row = RewardRecord(
             transID: grant.networkTransID ?? "adorch-\(UUID().uuidString.lowercased())", adID: externalID(grant.adID),
             userID: grant.userID, slot: grant.slot, network: grant.network, rewardName: grant.reward.name,
-            rewardAmount: grant.reward.amount, extra: grant.reward.extra, grantedAt: Date()
+            rewardAmount: grant.reward.amount, extra: grant.reward.extra, grantedAt: Date(),
+            holderUID: holders[grant.adID].map(Int64.init)
         )
         do {
             switch try ledger.grant(row) {
@@ -299,8 +308,43 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
-    func acknowledgeReward(_ transID: String, completion: @escaping @Sendable (Result<Bool, Error>) -> Void) {
-        queue.async { [self] in completion(Result { try ledger?.acknowledge(transID: transID) ?? false }) }
+    /// `denied` answers instead of `completion` when the reward's ad was handed to another uid.
+    func acknowledgeReward(_ transID: String, caller: UInt32?, denied: @escaping @Sendable (String) -> Void,
+                           completion: @escaping @Sendable (Result<Bool, Error>) -> Void) {
+        queue.async { [self] in
+            do {
+                if let holder = try ledger?.reward(transID: transID)?.holderUID, let caller, caller != 0, Int64(caller) != holder {
+                    return denied("not the user the rewarded ad was handed to (uid \(holder))")
+                }
+                completion(.success(try ledger?.acknowledge(transID: transID) ?? false))
+            } catch {
+                completion(.failure(error))
+            }
+        }
+    }
+
+    /// Why `caller` may not act on ad `id`; nil if it may (root may always; an ad no one
+    /// holds, e.g. one already destroyed, is left to the engine to judge).
+    private func holderRefusal(of id: AdID, caller: UInt32?) -> String? {
+        guard let holder = holders[id], let caller, caller != 0, caller != holder else { return nil }
+        return "not the user ad \(externalID(id)) was handed to (uid \(holder))"
+    }
+
+    // MARK: Access
+
+    /// [any thread] Why the caller may not make `call` (on `slot`), or nil if it may. A
+    /// refusal is logged with the caller's uid, pid and the method.
+    func refusal(of call: VarlinkCall, slot: String?) -> String? {
+        guard let reason = accessPolicy.withLock({ $0.refusal(of: call, slot: slot) }) else { return nil }
+        logDenied(call, reason)
+        return reason
+    }
+
+    func logDenied(_ call: VarlinkCall, _ reason: String) {
+        let uid = call.peer.map { "\($0.uid)" } ?? "unknown"
+        logger.warning("permission denied: uid \(uid) (pid \(call.peer.map { "\($0.pid)" } ?? "unknown")) called \(call.method): \(reason)", metadata: [
+            "peer_uid": "\(uid)", "peer_pid": "\(call.peer.map { "\($0.pid)" } ?? "")", "method": "\(call.method)",
+        ].merging(MessageID.permissionDenied.metadata) { $1 })
     }
 
     // MARK: Plugins
@@ -376,7 +420,9 @@ public final class Daemon: @unchecked Sendable {
             case .load(let order): plugins[order.plugin]?.load(order)
             case .show(let id, let plugin, let userID): plugins[plugin]?.show(id, userID: userID)
             case .notify(let id, let plugin, let event): plugins[plugin]?.notify(id, event: event)
-            case .destroy(let id, let plugin): plugins[plugin]?.destroy(id)
+            case .destroy(let id, let plugin):
+                holders[id] = nil
+                plugins[plugin]?.destroy(id)
             case .emit(let event): publish(event)
             case .completeLoad(let request, let result): pendingLoads.removeValue(forKey: request)?(result)
             case .grantReward(let grant): record(grant)
@@ -491,8 +537,14 @@ public final class Daemon: @unchecked Sendable {
 
     /// Takes the best valid ad and waits (briefly) for its plugin to present it. If the plugin
     /// cannot (failedToDisplayAd), that ad ends and the next valid one is tried, in the same call.
-    func show(slot: String, userID: String?, reward: RewardModel?, completion: @escaping @Sendable (Result<ShownAd, ShowError>, Date?) -> Void) {
-        queue.async { [self] in showNext(slot: slot, userID: userID, reward: reward, triesLeft: 10, completion: completion) }
+    func show(slot: String, userID: String?, reward: RewardModel?, holder: UInt32?,
+              completion: @escaping @Sendable (Result<ShownAd, ShowError>, Date?) -> Void) {
+        queue.async { [self] in
+            showNext(slot: slot, userID: userID, reward: reward, triesLeft: 10) { [self] result, expiresAt in
+                if case .success(let ad) = result, let holder { holders[ad.id] = holder }
+                completion(result, expiresAt)
+            }
+        }
     }
 
     private func showNext(slot: String, userID: String?, reward: RewardModel?, triesLeft: Int,
@@ -515,7 +567,8 @@ public final class Daemon: @unchecked Sendable {
     /// An on-demand Load: `accepted` answers at once (bad parameters), `completion` when the
     /// waterfall gave ads or ran out.
     /// `targeting` is the app's: its keys go over the slot's (which holds the daemon-wide ones).
-    func load(slot: String, _ asked: LoadParameters, targeting: [String: JSONValue]?, accepted: @escaping @Sendable (ShowError) -> Void,
+    func load(slot: String, _ asked: LoadParameters, targeting: [String: JSONValue]?, holder: UInt32?,
+              accepted: @escaping @Sendable (ShowError) -> Void,
               completion: @escaping @Sendable (Result<[ShownAd], LoadFailure>) -> Void) {
         queue.async { [self] in
             var parameters = asked
@@ -525,7 +578,10 @@ public final class Daemon: @unchecked Sendable {
             }
             let request = nextRequest
             nextRequest += 1
-            pendingLoads[request] = completion
+            pendingLoads[request] = { [self] result in
+                if case .success(let ads) = result, let holder { for ad in ads { holders[ad.id] = holder } }
+                completion(result)
+            }
             let (result, effects) = engine.load(slot: slot, parameters, request: request, now: now())
             if case .failure(let error) = result {
                 pendingLoads[request] = nil
@@ -535,11 +591,14 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
-    func report(_ event: ViewerEvent, adID: String, completion: @escaping @Sendable (Result<Void, ReportError>) -> Void) {
+    /// `denied` answers instead of `completion` when the ad was handed to another uid than `caller`'s.
+    func report(_ event: ViewerEvent, adID: String, caller: UInt32?, denied: @escaping @Sendable (String) -> Void,
+                completion: @escaping @Sendable (Result<Void, ReportError>) -> Void) {
         guard let id = internalID(adID) else {
             return completion(.failure(.adNotValid(reason: "\(adID) is not an ad id of this daemon run")))
         }
         queue.async { [self] in
+            if let reason = holderRefusal(of: id, caller: caller) { return denied(reason) }
             let (result, effects) = engine.report(event, for: id, now: now())
             apply(effects)
             completion(result)

@@ -171,6 +171,10 @@ error LedgerFailed (message: string)
 # The daemon is stopping; subscriptions end with this.
 error ShuttingDown ()
 
+# The caller's user may not make this call: the config's [access] rules or the slot's
+# users and groups do not admit it, or the ad or reward was handed to another user.
+error PermissionDenied (method: string, uid: int, message: string)
+
 """
 
 /// io.adorch.Manager: what operators call.
@@ -286,6 +290,9 @@ method Reload() -> (summary: string)
 
 # The config could not be applied; the running one stays.
 error ReloadFailed (message: string)
+
+# The caller's user is not in [access] manager_users or manager_groups (root always is).
+error PermissionDenied (method: string, uid: int, message: string)
 
 """
 

@@ -18,6 +18,7 @@ public enum MessageID: String, CaseIterable, Sendable {
     case rewardGranted = "4e68efa0388647b7916beaa94fd8f429"
     case contractViolation = "0128bb1337974270bd92e7f3cae895fe"
     case sessionEnded = "9d0f4c2e1b7a4e58a3c6d2f1e0b9a871"
+    case permissionDenied = "5462c684b9474ac4bf47a18e5372e72b"
 
     /// As logger metadata: the journal handler turns it into the MESSAGE_ID= field.
     public var metadata: Logger.Metadata { ["message_id": "\(rawValue)"] }

@@ -17,14 +17,18 @@ public struct RewardRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
     public var extra: String
     public var grantedAt: Date
     public var acknowledged: Bool
+    /// The uid of the caller the ad was handed to: only it may acknowledge the reward. Nil for
+    /// rows written before the daemon recorded it.
+    public var holderUID: Int64?
 
     enum CodingKeys: String, CodingKey {
         case transID = "trans_id", adID = "ad_id", userID = "user_id", slot, network
         case rewardName = "reward_name", rewardAmount = "reward_amount", extra, grantedAt = "granted_at", acknowledged
+        case holderUID = "holder_uid"
     }
 
     public init(transID: String, adID: String, userID: String, slot: String, network: String, rewardName: String,
-                rewardAmount: Int64, extra: String, grantedAt: Date, acknowledged: Bool = false) {
+                rewardAmount: Int64, extra: String, grantedAt: Date, acknowledged: Bool = false, holderUID: Int64? = nil) {
         self.transID = transID
         self.adID = adID
         self.userID = userID
@@ -35,6 +39,7 @@ public struct RewardRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
         self.extra = extra
         self.grantedAt = grantedAt
         self.acknowledged = acknowledged
+        self.holderUID = holderUID
     }
 }
 
@@ -75,6 +80,9 @@ public final class RewardLedger: Sendable {
                 t.primaryKey("trans_id", .text)
                 t.column("accepted_at", .datetime).notNull()
             }
+        }
+        migrator.registerMigration("v2: holder uid") { db in
+            try db.alter(table: "rewards") { t in t.add(column: "holder_uid", .integer) }
         }
         try migrator.migrate(pool)
     }

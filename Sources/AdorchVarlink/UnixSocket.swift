@@ -96,7 +96,23 @@ enum UnixSocket {
         var credentials = KernelUcred()
         var length = socklen_t(MemoryLayout<KernelUcred>.size)
         guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else { return nil }
-        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
+        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, groups: peerGroups(fd))
+    }
+
+    /// The peer's supplementary groups as they were at connect time (SO_PEERGROUPS, Linux
+    /// 4.13), so that group rules see what the kernel saw rather than today's /etc/group.
+    private static func peerGroups(_ fd: Int32) -> [UInt32] {
+        let soPeerGroups: Int32 = 59  // <asm-generic/socket.h>; not in Glibc's Swift overlay
+        var groups = [UInt32](repeating: 0, count: 64)
+        while true {
+            var length = socklen_t(groups.count * MemoryLayout<UInt32>.size)
+            if getsockopt(fd, SOL_SOCKET, soPeerGroups, &groups, &length) == 0 {
+                return Array(groups.prefix(Int(length) / MemoryLayout<UInt32>.size))
+            }
+            // ERANGE says how much room is needed.
+            guard errno == ERANGE, Int(length) > groups.count * MemoryLayout<UInt32>.size else { return [] }
+            groups = [UInt32](repeating: 0, count: Int(length) / MemoryLayout<UInt32>.size)
+        }
     }
 }
 

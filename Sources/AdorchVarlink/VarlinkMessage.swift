@@ -36,6 +36,15 @@ public struct PeerCredentials: Sendable, Equatable {
     public var pid: Int32
     public var uid: UInt32
     public var gid: UInt32
+    /// Supplementary groups.
+    public var groups: [UInt32]
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+        self.groups = groups
+    }
 }
 
 /// One method call as it arrived.

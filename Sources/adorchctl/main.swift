@@ -295,8 +295,37 @@ struct Reload: ParsableCommand {
 struct Reward: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Sign or verify a server-to-server reward callback, as the network and the publisher's server do.",
-        subcommands: [Sign.self, Verify.self]
+        subcommands: [List.self, Ack.self, Sign.self, Verify.self]
     )
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Rewards granted and not acknowledged yet, oldest first.")
+        @OptionGroup var connection: Connection
+        @Option(help: "Only this user's rewards.") var userID: String?
+
+        func run() throws {
+            let reply = try connection.call("io.adorch.Ads.ListRewards", userID.map { ["user_id": .string($0)] } ?? [:])
+            if connection.json { return connection.printJSON(reply) }
+            for row in reply["rewards"]?.arrayValue ?? [] {
+                print([row["trans_id"], row["user_id"], row["slot"], row["reward_amount"], row["reward_name"], row["granted_at"]]
+                    .map { $0.map { $0.stringValue ?? $0.jsonString } ?? "-" }.joined(separator: "\t"))
+            }
+        }
+    }
+
+    struct Ack: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Acknowledge a reward (the app credited it): it is no longer delivered again.",
+            discussion: "Only the user the rewarded ad was handed to, or root, may acknowledge it."
+        )
+        @OptionGroup var connection: Connection
+        @Argument(help: "The reward's transaction id.") var transID: String
+
+        func run() throws {
+            let reply = try connection.call("io.adorch.Ads.AckReward", ["trans_id": .string(transID)])
+            if connection.json { connection.printJSON(reply) }
+        }
+    }
 
     struct KeyFile: ParsableArguments {
         @Option(help: ArgumentHelp("The file with the app security key.", valueName: "file")) var keyFile: String

@@ -112,4 +112,51 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(config.slots[0].buffer, 4)
         XCTAssertEqual(config.slots[0].format, .interstitial, "keys the drop-in does not name stay")
     }
+
+    func testAccessRulesAdmitByUidGroupAndSlot() throws {
+        let config = try DaemonConfig.parse(toml: """
+        [access]
+        ads_users = ["root", 1001]
+        ads_groups = ["0"]
+        manager_users = ["1002"]
+        manager_groups = []
+
+        [[slots]]
+        id = "s"
+        format = "interstitial"
+        users = ["1001"]
+          [[slots.waterfall]]
+          plugin = "sim"
+        """, source: "test.toml")
+        let policy = config.access
+        func call(_ method: String, uid: UInt32, gid: UInt32 = 5000, groups: [UInt32] = []) -> VarlinkCall {
+            VarlinkCall(method: method, peer: PeerCredentials(pid: 1, uid: uid, gid: gid, groups: groups))
+        }
+        XCTAssertNil(policy.refusal(of: call("io.adorch.Ads.Show", uid: 1001), slot: "s"))
+        XCTAssertEqual(policy.refusal(of: call("io.adorch.Ads.Show", uid: 1003), slot: nil), "not allowed to use io.adorch.Ads")
+        XCTAssertNil(policy.refusal(of: call("io.adorch.Ads.ListSlots", uid: 1003, groups: [0]), slot: nil), "a supplementary group admits")
+        XCTAssertEqual(policy.refusal(of: call("io.adorch.Ads.Show", uid: 1003, gid: 0), slot: "s"), "not allowed to use slot s")
+        XCTAssertEqual(policy.refusal(of: call("io.adorch.Manager.GetStatus", uid: 1001), slot: nil), "not allowed to use io.adorch.Manager")
+        XCTAssertNil(policy.refusal(of: call("io.adorch.Manager.GetStatus", uid: 1002), slot: nil))
+        XCTAssertNil(policy.refusal(of: call("io.adorch.Manager.Reload", uid: 0), slot: nil), "root may always")
+        XCTAssertNil(policy.refusal(of: call("org.varlink.service.GetInfo", uid: 1003), slot: nil), "the service interface is public")
+        XCTAssertEqual(policy.refusal(of: VarlinkCall(method: "io.adorch.Ads.Show"), slot: nil), "not allowed to use io.adorch.Ads",
+                       "no credentials, no admission")
+
+        // No [access]: everyone may use Ads; Manager is root's (and adorch-admin's, where it exists).
+        let open = try DaemonConfig.parse(toml: minimal, source: "test.toml").access
+        XCTAssertNil(open.refusal(of: call("io.adorch.Ads.Show", uid: 4242), slot: "s"))
+        XCTAssertNotNil(open.refusal(of: call("io.adorch.Manager.GetStatus", uid: 4242), slot: nil))
+    }
+
+    func testAccessRulesWithUnknownNamesOrWrongTypesAreRefused() {
+        XCTAssertEqual(refusal("[access]\nads_users = [\"no-such-user-here\"]\n" + minimal)?.description,
+                       "test.toml: key access.ads_users: no user \"no-such-user-here\" on this host")
+        XCTAssertEqual(refusal("[access]\nads_groups = \"adorch\"\n" + minimal)?.description,
+                       "test.toml: key access.ads_groups: expected an array of group names or numbers, got string")
+        XCTAssertEqual(refusal("[access]\nadmins = []\n" + minimal)?.description,
+                       "test.toml: key access.admins: unknown key; expected one of ads_users, ads_groups, manager_users, manager_groups")
+        XCTAssertEqual(refusal(minimal.replacingOccurrences(of: "format = \"interstitial\"", with: "format = \"interstitial\"\nusers = [true]"))?.description,
+                       "test.toml: key slots[0].users: expected user names or numbers, got bool")
+    }
 }

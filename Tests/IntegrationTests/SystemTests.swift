@@ -40,7 +40,7 @@ final class SystemTests: XCTestCase {
         XCTAssertEqual(try String(contentsOf: out.appendingPathComponent("exit"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), "0")
         XCTAssertEqual(try String(contentsOf: out.appendingPathComponent("stderr"), encoding: .utf8), "", "nothing went to stderr: every line is in the journal")
         let ids = messageIDs
-        XCTAssertEqual(ids.count, 14)
+        XCTAssertEqual(ids.count, 15)
 
         let all = try entries(out.appendingPathComponent("all.json"))
         func with(_ id: String?) -> [[String: JSONValue]] { all.filter { $0["MESSAGE_ID"]?.stringValue == id } }
@@ -65,8 +65,18 @@ final class SystemTests: XCTestCase {
             for field in ["CODE_FILE", "CODE_LINE", "CODE_FUNC"] { XCTAssertNotNil(entry[field], field) }
         }
 
+        // Issue 8: a refused caller is a warning naming the uid, its pid and the method.
+        let denied = try String(contentsOf: out.appendingPathComponent("denied.txt"), encoding: .utf8)
+        XCTAssertTrue(denied.contains("io.adorch.Manager.PermissionDenied: uid 5555 is not allowed to use io.adorch.Manager"), denied)
+        let refusal = try XCTUnwrap(with(ids["permissionDenied"]).first, "a permission_denied entry")
+        XCTAssertEqual(refusal["PEER_UID"]?.stringValue, "5555")
+        XCTAssertEqual(refusal["METHOD"]?.stringValue, "io.adorch.Manager.GetStatus")
+        XCTAssertNotNil(refusal["PEER_PID"]?.stringValue.flatMap { Int($0) })
+        XCTAssertEqual(refusal["PRIORITY"]?.stringValue, "4")
+
         let explained = try String(contentsOf: out.appendingPathComponent("explained.txt"), encoding: .utf8)
-        for subject in ["Subject: adorchd is ready", "Subject: An ad was loaded", "Subject: An ad was shown", "Subject: adorchd is stopping"] {
+        for subject in ["Subject: adorchd is ready", "Subject: An ad was loaded", "Subject: An ad was shown", "Subject: adorchd is stopping",
+                        "Subject: A caller was refused a method"] {
             XCTAssertTrue(explained.contains(subject), "journalctl -x explains: \(subject)")
         }
         let catalog = try String(contentsOf: out.appendingPathComponent("catalog.txt"), encoding: .utf8)
