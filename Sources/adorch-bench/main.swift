@@ -9,7 +9,7 @@ struct AdorchBenchCommand: ParsableCommand {
         commandName: "adorch-bench",
         abstract: "adorch's benchmarks: they print numbers beside the targets; they never fail on a slow machine.",
         discussion: "`all` runs the four parts in order (what `make bench` does); each part also runs on its own.",
-        subcommands: [All.self, Control.self, Day.self, Footprint.self, Scale.self, Load.self]
+        subcommands: [All.self, Control.self, Day.self, Footprint.self, Scale.self, Load.self, Subscribe.self]
     )
 }
 
@@ -107,5 +107,21 @@ struct Load: ParsableCommand {
         print(String(format: "%@: %d answered, %d errors, %.0f/s, p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms",
                      figures.name, figures.requests, figures.errors, figures.requestsPerSecond, figures.p50, figures.p99, figures.p999))
         if let error = figures.firstError { print("first error: \(error)") }
+    }
+}
+
+/// Subscribers that read every event, held until stdin closes or the process is stopped: to
+/// watch the fan-out's cost on a running daemon, or to occupy connections in a test.
+struct Subscribe: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Attach subscribers to a running adorchd and hold them until stdin closes.")
+    @Option(help: "The daemon's socket.") var socket: String
+    @Option(help: "How many subscribers, each on its own connection.") var count = 1
+
+    func run() throws {
+        let subscribers = try LoadGenerator.Subscribers(socket: socket, count: count)
+        try subscribers.wait(forEvents: count)  // each one's "subscribed"
+        FileHandle.standardOutput.write(Data("\(count) subscribed\n".utf8))  // unbuffered: a test waits for it
+        _ = FileHandle.standardInput.readDataToEndOfFile()
+        print("\(subscribers.stop()) events received")
     }
 }
