@@ -11,8 +11,6 @@ public struct DaemonConfig: Sendable, Equatable {
     public var stateDir: String?
     public var pluginDir: String?
     public var logLevel: String?
-    /// The largest Varlink message a client may send.
-    public var maxMessageBytes: Int
     public var scheduler: SchedulerSettings
     /// The file holding the app security key of the server-to-server reward callback.
     public var rewardKeyFile: String?
@@ -21,6 +19,9 @@ public struct DaemonConfig: Sendable, Equatable {
     public var slots: [SlotConfig]
     /// Who may call what ([access], and each slot's users/groups).
     public var access: AccessPolicy = AccessPolicy()
+    /// What one client may take of the daemon ([limits]; max_message_bytes is in [daemon]).
+    public var limits = VarlinkLimits()
+    public var showRate = ShowRate()
 }
 
 /// One `[plugins.NAME]` section.
@@ -120,7 +121,19 @@ extension DaemonConfig {
 
     private static func decode(_ root: TOMLTable, source: String) throws(ConfigError) -> DaemonConfig {
         let r = TableReader(root, path: "", source: source)
-        try r.only(["daemon", "scheduler", "targeting", "rewards", "plugins", "slots", "access"])
+        try r.only(["daemon", "scheduler", "targeting", "rewards", "plugins", "slots", "access", "limits"])
+        var limits = VarlinkLimits()
+        var showRate = ShowRate()
+        if let l = try r.table("limits") {
+            try l.only(["max_connections", "max_connections_per_uid", "partial_message_timeout_ms", "max_unsent_bytes",
+                        "shows_per_second_per_uid", "show_burst_per_uid"])
+            if let v = try l.int("max_connections", min: 1, max: 1 << 20) { limits.maxConnections = Int(v) }
+            if let v = try l.int("max_connections_per_uid", min: 1, max: 1 << 20) { limits.maxConnectionsPerUID = Int(v) }
+            if let v = try l.int("partial_message_timeout_ms", min: 10, max: 3_600_000) { limits.partialMessageTimeout = .milliseconds(v) }
+            if let v = try l.int("max_unsent_bytes", min: 64 << 10, max: 1 << 30) { limits.maxUnsentBytes = Int(v) }
+            if let v = try l.double("shows_per_second_per_uid", range: 0...1_000_000) { showRate.perSecond = v }
+            if let v = try l.double("show_burst_per_uid", range: 1...1_000_000) { showRate.burst = v }
+        }
         var access = AccessPolicy()
         if let a = try r.table("access") {
             try a.only(["ads_users", "ads_groups", "manager_users", "manager_groups"])
@@ -227,11 +240,12 @@ extension DaemonConfig {
             ))
         }
 
+        limits.maxMessageSize = Int(try daemon?.int("max_message_bytes", min: 1024, max: 64 << 20) ?? 1 << 20)
         return DaemonConfig(
             source: source, socketPath: try daemon?.string("socket"), stateDir: try daemon?.string("state_dir"),
             pluginDir: try daemon?.string("plugin_dir"), logLevel: logLevel,
-            maxMessageBytes: Int(try daemon?.int("max_message_bytes", min: 1024, max: 64 << 20) ?? 1 << 20),
-            scheduler: scheduler, rewardKeyFile: try rewards?.string("key_file"), plugins: plugins, slots: slots, access: access
+            scheduler: scheduler, rewardKeyFile: try rewards?.string("key_file"), plugins: plugins, slots: slots, access: access,
+            limits: limits, showRate: showRate
         )
     }
 

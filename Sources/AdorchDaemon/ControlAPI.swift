@@ -29,6 +29,12 @@ struct ControlAPI: Sendable {
                 }
             case "io.adorch.Ads.Show":
                 try call.onlyParameters(["slot", "user_id", "reward"])
+                if let wait = daemon.showWait(call.peer?.uid) {
+                    throw VarlinkError("io.adorch.Ads.RateLimited", [
+                        "retry_after_ms": .int(Int64(wait / .milliseconds(1)) + 1),
+                        "message": .string("uid \(call.peer.map { "\($0.uid)" } ?? "unknown") called Show faster than the [limits] allow; try again in \(wait)"),
+                    ])
+                }
                 let slot = try call.string("slot")
                 let userID = try call.optionalString("user_id")
                 var reward: RewardModel?
@@ -244,7 +250,16 @@ struct ControlAPI: Sendable {
         [
             "version": .string(s.version), "pid": .int(Int64(s.pid)), "uptime_s": .double(s.uptime),
             "socket": .string(s.socket), "config": .string(s.configSource),
-            "connections": ["open": .int(Int64(s.connections.open)), "accepted": .int(Int64(s.connections.accepted))],
+            "connections": ["open": .int(Int64(s.connections.open)), "accepted": .int(Int64(s.connections.accepted)),
+                            "refused": .int(Int64(s.connections.refused))],
+            "limits": [
+                "max_connections": .int(Int64(s.limits.maxConnections)), "max_connections_per_uid": .int(Int64(s.limits.maxConnectionsPerUID)),
+                "max_message_bytes": .int(Int64(s.limits.maxMessageSize)),
+                "partial_message_timeout_ms": .int(Int64(s.limits.partialMessageTimeout / .milliseconds(1))),
+                "max_unsent_bytes": .int(Int64(s.limits.maxUnsentBytes)),
+                "shows_per_second_per_uid": .double(s.showRate.perSecond), "show_burst_per_uid": .double(s.showRate.burst),
+                "shows_rate_limited": .int(Int64(s.showsRateLimited)),
+            ],
             "subscribers": .int(Int64(s.subscribers)),
             "plugins": .array(s.plugins.map(pluginJSON)),
             "slots": .array(s.slots.map { slotJSON($0, sessions: s.sessions[$0.config.id]) }),

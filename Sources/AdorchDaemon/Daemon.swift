@@ -49,8 +49,13 @@ public final class Daemon: @unchecked Sendable {
     let logger: Logger
     let options: DaemonOptions
     private(set) var config: DaemonConfig {
-        didSet { accessPolicy.withLock { $0 = config.access } }
+        didSet {
+            accessPolicy.withLock { $0 = config.access }
+            showLimiter.withLock { $0.rate = config.showRate }
+        }
     }
+    /// Show calls per uid, counted on the Varlink queue before they reach the engine.
+    private let showLimiter: Mutex<ShowRateLimiter>
     /// The config's access rules, read by the Varlink queue for every call.
     private let accessPolicy: Mutex<AccessPolicy>
     private var engine: Engine
@@ -89,6 +94,7 @@ public final class Daemon: @unchecked Sendable {
     public init(config: DaemonConfig, options: DaemonOptions, logger: Logger) {
         self.config = config
         self.accessPolicy = Mutex(config.access)
+        self.showLimiter = Mutex(ShowRateLimiter(rate: config.showRate))
         self.options = options
         self.logger = logger
         self.socketPath = options.socketPath ?? config.socketPath ?? DefaultPaths.socket
@@ -115,7 +121,7 @@ public final class Daemon: @unchecked Sendable {
         if options.debugInterface { interfaces.append(VarlinkInterface(description: debugInterfaceIDL)) }
         let server = VarlinkServer(
             info: VarlinkServiceInfo(vendor: "adorch", product: "adorchd", version: Self.version, url: "https://adorch.invalid/"),
-            interfaces: interfaces, limits: VarlinkLimits(maxMessageSize: config.maxMessageBytes), logger: logger,
+            interfaces: interfaces, limits: config.limits, logger: logger,
             handler: { call, replier in api.handle(call, replier) }
         )
         // Everything a call may read is set before accepting: with socket activation a client
@@ -228,8 +234,8 @@ public final class Daemon: @unchecked Sendable {
             plugins.removeValue(forKey: name)?.shutdown()
             logger.notice("plugin \(name) removed", metadata: ["plugin": "\(name)"])
         }
-        if next.maxMessageBytes != config.maxMessageBytes || next.socketPath != config.socketPath {
-            logger.notice("reload: socket and max_message_bytes changes take effect at the next start")
+        if next.limits != config.limits || next.socketPath != config.socketPath {
+            logger.notice("reload: socket, max_message_bytes and connection [limits] changes take effect at the next start")
         }
         config = next
         return .success(summary())
@@ -338,6 +344,18 @@ public final class Daemon: @unchecked Sendable {
         guard let reason = accessPolicy.withLock({ $0.refusal(of: call, slot: slot) }) else { return nil }
         logDenied(call, reason)
         return reason
+    }
+
+    /// [any thread] How long `uid` must wait before its next Show, or nil if it may show now.
+    /// Root, the operator, is not rate limited, as it is not refused by [access].
+    func showWait(_ uid: UInt32?) -> Duration? {
+        guard uid != 0 else { return nil }
+        let wait = showLimiter.withLock { $0.take(uid ?? UInt32.max, now: .now) }
+        if let wait {
+            logger.notice("Show rate limit: uid \(uid.map(String.init) ?? "unknown") may show again in \(wait)",
+                          metadata: ["peer_uid": "\(uid.map(String.init) ?? "")"])
+        }
+        return wait
     }
 
     func logDenied(_ call: VarlinkCall, _ reason: String) {
@@ -682,7 +700,8 @@ public final class Daemon: @unchecked Sendable {
             let loaded = plugins.values.sorted { $0.info.name < $1.info.name }
             let base = DaemonStatus(
                 version: Self.version, pid: getpid(), uptime: Date().timeIntervalSince(startedAt), socket: socketPath,
-                configSource: config.source, connections: server?.connectionCounts ?? (0, 0),
+                configSource: config.source, connections: server?.connectionCounts ?? (0, 0, 0),
+                limits: server?.limits ?? config.limits, showRate: config.showRate, showsRateLimited: showLimiter.withLock { $0.refused },
                 plugins: loaded.map { .init(info: $0.info, refusal: nil, statsJSON: nil) }
                     + refusals.values.sorted { $0.name < $1.name }.map { .init(info: nil, refusal: $0, statsJSON: nil) },
                 slots: engine.slotStatuses(at: now()), networks: engine.networkStatuses(at: now()),
@@ -773,7 +792,10 @@ struct DaemonStatus: Sendable {
     var uptime: Double
     var socket: String
     var configSource: String
-    var connections: (open: Int, accepted: Int)
+    var connections: (open: Int, accepted: Int, refused: Int)
+    var limits: VarlinkLimits
+    var showRate: ShowRate
+    var showsRateLimited: Int
     var plugins: [Plugin]
     var slots: [SlotStatus]
     var networks: [NetworkStatus]

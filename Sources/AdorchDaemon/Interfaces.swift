@@ -171,6 +171,9 @@ error LedgerFailed (message: string)
 # The daemon is stopping; subscriptions end with this.
 error ShuttingDown ()
 
+# This uid called Show faster than [limits] shows_per_second_per_uid allows.
+error RateLimited (retry_after_ms: int, message: string)
+
 # The caller's user may not make this call: the config's [access] rules or the slot's
 # users and groups do not admit it, or the ad or reward was handed to another user.
 error PermissionDenied (method: string, uid: int, message: string)
@@ -182,7 +185,22 @@ let managerInterfaceIDL = """
 # Operating the daemon: status, counters, reload.
 interface io.adorch.Manager
 
-type Connections (open: int, accepted: int)
+# refused: over max_connections or max_connections_per_uid since start
+type Connections (open: int, accepted: int, refused: int)
+
+# What one client may take of the daemon: the config's [limits] (and max_message_bytes).
+type Limits (
+  max_connections: int,
+  max_connections_per_uid: int,
+  max_message_bytes: int,
+  partial_message_timeout_ms: int,
+  max_unsent_bytes: int,
+  # 0: no limit
+  shows_per_second_per_uid: float,
+  show_burst_per_uid: float,
+  # Shows refused by the rate limit since start
+  shows_rate_limited: int
+)
 
 type Plugin (
   name: string,
@@ -266,6 +284,7 @@ method GetStatus() -> (
   socket: string,
   config: string,
   connections: Connections,
+  limits: Limits,
   subscribers: int,
   plugins: []Plugin,
   slots: []Slot,

@@ -13,8 +13,20 @@ struct SendBuffer {
     private static let keptCapacity = 1 << 16
 
     var isEmpty: Bool { sent == bytes.count }
+    /// Bytes not written yet.
+    var unsent: Int { bytes.count - sent }
     /// Bytes held, written or not: what the buffer costs in memory.
     var storedBytes: Int { bytes.count }
+
+    /// Drops every unwritten message but the one partly written (a message cut in half would
+    /// corrupt the stream); what is appended next follows it.
+    mutating func dropUnsentMessages() {
+        guard sent > 0, bytes[sent - 1] != 0, let end = bytes[sent...].firstIndex(of: 0) else {
+            bytes.removeSubrange(sent...)
+            return
+        }
+        bytes.removeSubrange((end + 1)...)
+    }
 
     mutating func append(_ data: Data) {
         if sent > 0, sent >= bytes.count / 2 {

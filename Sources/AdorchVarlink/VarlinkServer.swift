@@ -38,15 +38,29 @@ public struct VarlinkInterface: Sendable {
 public typealias VarlinkHandler = @Sendable (VarlinkCall, VarlinkReplier) -> Void
 
 /// Limits that keep one client from hurting the others.
-public struct VarlinkLimits: Sendable {
+public struct VarlinkLimits: Sendable, Equatable {
     /// The largest message accepted; a larger one closes the connection.
     public var maxMessageSize: Int
     /// Calls a client may queue behind the one in progress before it is disconnected.
     public var maxQueuedCalls: Int
+    /// Open connections in all; the next one is answered TooManyConnections and closed.
+    public var maxConnections: Int
+    /// Open connections of one uid; root, the operator, is held only to `maxConnections`.
+    public var maxConnectionsPerUID: Int
+    /// How long a connection may sit on part of a message before it is closed.
+    public var partialMessageTimeout: Duration
+    /// Replies and events written but not yet read by the client; past this a reader that
+    /// does not keep up (a slow subscriber) is sent a final error and disconnected.
+    public var maxUnsentBytes: Int
 
-    public init(maxMessageSize: Int = 1 << 20, maxQueuedCalls: Int = 1024) {
+    public init(maxMessageSize: Int = 1 << 20, maxQueuedCalls: Int = 1024, maxConnections: Int = 4096, maxConnectionsPerUID: Int = 512,
+                partialMessageTimeout: Duration = .seconds(10), maxUnsentBytes: Int = 8 << 20) {
         self.maxMessageSize = maxMessageSize
         self.maxQueuedCalls = maxQueuedCalls
+        self.maxConnections = maxConnections
+        self.maxConnectionsPerUID = maxConnectionsPerUID
+        self.partialMessageTimeout = partialMessageTimeout
+        self.maxUnsentBytes = maxUnsentBytes
     }
 }
 
@@ -65,7 +79,9 @@ public final class VarlinkServer: @unchecked Sendable {
     private var ownsSocketPath: String?
     private var acceptSource: DispatchSourceRead?
     private var connections: [ObjectIdentifier: VarlinkConnection] = [:]
+    private var perUID: [UInt32: Int] = [:]
     private var acceptedTotal = 0
+    private var refusedTotal = 0
 
     public init(info: VarlinkServiceInfo, interfaces: [VarlinkInterface], limits: VarlinkLimits, logger: Logger, handler: @escaping VarlinkHandler) {
         self.info = info
@@ -117,9 +133,9 @@ public final class VarlinkServer: @unchecked Sendable {
         }
     }
 
-    /// Open connections now, and accepted since start.
-    public var connectionCounts: (open: Int, accepted: Int) {
-        queue.sync { (connections.count, acceptedTotal) }
+    /// Open connections now, accepted since start, and refused for a connection limit.
+    public var connectionCounts: (open: Int, accepted: Int, refused: Int) {
+        queue.sync { (connections.count, acceptedTotal, refusedTotal) }
     }
 
     private func startAccepting(_ fd: Int32) {
@@ -151,14 +167,32 @@ public final class VarlinkServer: @unchecked Sendable {
             acceptedTotal += 1
             let connection = VarlinkConnection(fd: fd, server: self, framer: VarlinkFramer(maxMessageSize: limits.maxMessageSize))
             connections[ObjectIdentifier(connection)] = connection
+            let uid = connection.peer?.uid ?? UInt32.max
+            perUID[uid, default: 0] += 1
             connection.start()
+            // Over a limit, the connection is kept just long enough to answer its first call
+            // with the reason: a client sees a named error, not a bare hang-up.
+            if connections.count > limits.maxConnections {
+                refusedTotal += 1
+                connection.refuseCalls(VarlinkError("io.adorch.TooManyConnections", [
+                    "message": .string("the daemon serves at most \(limits.maxConnections) connections"),
+                ]), log: "over the limit of \(limits.maxConnections) connections")
+            } else if uid != 0, perUID[uid, default: 0] > limits.maxConnectionsPerUID {
+                refusedTotal += 1
+                connection.refuseCalls(VarlinkError("io.adorch.TooManyConnections", [
+                    "message": .string("uid \(uid) has \(limits.maxConnectionsPerUID) connections open, the most one user may"),
+                ]), log: "over the limit of \(limits.maxConnectionsPerUID) connections for uid \(uid)")
+            }
         }
     }
 
     // MARK: Called by connections, on the queue
 
     func connectionClosed(_ connection: VarlinkConnection) {
-        connections[ObjectIdentifier(connection)] = nil
+        guard connections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
+        let uid = connection.peer?.uid ?? UInt32.max
+        perUID[uid, default: 1] -= 1
+        if perUID[uid] == 0 { perUID[uid] = nil }
     }
 
     func log(_ level: Logger.Level, _ message: String, peer: PeerCredentials?) {
@@ -254,6 +288,11 @@ final class VarlinkConnection: @unchecked Sendable {
     private var closeWhenFlushed = false
     private var closed = false
     private var closeHandlers: [@Sendable () -> Void] = []
+    /// Set when the connection is over a limit: its first call is answered with this.
+    private var refusal: VarlinkError?
+    /// Closes the connection if the client does not act in time: send the rest of a
+    /// message, or read the final error of a dropped slow reader.
+    private var deadlineTimer: DispatchSourceTimer?
     let peer: PeerCredentials?
 
     init(fd: Int32, server: VarlinkServer, framer: VarlinkFramer) {
@@ -286,6 +325,8 @@ final class VarlinkConnection: @unchecked Sendable {
             if closeWhenFlushed { continue }  // refused: input is drained until the error is out
             do {
                 let messages = try framer.append(chunk[0..<n])
+                if let refusal, !messages.isEmpty { return refuse(refusal) }
+                watchPartialMessage()
                 queued += messages
                 if queued.count > server.limits.maxQueuedCalls {
                     return refuse(.invalidParameter("message: more than \(server.limits.maxQueuedCalls) calls queued"))
@@ -295,6 +336,33 @@ final class VarlinkConnection: @unchecked Sendable {
             }
             pump()
         }
+    }
+
+    /// Over a connection limit: the first call gets `error`, then the connection closes.
+    func refuseCalls(_ error: VarlinkError, log: String) {
+        server.log(.warning, "refusing a connection: \(log)", peer: peer)
+        refusal = error
+    }
+
+    /// A client that sends part of a message and stops holds a connection and a buffer for
+    /// nothing: the rest must come within the limit, counted from the first partial byte.
+    private func watchPartialMessage() {
+        guard framer.pendingBytes > 0 else {
+            deadlineTimer?.cancel()
+            deadlineTimer = nil
+            return
+        }
+        guard deadlineTimer == nil else { return }
+        let timeout = server.limits.partialMessageTimeout
+        let timer = DispatchSource.makeTimerSource(queue: server.queue)
+        timer.schedule(deadline: .now() + timeout.dispatchInterval)
+        timer.setEventHandler { [weak self] in
+            guard let self, !closed else { return }
+            server.log(.warning, "closing a connection: \(framer.pendingBytes) bytes of a message and no end within \(timeout)", peer: peer)
+            refuse(VarlinkError("io.adorch.IncompleteMessage", ["message": .string("no end of message (NUL) within \(timeout)")]))
+        }
+        deadlineTimer = timer
+        timer.resume()
     }
 
     /// Replies to a broken message and closes: after one, the stream cannot be trusted.
@@ -335,7 +403,31 @@ final class VarlinkConnection: @unchecked Sendable {
         enqueue(data)
         if final { busy = false }
         flush()
+        if outgoing.unsent > server.limits.maxUnsentBytes { return dropSlowReader() }
         pump()
+    }
+
+    /// A reader that does not keep up (a subscriber that stopped reading) would make the
+    /// daemon hold every event for it. The events it has not been sent are dropped, its call
+    /// ends with a final error (behind what the socket already holds), and the connection
+    /// closes once that is written, or after the partial-message timeout if it never reads.
+    private func dropSlowReader() {
+        server.log(.warning, "disconnecting a client that does not read its replies: \(outgoing.unsent) bytes unsent, the limit is \(server.limits.maxUnsentBytes)", peer: peer)
+        outgoing.dropUnsentMessages()
+        enqueue(VarlinkWire.error(VarlinkError("io.adorch.ReaderTooSlow", [
+            "message": .string("more than \(server.limits.maxUnsentBytes) bytes of replies were left unread"),
+        ])))
+        busy = false
+        queued.removeAll()
+        closeWhenFlushed = true
+        flush()
+        guard !closed else { return }
+        let grace = DispatchSource.makeTimerSource(queue: server.queue)
+        grace.schedule(deadline: .now() + server.limits.partialMessageTimeout.dispatchInterval)
+        grace.setEventHandler { [weak self] in self?.close(reason: "it still did not read") }
+        deadlineTimer?.cancel()
+        deadlineTimer = grace
+        grace.resume()
     }
 
     func onClose(_ body: @escaping @Sendable () -> Void) {
@@ -383,6 +475,8 @@ final class VarlinkConnection: @unchecked Sendable {
         guard !closed else { return }
         closed = true
         if let reason { server.log(.debug, "connection closed: \(reason)", peer: peer) }
+        deadlineTimer?.cancel()
+        deadlineTimer = nil
         writeSource?.cancel()
         readSource?.cancel()
         readSource = nil
@@ -392,4 +486,8 @@ final class VarlinkConnection: @unchecked Sendable {
         closeHandlers.removeAll()
         handlers.forEach { $0() }
     }
+}
+
+extension Duration {
+    var dispatchInterval: DispatchTimeInterval { .nanoseconds(Int(self / .nanoseconds(1))) }
 }

@@ -64,7 +64,12 @@ struct Status: ParsableCommand {
         let uptime = Int(s["uptime_s"]?.doubleValue ?? 0)
         print("adorchd \(s["version"]?.stringValue ?? "?"), pid \(s["pid"]?.intValue ?? 0), up \(uptime / 3600)h \(uptime / 60 % 60)m \(uptime % 60)s")
         print("socket \(s["socket"]?.stringValue ?? "?"), config \(s["config"]?.stringValue ?? "?")")
-        print("connections: \(s["connections"]?["open"]?.intValue ?? 0) open, \(s["connections"]?["accepted"]?.intValue ?? 0) accepted; subscribers: \(s["subscribers"]?.intValue ?? 0)")
+        let c = s["connections"], l = s["limits"]
+        func n(_ v: JSONValue?) -> String { v?.intValue.map(String.init) ?? v?.doubleValue.map { String(format: "%g", $0) } ?? "?" }
+        print("connections: \(n(c?["open"])) open, \(n(c?["accepted"])) accepted, \(n(c?["refused"])) refused; subscribers: \(n(s["subscribers"]))")
+        print("limits: \(n(l?["max_connections"])) connections, \(n(l?["max_connections_per_uid"])) per uid, messages \(n(l?["max_message_bytes"])) bytes, "
+              + "partial message \(n(l?["partial_message_timeout_ms"])) ms, unread replies \(n(l?["max_unsent_bytes"])) bytes, "
+              + "Show \(n(l?["shows_per_second_per_uid"]))/s per uid (burst \(n(l?["show_burst_per_uid"])), \(n(l?["shows_rate_limited"])) refused)")
         print()
         var plugins = [["PLUGIN", "STATE", "VERSION", "ABI", "DETAIL"]]
         for p in s["plugins"]?.arrayValue ?? [] {

@@ -46,7 +46,7 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(config.slots[0].buffer, 1)
         XCTAssertEqual(config.slots[0].ttl, .seconds(3600))
         XCTAssertEqual(config.slots[0].waterfall[0].timeout, .seconds(5))
-        XCTAssertEqual(config.maxMessageBytes, 1 << 20)
+        XCTAssertEqual(config.limits.maxMessageSize, 1 << 20)
         XCTAssertEqual(config.plugins, [], "no [plugins]: discover them")
     }
 

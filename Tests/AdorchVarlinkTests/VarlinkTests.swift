@@ -122,4 +122,21 @@ final class SendBufferTests: XCTestCase {
         _ = buffer.write { out.append(contentsOf: $0); return $0.count }
         XCTAssertEqual(out, Data("abc".utf8))
     }
+
+    func testDroppingKeepsOnlyTheMessageBeingWritten() {
+        var buffer = SendBuffer()
+        buffer.append(Data("one\0two\0three\0".utf8))
+        _ = buffer.write { _ in 5 }  // "one\0t": "two" is cut in half on the wire
+        buffer.dropUnsentMessages()
+        buffer.append(Data("end\0".utf8))
+        var out = Data()
+        _ = buffer.write { out.append(contentsOf: $0); return $0.count }
+        XCTAssertEqual(String(decoding: out, as: UTF8.self), "wo\0end\0")
+
+        var boundary = SendBuffer()
+        boundary.append(Data("one\0two\0".utf8))
+        _ = boundary.write { _ in 4 }
+        boundary.dropUnsentMessages()
+        XCTAssertTrue(boundary.isEmpty, "nothing was cut: everything unsent goes")
+    }
 }

@@ -54,7 +54,12 @@ final class RewardIntegrationTests: XCTestCase {
     func testTenThousandRewardedShowsWithAKillInTheMiddleLoseNothing() throws {
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-10k-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: state) }
+        // The reward subscriber reads only after the last show: the daemon must hold its
+        // events (megabytes) instead of dropping it as a reader that does not keep up.
         let config = simConfig(slots: """
+        [limits]
+        max_unsent_bytes = 268435456
+
         [[slots]]
         id = "r"
         format = "rewarded"

@@ -1,0 +1,215 @@
+import AdorchVarlink
+import Foundation
+import XCTest
+
+/// Issue 8, acceptance 2: each limit, hit on purpose by one client, leaves another client's
+/// calls answered in normal time, and the offender gets a named error or a logged disconnect.
+final class LimitsTests: XCTestCase {
+    /// A client that behaves: connected before the offender starts, it must keep getting
+    /// answers, each well within `normal`.
+    private final class Bystander {
+        let client: VarlinkClient
+        var slowest: Duration = .zero
+        init(_ daemon: DaemonProcess) throws { client = try daemon.client(timeout: .seconds(5)) }
+
+        func check(file: StaticString = #filePath, line: UInt = #line) throws {
+            let started = ContinuousClock.now
+            let reply = try client.call("io.adorch.Ads.ListSlots")
+            slowest = max(slowest, ContinuousClock.now - started)
+            XCTAssertNil(reply.error, file: file, line: line)
+            XCTAssertEqual(reply.parameters["slots"]?.arrayValue?.isEmpty, false, file: file, line: line)
+        }
+    }
+
+    /// The bound for "normal time" on this shared machine: generous, yet far below any
+    /// timeout a stuck daemon would produce.
+    private let normal: Duration = .milliseconds(500)
+
+    /// A raw connection, for misbehaving on purpose.
+    private final class RawClient {
+        let fd: Int32
+        init(_ path: String, receiveBuffer: Int32? = nil) throws {
+            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                for (i, byte) in path.utf8.enumerated() { raw[i] = byte }
+            }
+            let rc = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            guard rc == 0 else { throw TestFailure("connect: \(String(cString: strerror(errno)))") }
+        }
+        deinit { close(fd) }
+
+        func send(_ text: String, nul: Bool = true) {
+            let bytes = Array(text.utf8) + (nul ? [0] : [])
+            _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+
+        /// Everything until the daemon closes the connection (or 10 s pass).
+        func readToEnd() -> String {
+            var all = [UInt8]()
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = recv(fd, &chunk, chunk.count, 0)
+                if n <= 0 { break }
+                all += chunk[0..<n]
+            }
+            return String(decoding: all.map { $0 == 0 ? UInt8(ascii: "\n") : $0 }, as: UTF8.self)
+        }
+
+        /// One message (up to its NUL).
+        func readMessage() -> String {
+            var all = [UInt8]()
+            var byte: UInt8 = 0
+            while recv(fd, &byte, 1, 0) == 1, byte != 0 { all.append(byte) }
+            return String(decoding: all, as: UTF8.self)
+        }
+    }
+
+    private func daemon(limits: String, buffer: Int = 10) throws -> DaemonProcess {
+        let daemon = try DaemonProcess(config: simConfig(slots: """
+        [limits]
+        \(limits)
+
+        [[slots]]
+        id = "s"
+        format = "interstitial"
+        buffer = \(buffer)
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "latency_ms=0"
+        """))
+        try daemon.waitFor("s full") { try daemon.allSlotsFull() }
+        return daemon
+    }
+
+    /// adorchctl as `uid`, the way an app of that user would call.
+    private func ctl(as uid: Int, _ daemon: DaemonProcess, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+        try runCommand("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups",
+                                            productsDirectory.appendingPathComponent("adorchctl").path] + arguments + ["--socket", daemon.socket])
+    }
+
+    func testTheConnectionsOfOneUidAreLimited() throws {
+        let daemon = try daemon(limits: "max_connections_per_uid = 4")
+        let bystander = try Bystander(daemon)
+        // uid 4321 holds four connections: four subscribers of adorch-bench's load generator.
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        holder.arguments = ["--reuid=4321", "--regid=4321", "--clear-groups", productsDirectory.appendingPathComponent("adorch-bench").path,
+                            "subscribe", "--socket", daemon.socket, "--count", "4"]
+        let stdin = Pipe(), stdout = Pipe()
+        holder.standardInput = stdin
+        holder.standardOutput = stdout
+        try holder.run()
+        defer {
+            try? stdin.fileHandleForWriting.close()
+            holder.waitUntilExit()
+        }
+        var said = Data()
+        while !String(decoding: said, as: UTF8.self).contains("4 subscribed") {
+            let chunk = stdout.fileHandleForReading.availableData
+            if chunk.isEmpty { throw TestFailure("the subscribers did not attach:\n\(daemon.log)") }
+            said.append(chunk)
+        }
+        let over = try ctl(as: 4321, daemon, ["slots"])
+        XCTAssertNotEqual(over.status, 0)
+        XCTAssertTrue(over.stderr.contains("io.adorch.TooManyConnections: uid 4321 has 4 connections open, the most one user may"), over.stderr)
+        XCTAssertTrue(daemon.log.contains("refusing a connection: over the limit of 4 connections for uid 4321"), daemon.log)
+        try bystander.check()
+        // Another user is not held to 4321's share.
+        let other = try ctl(as: 4322, daemon, ["slots"])
+        XCTAssertEqual(other.status, 0, other.stderr)
+        let status = try bystander.client.call("io.adorch.Manager.GetStatus").parameters
+        XCTAssertEqual(status["connections"]?["refused"]?.intValue, 1)
+        XCTAssertEqual(status["limits"]?["max_connections_per_uid"]?.intValue, 4)
+        XCTAssertLessThan(bystander.slowest, normal)
+    }
+
+    func testTheConnectionsInAllAreLimited() throws {
+        let daemon = try daemon(limits: "max_connections = 8")
+        let bystander = try Bystander(daemon)
+        let held = try (0..<7).map { _ in try RawClient(daemon.socket) }  // with the bystander's, 8
+        let over = try RawClient(daemon.socket)
+        over.send(#"{"method":"org.varlink.service.GetInfo"}"#)
+        let answer = over.readToEnd()
+        XCTAssertTrue(answer.contains(#""error":"io.adorch.TooManyConnections""#), answer)
+        XCTAssertTrue(answer.contains("the daemon serves at most 8 connections"), answer)
+        try bystander.check()
+        XCTAssertTrue(daemon.log.contains("refusing a connection: over the limit of 8 connections"), daemon.log)
+        XCTAssertEqual(held.count, 7)
+        XCTAssertLessThan(bystander.slowest, normal)
+    }
+
+    func testHalfAMessageOrAnOversizedOneIsCutOff() throws {
+        let daemon = try daemon(limits: "partial_message_timeout_ms = 300")
+        let bystander = try Bystander(daemon)
+        let stalled = try RawClient(daemon.socket)
+        stalled.send(#"{"method":"org.varlink.service.GetIn"#, nul: false)
+        try bystander.check()
+        let started = ContinuousClock.now
+        let answer = stalled.readToEnd()
+        XCTAssertTrue(answer.contains(#""error":"io.adorch.IncompleteMessage""#), answer)
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(5), "cut off after the timeout, not never")
+        XCTAssertTrue(daemon.log.contains("bytes of a message and no end within 0.3 seconds"), daemon.log)
+
+        let huge = try RawClient(daemon.socket)
+        huge.send(String(repeating: "x", count: 2 << 20), nul: false)
+        XCTAssertTrue(huge.readToEnd().contains("larger than 1048576 bytes"))
+        try bystander.check()
+        XCTAssertLessThan(bystander.slowest, normal)
+    }
+
+    func testASubscriberThatStopsReadingIsDisconnectedNotBuffered() throws {
+        let daemon = try daemon(limits: "max_unsent_bytes = 65536\nshows_per_second_per_uid = 0")
+        let bystander = try Bystander(daemon)
+        let sleeper = try RawClient(daemon.socket, receiveBuffer: 4096)
+        sleeper.send(#"{"method":"io.adorch.Ads.Subscribe","more":true}"#)
+        XCTAssertTrue(sleeper.readMessage().contains(#""kind":"subscribed""#))
+        // Events pile up for the sleeper while the bystander shows and reports.
+        let worker = try daemon.client(timeout: .seconds(5))
+        var shows = 0
+        try daemon.waitFor("the sleeper dropped", timeout: .seconds(30)) {
+            let reply = try worker.call("io.adorch.Ads.Show", ["slot": "s"])
+            if let ad = reply.parameters["ad"]?["id"]?.stringValue {
+                shows += 1
+                XCTAssertNil(try worker.call("io.adorch.Ads.Report", ["ad_id": .string(ad), "event": "close"]).error)
+            }
+            try bystander.check()
+            return daemon.log.contains("disconnecting a client that does not read its replies")
+        }
+        XCTAssertGreaterThan(shows, 0)
+        XCTAssertTrue(daemon.log.contains("the limit is 65536"), daemon.log)
+        // What it gets when it finally reads: the events that fit, then the final error.
+        let rest = sleeper.readToEnd()
+        XCTAssertTrue(rest.contains(#""error":"io.adorch.ReaderTooSlow""#), String(rest.suffix(400)))
+        XCTAssertEqual(try daemon.status()["subscribers"]?.intValue, 0)
+        XCTAssertLessThan(bystander.slowest, normal)
+    }
+
+    func testShowIsRateLimitedPerUid() throws {
+        let daemon = try daemon(limits: "shows_per_second_per_uid = 0.1\nshow_burst_per_uid = 2")
+        let bystander = try Bystander(daemon)
+        var limited: [String] = []
+        for _ in 0..<6 {
+            let greedy = try ctl(as: 4321, daemon, ["show", "s"])
+            if greedy.status != 0 { limited.append(greedy.stderr) }
+        }
+        XCTAssertEqual(limited.count, 4, "a burst of 2, then one every 10 s")
+        XCTAssertTrue(limited.first?.contains("io.adorch.Ads.RateLimited: uid 4321 called Show faster than the [limits] allow; try again in") ?? false,
+                      "\(limited)")
+        // Another uid has its own bucket, and root (the operator) is not limited.
+        XCTAssertEqual(try ctl(as: 4322, daemon, ["show", "s"]).status, 0)
+        for _ in 0..<3 { XCTAssertNil(try bystander.client.call("io.adorch.Ads.Show", ["slot": "s"]).error) }
+        try bystander.check()
+        let limits = try bystander.client.call("io.adorch.Manager.GetStatus").parameters["limits"]
+        XCTAssertEqual(limits?["shows_rate_limited"]?.intValue, 4)
+        XCTAssertEqual(limits?["shows_per_second_per_uid"]?.doubleValue, 0.1)
+        XCTAssertTrue(daemon.log.contains("Show rate limit: uid 4321 may show again in"), daemon.log)
+        XCTAssertLessThan(bystander.slowest, normal)
+    }
+}
