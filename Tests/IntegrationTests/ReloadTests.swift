@@ -57,5 +57,14 @@ final class ReloadTests: XCTestCase {
         XCTAssertEqual(try daemon.slots().map { $0["id"]?.stringValue }, ["same", "grow", "new"], "the old config keeps serving")
         XCTAssertEqual(try readyAds(daemon, "same"), same)
         XCTAssertTrue(daemon.log.contains("reload failed, keeping the running config"), daemon.log)
+
+        // A header that makes TOMLKit's parser abort (found by the config fuzzer) is refused
+        // the same way: the daemon is still here to say so.
+        try (simConfig(slots: slot("same", buffer: 2)) + "\n[[[slots]]\n")
+            .write(to: daemon.dir.appendingPathComponent("adorchd.toml"), atomically: true, encoding: .utf8)
+        let (crashError, crashParameters) = try daemon.callExpectingError("io.adorch.Manager.Reload")
+        XCTAssertEqual(crashError, "io.adorch.Manager.ReloadFailed")
+        XCTAssertEqual(crashParameters["message"]?.stringValue?.contains("the TOML parser crashed on it (signal 6)"), true, "\(crashParameters)")
+        XCTAssertEqual(try readyAds(daemon, "same"), same, "still serving the old config")
     }
 }
