@@ -83,6 +83,13 @@ let package = Package(
         // The VAST plugin: the protocol (parse, wrapper chains, media choice, macros), then its ABI glue.
         .target(name: "VAST", path: "plugins/vast/VAST"),
         .target(name: "AdorchVASTPlugin", dependencies: ["CAdorchPlugin", "VAST"], path: "plugins/vast/Plugin"),
+        // Fuzz targets: libFuzzer when built with -sanitize=fuzzer -DFUZZING (make fuzz), corpus
+        // replayers otherwise, so the committed corpus runs in the tests.
+        .target(name: "CFuzzDriver", path: "Fuzz/CFuzzDriver"),
+        .target(name: "AdorchFuzzSupport", dependencies: ["CFuzzDriver"], path: "Fuzz/Support"),
+        .executableTarget(name: "adorch-fuzz-varlink", dependencies: ["AdorchVarlink", "AdorchFuzzSupport"], path: "Fuzz/varlink"),
+        .executableTarget(name: "adorch-fuzz-config", dependencies: ["AdorchDaemon", "AdorchFuzzSupport"], path: "Fuzz/config"),
+        .executableTarget(name: "adorch-fuzz-rewards", dependencies: ["AdorchRewards", "AdorchFuzzSupport"], path: "Fuzz/rewards"),
 
         .testTarget(name: "AdorchEngineTests", dependencies: ["AdorchEngine"]),
         .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink"]),

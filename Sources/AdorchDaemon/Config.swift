@@ -60,26 +60,32 @@ extension DaemonConfig {
         } catch {
             throw ConfigError(file: path, location: "file", message: "cannot be read: \(error.localizedDescription)")
         }
-        var config = try parse(toml: text, source: path)
         // Drop-ins, in name order, override or extend the main file (systemd's convention).
         let dropInDir = path + ".d"
-        let dropIns = ((try? FileManager.default.contentsOfDirectory(atPath: dropInDir)) ?? []).filter { $0.hasSuffix(".toml") }.sorted()
-        if !dropIns.isEmpty {
-            var merged = try table(text, source: path)
-            for name in dropIns {
-                let file = dropInDir + "/" + name
-                guard let extra = try? String(contentsOfFile: file, encoding: .utf8) else {
-                    throw ConfigError(file: file, location: "file", message: "cannot be read")
-                }
-                merged = merge(merged, try table(extra, source: file))
+        var dropIns: [(source: String, text: String)] = []
+        for name in ((try? FileManager.default.contentsOfDirectory(atPath: dropInDir)) ?? []).filter({ $0.hasSuffix(".toml") }).sorted() {
+            let file = dropInDir + "/" + name
+            guard let extra = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw ConfigError(file: file, location: "file", message: "cannot be read")
             }
-            config = try decode(merged, source: "\(path) (with drop-ins from \(dropInDir))")
+            dropIns.append((file, extra))
         }
-        return config
+        return try parse(toml: text, source: path, dropIns: dropIns, mergedSource: "\(path) (with drop-ins from \(dropInDir))")
     }
 
     public static func parse(toml: String, source: String) throws(ConfigError) -> DaemonConfig {
         try decode(try table(toml, source: source), source: source)
+    }
+
+    /// `text` with `dropIns` merged over it in order. The main text must be valid on its
+    /// own; the merged whole is checked again and named `mergedSource` in errors.
+    public static func parse(toml text: String, source: String, dropIns: [(source: String, text: String)],
+                             mergedSource: String) throws(ConfigError) -> DaemonConfig {
+        let config = try parse(toml: text, source: source)
+        guard !dropIns.isEmpty else { return config }
+        var merged = try table(text, source: source)
+        for dropIn in dropIns { merged = merge(merged, try table(dropIn.text, source: dropIn.source)) }
+        return try decode(merged, source: mergedSource)
     }
 
     private static func table(_ text: String, source: String) throws(ConfigError) -> TOMLTable {
