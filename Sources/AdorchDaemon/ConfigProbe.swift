@@ -15,18 +15,33 @@ public enum ConfigProbe {
     public static func check(_ path: String) throws(ConfigError) {
         guard ProcessInfo.processInfo.environment[childVariable] == nil,
               let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return }
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: executable)
-        child.arguments = ["--check-config", "--config", path]
-        child.environment = ProcessInfo.processInfo.environment.merging([childVariable: "1"]) { $1 }
-        child.standardOutput = FileHandle.nullDevice
-        child.standardError = FileHandle.nullDevice
-        do { try child.run() } catch { return }  // cannot probe: parse in-process as before
-        child.waitUntilExit()
-        guard child.terminationReason == .uncaughtSignal else { return }  // valid, or an error load() will name
+        guard let signal = crashSignal(running: executable, ["--check-config", "--config", path]) else { return }
         throw ConfigError(file: path, location: "file", message: """
-            the TOML parser crashed on it (signal \(child.terminationStatus)), a known toml++ defect with \
+            the TOML parser crashed on it (signal \(signal)), a known toml++ defect with \
             malformed table headers such as [[[slots]] or [ [a]]: check its [headers] (and its drop-ins')
             """)
+    }
+
+    /// Runs the child with its output discarded and waits for it with waitpid: not through
+    /// Foundation's Process, whose exit monitoring hung (the child left a zombie) when the
+    /// daemon's engine queue waited on it under AddressSanitizer. Nil unless a signal killed it.
+    private static func crashSignal(running executable: String, _ arguments: [String]) -> Int32? {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for fd in [STDOUT_FILENO, STDERR_FILENO] { posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", O_WRONLY, 0) }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        let environment = ProcessInfo.processInfo.environment.merging([childVariable: "1"]) { $1 }.map { strdup("\($0)=\($1)") } + [nil]
+        defer { environment.forEach { free($0) } }
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, executable, &actions, nil, argv, environment) == 0 else { return nil }  // cannot probe: parse in-process
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { return nil }
+        }
+        // WIFSIGNALED / WTERMSIG, which the Glibc overlay does not import (they are macros).
+        let signal = status & 0x7f
+        return signal != 0 && signal != 0x7f ? signal : nil
     }
 }
