@@ -37,8 +37,13 @@ for t in "${targets[@]}"; do
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
     hangs=$(grep -c 'ERROR: libFuzzer: timeout' "$log" || true)
-    crashes=$(( status != 0 && hangs == 0 ? 1 : 0 ))
-    [ "$status" = 0 ] || { failed=1; echo "adorch-fuzz-$t failed (exit $status); its log: $log" >&2; tail -30 "$log" >&2; }
+    crashes=$(grep -cE '^==[0-9]+==ERROR: (Address|Leak)Sanitizer|ERROR: libFuzzer: (deadly signal|out-of-memory|fuzz target exited)' "$log" || true)
+    if [ "$status" != 0 ]; then
+        failed=1
+        # An interrupt (Ctrl-C) stops the run early; it is not a crash, but the run is not whole.
+        grep -q 'run interrupted' "$log" && echo "adorch-fuzz-$t was interrupted" >&2 \
+            || { echo "adorch-fuzz-$t failed (exit $status); its log: $log" >&2; tail -30 "$log" >&2; }
+    fi
     total=$(( total + ${runs:-0} ))
     printf '%-10s %14s %10s %8s %8s %7s\n' "$t" "${runs:-0}" "${speed:-0}" "$crashes" "$hangs" "$(ls ".build-fuzz/corpus/$t" | wc -l)"
 done
