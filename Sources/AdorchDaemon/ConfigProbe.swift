@@ -15,17 +15,19 @@ public enum ConfigProbe {
     public static func check(_ path: String) throws(ConfigError) {
         guard ProcessInfo.processInfo.environment[childVariable] == nil,
               let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return }
-        guard let signal = crashSignal(running: executable, ["--check-config", "--config", path]) else { return }
+        guard let crash = crash(running: executable, ["--check-config", "--config", path]) else { return }
         throw ConfigError(file: path, location: "file", message: """
-            the TOML parser crashed on it (signal \(signal)), a known toml++ defect with \
+            the TOML parser crashed on it (\(crash)), a known toml++ defect with \
             malformed table headers such as [[[slots]] or [ [a]]: check its [headers] (and its drop-ins')
             """)
     }
 
     /// Runs the child with its output discarded and waits for it with waitpid: not through
     /// Foundation's Process, whose exit monitoring hung (the child left a zombie) when the
-    /// daemon's engine queue waited on it under AddressSanitizer. Nil unless a signal killed it.
-    private static func crashSignal(running executable: String, _ arguments: [String]) -> Int32? {
+    /// daemon's engine queue waited on it under AddressSanitizer. `--check-config` exits 0
+    /// (valid) or 78 (an error load() will name); anything else is a crash: a signal, or the
+    /// status a sanitizer exits with after reporting one.
+    private static func crash(running executable: String, _ arguments: [String]) -> String? {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -40,8 +42,9 @@ public enum ConfigProbe {
         while waitpid(pid, &status, 0) < 0 {
             guard errno == EINTR else { return nil }
         }
-        // WIFSIGNALED / WTERMSIG, which the Glibc overlay does not import (they are macros).
-        let signal = status & 0x7f
-        return signal != 0 && signal != 0x7f ? signal : nil
+        // WTERMSIG and WEXITSTATUS, which the Glibc overlay does not import (they are macros).
+        let signal = status & 0x7f, exitStatus = (status >> 8) & 0xff
+        if signal != 0 { return "signal \(signal)" }
+        return [0, 78].contains(exitStatus) ? nil : "exit status \(exitStatus)"
     }
 }

@@ -64,7 +64,7 @@ final class ReloadTests: XCTestCase {
             .write(to: daemon.dir.appendingPathComponent("adorchd.toml"), atomically: true, encoding: .utf8)
         let (crashError, crashParameters) = try daemon.callExpectingError("io.adorch.Manager.Reload")
         XCTAssertEqual(crashError, "io.adorch.Manager.ReloadFailed")
-        XCTAssertEqual(crashParameters["message"]?.stringValue?.contains("the TOML parser crashed on it (signal 6)"), true, "\(crashParameters)")
+        XCTAssertEqual(crashParameters["message"]?.stringValue?.contains("the TOML parser crashed on it ("), true, "\(crashParameters)")
         XCTAssertEqual(try readyAds(daemon, "same"), same, "still serving the old config")
     }
 }
