@@ -5,14 +5,6 @@ import XCTest
 /// Issue 8, acceptance 1: callers are told apart by SO_PEERCRED. The tests run as root, so
 /// adorchctl is started as other users with setpriv, the way a real app would connect.
 final class AccessTests: XCTestCase {
-    private let adorchctl = productsDirectory.appendingPathComponent("adorchctl").path
-
-    /// adorchctl as `uid` (its own group, no supplementary groups unless `groups`).
-    private func ctl(as uid: Int, groups: [Int] = [], _ daemon: DaemonProcess, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-        let groupOption = groups.isEmpty ? ["--clear-groups"] : ["--groups=\(groups.map(String.init).joined(separator: ","))"]
-        return try runCommand("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)"] + groupOption + [adorchctl] + arguments + ["--socket", daemon.socket])
-    }
-
     private func adID(_ json: String) throws -> String {
         try XCTUnwrap(JSONValue.parse(Data(json.utf8))?["ad"]?["id"]?.stringValue, json)
     }
@@ -46,10 +38,10 @@ final class AccessTests: XCTestCase {
         try daemon.waitFor("slots full") { try daemon.allSlotsFull() }
 
         // A uid in no list: refused on both interfaces, named in the log with the method.
-        let stranger = try ctl(as: 5555, daemon, ["show", "r", "--user", "u"])
+        let stranger = try adorchctl(as: 5555, daemon, ["show", "r", "--user", "u"])
         XCTAssertNotEqual(stranger.status, 0)
         XCTAssertTrue(stranger.stderr.contains("io.adorch.Ads.PermissionDenied: uid 5555 is not allowed to use io.adorch.Ads"), stranger.stderr)
-        let strangerStatus = try ctl(as: 5555, daemon, ["status"])
+        let strangerStatus = try adorchctl(as: 5555, daemon, ["status"])
         XCTAssertTrue(strangerStatus.stderr.contains("io.adorch.Manager.PermissionDenied: uid 5555 is not allowed to use io.adorch.Manager"), strangerStatus.stderr)
         XCTAssertTrue(daemon.log.contains("permission denied: uid 5555 (pid "), daemon.log)
         XCTAssertTrue(daemon.log.contains(") called io.adorch.Ads.Show: not allowed to use io.adorch.Ads"), daemon.log)
@@ -57,37 +49,37 @@ final class AccessTests: XCTestCase {
         XCTAssertEqual(try daemon.slotStatus("r")["ready"]?.intValue, 2, "a refused Show takes nothing")
 
         // An app user is not an admin; the configured admin is; a member of the Ads group is admitted.
-        XCTAssertTrue(try ctl(as: 4321, daemon, ["status"]).stderr.contains("io.adorch.Manager.PermissionDenied"))
-        let admin = try ctl(as: 4330, daemon, ["status"])
+        XCTAssertTrue(try adorchctl(as: 4321, daemon, ["status"]).stderr.contains("io.adorch.Manager.PermissionDenied"))
+        let admin = try adorchctl(as: 4330, daemon, ["status"])
         XCTAssertEqual(admin.status, 0, admin.stderr)
-        let member = try ctl(as: 6000, groups: [7000], daemon, ["slots"])
+        let member = try adorchctl(as: 6000, groups: [7000], daemon, ["slots"])
         XCTAssertEqual(member.status, 0, member.stderr)
 
         // A slot's own list narrows it further.
-        let notThisSlot = try ctl(as: 4321, daemon, ["show", "private"])
+        let notThisSlot = try adorchctl(as: 4321, daemon, ["show", "private"])
         XCTAssertTrue(notThisSlot.stderr.contains("uid 4321 is not allowed to use slot private"), notThisSlot.stderr)
-        XCTAssertEqual(try ctl(as: 4322, daemon, ["show", "private"]).status, 0)
+        XCTAssertEqual(try adorchctl(as: 4322, daemon, ["show", "private"]).status, 0)
 
         // The ad is 4321's: 4322 may not report on it, nor acknowledge its reward.
-        let shown = try ctl(as: 4321, daemon, ["show", "r", "--user", "u-4321", "--json"])
+        let shown = try adorchctl(as: 4321, daemon, ["show", "r", "--user", "u-4321", "--json"])
         XCTAssertEqual(shown.status, 0, shown.stderr)
         let ad = try adID(shown.stdout)
-        let foreignReport = try ctl(as: 4322, daemon, ["report", ad, "complete"])
+        let foreignReport = try adorchctl(as: 4322, daemon, ["report", ad, "complete"])
         XCTAssertNotEqual(foreignReport.status, 0)
         XCTAssertTrue(foreignReport.stderr.contains("io.adorch.Ads.PermissionDenied: uid 4322 is not the user ad \(ad) was handed to (uid 4321)"), foreignReport.stderr)
         XCTAssertEqual(try daemon.call("io.adorch.Ads.ListRewards", ["user_id": "u-4321"])["rewards"]?.arrayValue?.count, 0,
                        "a refused report changes nothing: no reward")
-        XCTAssertEqual(try ctl(as: 4321, daemon, ["report", ad, "complete"]).status, 0)
+        XCTAssertEqual(try adorchctl(as: 4321, daemon, ["report", ad, "complete"]).status, 0)
         var trans = ""
         try daemon.waitFor("the reward in the ledger") {
             let rows = try daemon.call("io.adorch.Ads.ListRewards", ["user_id": "u-4321"])["rewards"]?.arrayValue ?? []
             trans = rows.first?["trans_id"]?.stringValue ?? ""
             return !trans.isEmpty
         }
-        let foreignAck = try ctl(as: 4322, daemon, ["reward", "ack", trans])
+        let foreignAck = try adorchctl(as: 4322, daemon, ["reward", "ack", trans])
         XCTAssertTrue(foreignAck.stderr.contains("uid 4322 is not the user the rewarded ad was handed to (uid 4321)"), foreignAck.stderr)
         XCTAssertEqual(try daemon.call("io.adorch.Ads.ListRewards", ["user_id": "u-4321"])["rewards"]?.arrayValue?.count, 1, "still unacknowledged")
-        let ack = try ctl(as: 4321, daemon, ["reward", "ack", trans])
+        let ack = try adorchctl(as: 4321, daemon, ["reward", "ack", trans])
         XCTAssertEqual(ack.status, 0, ack.stderr)
         XCTAssertEqual(try daemon.call("io.adorch.Ads.ListRewards", ["user_id": "u-4321"])["rewards"]?.arrayValue?.count, 0)
     }

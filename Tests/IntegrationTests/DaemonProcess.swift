@@ -173,6 +173,18 @@ func runCommand(_ executable: String, _ arguments: [String], environment: [Strin
 }
 
 /// A config of the test's own: the sim plugin from the build and the given slots.
+/// setpriv's arguments to run a program as `uid` with its own gid and, unless `groups`
+/// names some, no supplementary groups: how the tests (root) become an app's user.
+func setprivArguments(uid: Int, groups: [Int] = []) -> [String] {
+    ["--reuid=\(uid)", "--regid=\(uid)", groups.isEmpty ? "--clear-groups" : "--groups=\(groups.map(String.init).joined(separator: ","))"]
+}
+
+/// adorchctl against `daemon` as `uid`, the way an app of that user would call.
+func adorchctl(as uid: Int, groups: [Int] = [], _ daemon: DaemonProcess, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+    try runCommand("/usr/bin/setpriv", setprivArguments(uid: uid, groups: groups)
+        + [productsDirectory.appendingPathComponent("adorchctl").path] + arguments + ["--socket", daemon.socket])
+}
+
 func simConfig(slots: String, scheduler: String = "", daemon: String = "") -> String {
     """
     [daemon]

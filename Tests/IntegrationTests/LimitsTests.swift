@@ -88,20 +88,14 @@ final class LimitsTests: XCTestCase {
         return daemon
     }
 
-    /// adorchctl as `uid`, the way an app of that user would call.
-    private func ctl(as uid: Int, _ daemon: DaemonProcess, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-        try runCommand("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups",
-                                            productsDirectory.appendingPathComponent("adorchctl").path] + arguments + ["--socket", daemon.socket])
-    }
-
     func testTheConnectionsOfOneUidAreLimited() throws {
         let daemon = try daemon(limits: "max_connections_per_uid = 4")
         let bystander = try Bystander(daemon)
         // uid 4321 holds four connections: four subscribers of adorch-bench's load generator.
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        holder.arguments = ["--reuid=4321", "--regid=4321", "--clear-groups", productsDirectory.appendingPathComponent("adorch-bench").path,
-                            "subscribe", "--socket", daemon.socket, "--count", "4"]
+        holder.arguments = setprivArguments(uid: 4321) + [productsDirectory.appendingPathComponent("adorch-bench").path,
+                                                          "subscribe", "--socket", daemon.socket, "--count", "4"]
         let stdin = Pipe(), stdout = Pipe()
         holder.standardInput = stdin
         holder.standardOutput = stdout
@@ -116,13 +110,13 @@ final class LimitsTests: XCTestCase {
             if chunk.isEmpty { throw TestFailure("the subscribers did not attach:\n\(daemon.log)") }
             said.append(chunk)
         }
-        let over = try ctl(as: 4321, daemon, ["slots"])
+        let over = try adorchctl(as: 4321, daemon, ["slots"])
         XCTAssertNotEqual(over.status, 0)
         XCTAssertTrue(over.stderr.contains("io.adorch.TooManyConnections: uid 4321 has 4 connections open, the most one user may"), over.stderr)
         XCTAssertTrue(daemon.log.contains("refusing a connection: over the limit of 4 connections for uid 4321"), daemon.log)
         try bystander.check()
         // Another user is not held to 4321's share.
-        let other = try ctl(as: 4322, daemon, ["slots"])
+        let other = try adorchctl(as: 4322, daemon, ["slots"])
         XCTAssertEqual(other.status, 0, other.stderr)
         let status = try bystander.client.call("io.adorch.Manager.GetStatus").parameters
         XCTAssertEqual(status["connections"]?["refused"]?.intValue, 1)
@@ -196,14 +190,14 @@ final class LimitsTests: XCTestCase {
         let bystander = try Bystander(daemon)
         var limited: [String] = []
         for _ in 0..<6 {
-            let greedy = try ctl(as: 4321, daemon, ["show", "s"])
+            let greedy = try adorchctl(as: 4321, daemon, ["show", "s"])
             if greedy.status != 0 { limited.append(greedy.stderr) }
         }
         XCTAssertEqual(limited.count, 4, "a burst of 2, then one every 10 s")
         XCTAssertTrue(limited.first?.contains("io.adorch.Ads.RateLimited: uid 4321 called Show faster than the [limits] allow; try again in") ?? false,
                       "\(limited)")
         // Another uid has its own bucket, and root (the operator) is not limited.
-        XCTAssertEqual(try ctl(as: 4322, daemon, ["show", "s"]).status, 0)
+        XCTAssertEqual(try adorchctl(as: 4322, daemon, ["show", "s"]).status, 0)
         for _ in 0..<3 { XCTAssertNil(try bystander.client.call("io.adorch.Ads.Show", ["slot": "s"]).error) }
         try bystander.check()
         let limits = try bystander.client.call("io.adorch.Manager.GetStatus").parameters["limits"]
