@@ -299,7 +299,7 @@ struct Reload: ParsableCommand {
 
 struct Reward: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Sign or verify a server-to-server reward callback, as the network and the publisher's server do.",
+        abstract: "List and acknowledge rewards; sign or verify a server-to-server reward callback.",
         subcommands: [List.self, Ack.self, Sign.self, Verify.self]
     )
 

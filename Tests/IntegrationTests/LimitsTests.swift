@@ -71,7 +71,7 @@ final class LimitsTests: XCTestCase {
         }
     }
 
-    private func daemon(limits: String, buffer: Int = 10) throws -> DaemonProcess {
+    private func daemon(limits: String) throws -> DaemonProcess {
         let daemon = try DaemonProcess(config: simConfig(slots: """
         [limits]
         \(limits)
@@ -79,7 +79,7 @@ final class LimitsTests: XCTestCase {
         [[slots]]
         id = "s"
         format = "interstitial"
-        buffer = \(buffer)
+        buffer = 10
           [[slots.waterfall]]
           plugin = "sim"
           server_parameter = "latency_ms=0"
