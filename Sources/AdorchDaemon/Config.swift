@@ -89,6 +89,9 @@ extension DaemonConfig {
     }
 
     private static func table(_ text: String, source: String) throws(ConfigError) -> TOMLTable {
+        if let finding = TOMLAbortGuard.check(text) {
+            throw ConfigError(file: source, location: "line \(finding.line), column \(finding.column)", message: "not valid TOML: \(finding.message)")
+        }
         do {
             return try TOMLTable(string: text)
         } catch let error as TOMLParseError {

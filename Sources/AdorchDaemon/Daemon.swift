@@ -215,10 +215,7 @@ public final class Daemon: @unchecked Sendable {
     private func applyConfig() -> Result<String, ConfigError> {
         let next: DaemonConfig
         do throws(ConfigError) {
-            next = try options.configPath.map { path throws(ConfigError) in
-                try ConfigProbe.check(path)
-                return try DaemonConfig.load(path: path)
-            } ?? .embeddedDefault()
+            next = try options.configPath.map { path throws(ConfigError) in try DaemonConfig.load(path: path) } ?? .embeddedDefault()
         } catch {
             return .failure(error)
         }

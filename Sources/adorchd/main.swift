@@ -85,10 +85,7 @@ struct AdorchD: ParsableCommand {
     func run() throws {
         let settings: DaemonConfig
         do throws(ConfigError) {
-            settings = try config.map { path throws(ConfigError) in
-                try ConfigProbe.check(path)
-                return try DaemonConfig.load(path: path)
-            } ?? .embeddedDefault()
+            settings = try config.map { path throws(ConfigError) in try DaemonConfig.load(path: path) } ?? .embeddedDefault()
         } catch {
             FileHandle.standardError.write(Data("adorchd: bad config, not starting: \(error)\n".utf8))
             throw ExitCode(78)  // EX_CONFIG

@@ -56,6 +56,35 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(error?.location.hasPrefix("line 3,"), true, error?.description ?? "")
     }
 
+    /// Each of these would abort the process inside toml++ (the config fuzzer's finds): here
+    /// they are named errors with their place. Fuzz/corpus/config keeps the fuzzer's own inputs.
+    func testInputThatWouldAbortTheParserIsANamedError() {
+        let cases: [(toml: String, location: String, saw: String)] = [
+            ("[daemon]\n[[[slots]]\n", "line 2, column 3", "saw '['"),
+            ("a = 1\n  [ !x]\n", "line 2, column 5", "saw '!'"),
+            ("[\n", "line 1, column 2", "saw the end of the line"),
+            ("[[ \r\nx = 1\r\n", "line 1, column 4", "saw the end of the line"),
+            ("\u{FEFF}[\u{00A0}a]", "line 1, column 3", "saw U+A0"),
+            ("x = \"\"\"\n[!ok in a string]\n\"\"\"\n[{}]\n", "line 4, column 2", "saw '{'"),
+            ("g=[}", "line 1, column 4", "expected a value or ']', saw '}'"),
+            ("a = \"[}\" # [}\nb = '''x''''\nc = [ # }\n 1,\n  }]\n[!x]\n", "line 5, column 3", "saw '}'"),
+        ]
+        for c in cases {
+            let error = refusal(c.toml)
+            XCTAssertEqual(error?.location, c.location, c.toml.debugDescription)
+            XCTAssertEqual(error?.message.hasSuffix(c.saw), true, "\(c.toml.debugDescription): \(error?.description ?? "accepted")")
+        }
+    }
+
+    /// The same text inside multi-line strings and arrays is valid and reaches the usual checks.
+    func testHeaderLookalikesInsideValuesAreNotHeaders() {
+        let text = "[scheduler]\nnote = '''\n[!a]\n[}'''\n[targeting]\nx = [\n  [ {a = 1} ], \"[,}\",\n[ # ,}\n  +1]]\n"
+        XCTAssertEqual(refusal(text)?.location.hasPrefix("key "), true, "parsed as TOML; only the unknown keys are refused: \(refusal(text)?.description ?? "")")
+        // toml++ reports `[ [a]]` itself; what follows a NUL is never parsed.
+        XCTAssertEqual(refusal("[ [a]]\n")?.message.contains("brackets must be contiguous"), true, refusal("[ [a]]\n")?.description ?? "")
+        XCTAssertNil(refusal(minimal + "\n\0\n[!]\n"))
+    }
+
     func testSemanticErrorsNameTheKeyAndWhatWasExpected() {
         XCTAssertEqual(refusal(minimal + "\n  bufer = 2").map(\.location), "key slots[0].waterfall[0].bufer")
         XCTAssertEqual(refusal(minimal.replacingOccurrences(of: "interstitial", with: "popup"))?.description,
