@@ -44,14 +44,6 @@ struct DeadlineQueue<Key: Hashable & Comparable & Sendable>: Sendable {
         return due
     }
 
-    /// The earliest moment strictly after `now`; O(1) unless moments at or before `now`
-    /// are still queued (a caller that has not advanced yet), then a scan.
-    func earliest(after now: Moment) -> Moment? {
-        guard let top = heap.first else { return nil }
-        if top.at > now { return top.at }
-        return heap.lazy.map(\.at).filter { $0 > now }.min()
-    }
-
     /// Ties break on the key, so the order of due timers never depends on insertion order.
     private func less(_ i: Int, _ j: Int) -> Bool {
         (heap[i].at, heap[i].key) < (heap[j].at, heap[j].key)

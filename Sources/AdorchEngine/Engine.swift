@@ -360,10 +360,12 @@ public struct Engine: Sendable {
         return nextID
     }
 
-    /// The earliest moment after `now` at which `advance` has something to do. Only moments
-    /// strictly after `now` count, so a shell that sleeps until then never spins.
+    /// The next moment at which `advance` has something to do: `now` if a moment fell due
+    /// since the last advance. (Skipping those once left shown ads alive until some unrelated
+    /// wakeup: after a burst, hundreds stayed with the plugin. advance pops every due moment,
+    /// so a shell that sleeps until this never spins.)
     public func nextWakeup(after now: Moment) -> Moment? {
-        ads.timers.earliest(after: now)
+        ads.timers.first.map { max($0.at, now) }
     }
 
     /// Every slot as operators and apps see it.

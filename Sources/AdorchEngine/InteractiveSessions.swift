@@ -159,10 +159,11 @@ public struct InteractiveSessions: Sendable {
         live.filter { shouldEnd($0.value.slot, $0.value.plugin) }.keys.sorted().flatMap { terminalError($0, message: reason, code: .internal, now: now) }
     }
 
-    /// The earliest moment after `now` at which `advance` has something to do.
+    /// The next moment at which `advance` has something to do: `now` if something fell due
+    /// since the last advance (skipping it would leave it waiting for an unrelated wakeup).
     public func nextWakeup(after now: Moment) -> Moment? {
         let moments = live.values.flatMap { [$0.fetchDeadline, $0.startDeadline, $0.endsAt].compactMap { $0 } } + ended.values.map(\.forgetAt)
-        return moments.filter { $0 > now }.min()
+        return moments.min().map { max($0, now) }
     }
 
     // MARK: Helpers

@@ -367,6 +367,20 @@ final class PreloadTests: XCTestCase {
         XCTAssertEqual(h.loads.map(\.plugin), ["a"])
     }
 
+    /// The shell asks for its next wakeup a little after it advanced: a shown ad whose end fell
+    /// in between must still wake it (the million-cycle run once left hundreds with the plugin).
+    func testAMomentDueSinceTheLastAdvanceWakesAtOnce() throws {
+        var h = Harness(slots: [slot(buffer: 1, entries: ["a"])], settings: SchedulerSettings(shownLifetime: .seconds(1)))
+        h.fill(h.loads[0].adID)
+        let shown = try h.show("s").get()
+        h.fill(h.loads.last!.adID)  // the refill, so nothing else is pending
+        let later = h.now + .milliseconds(1001)
+        XCTAssertEqual(h.engine.nextWakeup(after: later), later, "the shown ad's end is due")
+        XCTAssertFalse(h.destroyed.contains(shown.id))
+        h.advance(.milliseconds(1001))
+        XCTAssertTrue(h.destroyed.contains(shown.id))
+    }
+
     func testNextWakeupIsNeverInThePast() {
         var h = Harness(slots: [slot(buffer: 2, ttl: .seconds(10), entries: ["a", "b"])])
         for _ in 0..<200 {

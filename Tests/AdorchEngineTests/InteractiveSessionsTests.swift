@@ -214,6 +214,9 @@ final class InteractiveSessionsTests: XCTestCase {
         effects += sessions.endAll(where: { _, plugin in plugin == "p" }, reason: "the daemon is stopping", now: now)
         XCTAssertEqual(terminals.map { $0.message }, ["the daemon is stopping", "the daemon is stopping"])
         XCTAssertEqual(Set(destroys), [1, 2])
+        // Ended sessions are remembered a minute (late plugin reports), then forgotten.
+        XCTAssertEqual(sessions.nextWakeup(after: now + .seconds(61)), now + .seconds(61), "forgetting them is due")
+        _ = sessions.advance(to: now + .seconds(61))
         XCTAssertNil(sessions.nextWakeup(after: now + .seconds(61)))
     }
 
