@@ -13,7 +13,7 @@ public struct Engine: Sendable {
     /// Slots that may be below their buffer, by rank (the table collects them by name).
     private var wanting = RankSet()
     private var ads = AdTable()
-    private var retired: [AdID: RetiredAd] = [:]
+    private var retired = RetiredAds()
     private var availablePlugins: Set<String>
     /// Networks paused after a rate_limited answer, until when.
     private var pausedUntil: [String: Moment] = [:]
@@ -46,7 +46,7 @@ public struct Engine: Sendable {
             case .adRefresh(let id): if let slot = ads[id]?.slot { ads.wanting.insert(slot) }
             case .backoff(let slot, _): ads.wanting.insert(slot)
             case .pause: break  // the slots waiting for that network are still wanting
-            case .forget(let id): if let memory = retired[id], memory.forgetAt <= now { retired[id] = nil }
+            case .forget(let id): retired.forget(id, at: now)
             }
         }
         for id in dueAds.sorted() {
@@ -681,7 +681,7 @@ public struct Engine: Sendable {
     }
 
     private mutating func retire(_ id: AdID, _ memory: RetiredAd) {
-        retired[id] = memory
+        for dropped in retired.remember(id, memory, limit: settings.retiredMemoryLimit) { ads.timers.remove(.forget(dropped)) }
         ads.timers.set(.forget(id), at: memory.forgetAt)
     }
 
@@ -852,20 +852,6 @@ struct AdRecord: Sendable {
     func isValid(at now: Moment) -> Bool {
         if case .ready(let expiresAt) = state { expiresAt > now } else { false }
     }
-}
-
-private struct RetiredAd: Sendable {
-    enum Reason: String, Sendable {
-        case failed, timedOut = "timed out", expired, replaced, closed, ended = "shown and done", removed
-        case failedToDisplay = "failed to display"
-    }
-
-    var slot: String
-    var plugin: String
-    var reason: Reason
-    var forgetAt: Moment
-    /// The plugin's ad_destroy has returned: from now on any report is its fault.
-    var destroyConfirmed = false
 }
 
 private struct LoadRequest: Sendable {

@@ -140,6 +140,8 @@ public struct SchedulerSettings: Sendable, Equatable {
     public var shownLifetime: Duration
     /// How long an ended ad is remembered, to attribute late callbacks and explain reports.
     public var retiredMemory: Duration
+    /// At most this many ended ads are remembered, the oldest forgotten first.
+    public var retiredMemoryLimit: Int
     /// A network that answers rate_limited (the seed's 40020) gets no load at all for this long.
     public var rateLimitPause: Duration
     /// At most this many loads in flight to one network, over all slots.
@@ -148,7 +150,7 @@ public struct SchedulerSettings: Sendable, Equatable {
     public init(
         refreshAhead: Duration = .seconds(60), backoffBase: Duration = .seconds(1),
         backoffMax: Duration = .seconds(300), backoffJitter: Double = 0.2,
-        shownLifetime: Duration = .seconds(3600), retiredMemory: Duration = .seconds(600),
+        shownLifetime: Duration = .seconds(3600), retiredMemory: Duration = .seconds(600), retiredMemoryLimit: Int = 10_000,
         rateLimitPause: Duration = .seconds(300), maxLoadsInFlightPerNetwork: Int = 8
     ) {
         self.refreshAhead = refreshAhead
@@ -157,6 +159,7 @@ public struct SchedulerSettings: Sendable, Equatable {
         self.backoffJitter = backoffJitter
         self.shownLifetime = shownLifetime
         self.retiredMemory = retiredMemory
+        self.retiredMemoryLimit = retiredMemoryLimit
         self.rateLimitPause = rateLimitPause
         self.maxLoadsInFlightPerNetwork = maxLoadsInFlightPerNetwork
     }

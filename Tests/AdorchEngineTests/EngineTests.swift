@@ -381,6 +381,26 @@ final class PreloadTests: XCTestCase {
         XCTAssertTrue(h.destroyed.contains(shown.id))
     }
 
+    /// Ended ads are remembered up to a count, so memory does not grow with the rate of ads.
+    func testEndedAdsAreRememberedUpToTheLimitOldestForgottenFirst() throws {
+        let settings = SchedulerSettings(shownLifetime: .seconds(1), retiredMemoryLimit: 3)
+        var h = Harness(slots: [slot(buffer: 1, entries: ["a"])], settings: settings)
+        var shown: [AdID] = []
+        for _ in 0..<5 {
+            h.fill(h.loads.last!.adID)
+            shown.append(try h.show("s").get().id)
+            h.advance(.milliseconds(1500))  // its shown life ends (the refill is still in time)
+        }
+        func reason(_ id: AdID) -> String? {
+            if case .failure(.adNotValid(let reason)) = h.engine.report(.click, for: id, now: h.now).0 { return reason }
+            return nil
+        }
+        XCTAssertEqual(reason(shown[0]), "no ad \(shown[0]) is known", "the oldest went first")
+        XCTAssertEqual(reason(shown[1]), "no ad \(shown[1]) is known")
+        XCTAssertEqual(reason(shown[4]), "ad \(shown[4]) has ended (shown and done)")
+        XCTAssertEqual(reason(shown[2]), "ad \(shown[2]) has ended (shown and done)")
+    }
+
     func testNextWakeupIsNeverInThePast() {
         var h = Harness(slots: [slot(buffer: 2, ttl: .seconds(10), entries: ["a", "b"])])
         for _ in 0..<200 {
