@@ -52,7 +52,10 @@ public final class RewardLedger: Sendable {
         case duplicate(String)
     }
 
-    private let pool: DatabasePool
+    /// One connection, for writes and the few reads alike: a pool would open reader
+    /// connections (two fds each) on demand and keep them, so the daemon's open files would
+    /// depend on its history; the ledger's reads are rare and short.
+    private let database: DatabaseQueue
 
     public init(path: String) throws {
         var configuration = Configuration()
@@ -60,7 +63,8 @@ public final class RewardLedger: Sendable {
             // FULL: the commit is on disk before grant returns, so before any event is sent.
             try db.execute(sql: "PRAGMA synchronous = FULL")
         }
-        pool = try DatabasePool(path: path, configuration: configuration)
+        configuration.journalMode = .wal
+        database = try DatabaseQueue(path: path, configuration: configuration)
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
             try db.create(table: "rewards") { t in
@@ -84,12 +88,12 @@ public final class RewardLedger: Sendable {
         migrator.registerMigration("v2: holder uid") { db in
             try db.alter(table: "rewards") { t in t.add(column: "holder_uid", .integer) }
         }
-        try migrator.migrate(pool)
+        try migrator.migrate(database)
     }
 
     /// Writes the reward durably, once. The caller announces it only after `.granted`.
     public func grant(_ record: RewardRecord) throws -> Grant {
-        try pool.write { db in
+        try database.write { db in
             if try RewardRecord.fetchOne(db, key: record.transID) != nil {
                 return .duplicate("transaction \(record.transID) was granted before")
             }
@@ -103,7 +107,7 @@ public final class RewardLedger: Sendable {
 
     /// Rewards not acknowledged by the app, oldest first.
     public func unacknowledged(userID: String? = nil, since: Date? = nil, slots: Set<String>? = nil) throws -> [RewardRecord] {
-        try pool.read { db in
+        try database.read { db in
             var request = RewardRecord.filter(Column("acknowledged") == false)
             if let userID { request = request.filter(Column("user_id") == userID) }
             if let since { request = request.filter(Column("granted_at") >= since) }
@@ -114,21 +118,21 @@ public final class RewardLedger: Sendable {
 
     /// Marks a reward delivered; false if no such transaction exists.
     public func acknowledge(transID: String) throws -> Bool {
-        try pool.write { db in
+        try database.write { db in
             try db.execute(sql: "UPDATE rewards SET acknowledged = 1 WHERE trans_id = ?", arguments: [transID])
             return db.changesCount > 0
         }
     }
 
     public func reward(transID: String) throws -> RewardRecord? {
-        try pool.read { db in try RewardRecord.fetchOne(db, key: transID) }
+        try database.read { db in try RewardRecord.fetchOne(db, key: transID) }
     }
 
-    public func count() throws -> Int { try pool.read { db in try RewardRecord.fetchCount(db) } }
+    public func count() throws -> Int { try database.read { db in try RewardRecord.fetchCount(db) } }
 
     /// Records a verified server callback; false if this transaction was accepted before.
     public func acceptCallback(transID: String, at date: Date) throws -> Bool {
-        try pool.write { db in
+        try database.write { db in
             try db.execute(sql: "INSERT OR IGNORE INTO accepted_callbacks (trans_id, accepted_at) VALUES (?, ?)",
                            arguments: [transID, date])
             return db.changesCount > 0
