@@ -12,12 +12,19 @@ let productsDirectory: URL = {
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
 /// A real adorchd process on its own socket and state dir, stopped by PID when done.
+///
+/// Spawned and reaped with posix_spawn and waitpid rather than Foundation's Process, whose
+/// exit monitoring in the test process never reaped an adorchd built with AddressSanitizer
+/// (the zombie hung the suite in `swift test --sanitize=address`).
 final class DaemonProcess {
     let dir: URL
     let socket: String
     let logFile: URL
-    let process = Process()
-    private(set) var exitStatus: Int32?
+    let pid: pid_t
+    /// The read end of adorchd's stdout, kept open so that its writes never fail.
+    private let stdout: FileHandle
+    /// waitpid's status once it has exited.
+    private var waitStatus: Int32?
 
     /// Starts adorchd (with `config` as its config file, or on the embedded default) and
     /// returns once it printed that it is serving.
@@ -27,7 +34,6 @@ final class DaemonProcess {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         socket = dir.appendingPathComponent("adorchd.sock").path
         logFile = dir.appendingPathComponent("adorchd.log")
-        FileManager.default.createFile(atPath: logFile.path, contents: nil)
 
         var arguments = ["--socket", socket, "--state-dir", (stateDir ?? dir.appendingPathComponent("state")).path, "--log-level", "debug"]
         if let config {
@@ -36,25 +42,36 @@ final class DaemonProcess {
             arguments += ["--config", path.path]
         }
         if let pluginDir { arguments += ["--plugin-dir", pluginDir] }
-        process.executableURL = productsDirectory.appendingPathComponent("adorchd")
-        process.arguments = arguments + extraArguments
         // Not started by systemd unless the test says so.
         var inherited = ProcessInfo.processInfo.environment
         for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "JOURNAL_STREAM"] { inherited[key] = nil }
-        process.environment = inherited.merging(environment) { $1 }
-        let stdout = Pipe()
-        process.standardOutput = stdout
-        process.standardError = try FileHandle(forWritingTo: logFile)
-        try process.run()
+        let executable = productsDirectory.appendingPathComponent("adorchd").path
+        var output: [Int32] = [0, 0]
+        guard pipe(&output) == 0 else { throw TestFailure("pipe: \(String(cString: strerror(errno)))") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, output[1], STDOUT_FILENO)
+        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, logFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addclose(&actions, output[0])
+        posix_spawn_file_actions_addclose(&actions, output[1])
+        let argv = ([executable] + arguments + extraArguments).map { strdup($0) } + [nil]
+        let envp = inherited.merging(environment) { $1 }.map { strdup("\($0)=\($1)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, executable, &actions, nil, argv, envp)
+        close(output[1])
+        stdout = FileHandle(fileDescriptor: output[0], closeOnDealloc: true)
+        guard rc == 0 else { throw TestFailure("posix_spawn \(executable): \(String(cString: strerror(rc)))") }
+        pid = child
 
         // Wait for the line adorchd prints once the socket is bound: an event, not a sleep.
         var seen = Data()
         while !String(decoding: seen, as: UTF8.self).contains("serving on") {
-            let chunk = stdout.fileHandleForReading.availableData
+            let chunk = stdout.availableData
             if chunk.isEmpty {
-                process.waitUntilExit()
-                exitStatus = process.terminationStatus
-                throw TestFailure("adorchd exited (\(process.terminationStatus)) before serving:\n\(log)")
+                let how = stop()
+                throw TestFailure("adorchd exited (\(how)) before serving:\n\(log)")
             }
             seen.append(chunk)
         }
@@ -65,14 +82,32 @@ final class DaemonProcess {
         try? FileManager.default.removeItem(at: dir)
     }
 
-    /// SIGTERM, then wait for the exit; returns the exit status.
+    var isRunning: Bool {
+        guard waitStatus == nil else { return false }
+        var status: Int32 = 0
+        guard waitpid(pid, &status, WNOHANG) == pid else { return true }
+        waitStatus = status
+        return false
+    }
+
+    /// "exit N" or "signal N", once it has exited.
+    var howItEnded: String? {
+        // WIFEXITED, WEXITSTATUS and WTERMSIG are macros the Glibc overlay does not import.
+        waitStatus.map { $0 & 0x7f == 0 ? "exit \(($0 >> 8) & 0xff)" : "signal \($0 & 0x7f)" }
+    }
+
+    /// SIGTERM unless it exited already, then wait for the exit; returns its exit status, or
+    /// the signal that ended it.
     @discardableResult
     func stop() -> Int32 {
-        if let exitStatus { return exitStatus }
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
-        process.waitUntilExit()
-        exitStatus = process.terminationStatus
-        return process.terminationStatus
+        if isRunning {
+            kill(pid, SIGTERM)
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+            waitStatus = status
+        }
+        let status = waitStatus ?? 0
+        return status & 0x7f == 0 ? (status >> 8) & 0xff : status & 0x7f
     }
 
     var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
@@ -81,7 +116,7 @@ final class DaemonProcess {
 
     /// What went wrong, with whether the daemon is still there and the end of its log.
     func diagnosis(_ what: String) -> TestFailure {
-        let state = process.isRunning ? "still running" : "exited with \(process.terminationStatus) (\(process.terminationReason == .uncaughtSignal ? "signal" : "exit"))"
+        let state = isRunning ? "still running" : "ended (\(howItEnded ?? "?"))"
         let tail = log.split(separator: "\n").suffix(30).joined(separator: "\n")
         return TestFailure("\(what); adorchd \(state); its log ends:\n\(tail)")
     }

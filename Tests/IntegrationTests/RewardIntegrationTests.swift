@@ -28,7 +28,7 @@ final class RewardIntegrationTests: XCTestCase {
             XCTAssertEqual(reward["detail"]?["reward_amount"]?.intValue, 10)
             trans = try XCTUnwrap(reward["detail"]?["trans_id"]?.stringValue)
             // A crash right after the announcement: nothing a subscriber heard may be lost.
-            kill(daemon.process.processIdentifier, SIGKILL)
+            kill(daemon.pid, SIGKILL)
             XCTAssertEqual(daemon.stop(), SIGKILL)
         }
         let daemon = try DaemonProcess(stateDir: state)
@@ -86,7 +86,7 @@ final class RewardIntegrationTests: XCTestCase {
             var completed = 0
             while shows < limit {
                 if shows == killAt {
-                    kill(daemon.process.processIdentifier, SIGKILL)
+                    kill(daemon.pid, SIGKILL)
                     break
                 }
                 let reply = try client.call("io.adorch.Ads.Show", ["slot": "r", "user_id": .string("u\(shows % 97)")])

@@ -53,12 +53,12 @@ final class SystemdNotifyTests: XCTestCase {
         _ = try listener.read(until: "pings again") { $0 == "WATCHDOG=1" }
 
         // SIGHUP: RELOADING=1 with MONOTONIC_USEC, then READY=1.
-        kill(daemon.process.processIdentifier, SIGHUP)
+        kill(daemon.pid, SIGHUP)
         let reloading = try listener.read(until: "RELOADING=1") { $0.contains("RELOADING=1") }.last!.text
         XCTAssertNotNil(reloading.range(of: #"MONOTONIC_USEC=\d+"#, options: .regularExpression), reloading)
         _ = try listener.read(until: "READY=1 after the reload") { $0.contains("READY=1") }
 
-        kill(daemon.process.processIdentifier, SIGTERM)
+        kill(daemon.pid, SIGTERM)
         _ = try listener.read(until: "STOPPING=1") { $0.contains("STOPPING=1") }
         XCTAssertEqual(daemon.stop(), 0)
     }
@@ -70,7 +70,7 @@ final class SystemdNotifyTests: XCTestCase {
         try daemon.waitFor("demo slots full") { try daemon.allSlotsFull() }
         let subscriber = try daemon.client(timeout: .seconds(10))
         XCTAssertNil(try subscriber.call("io.adorch.Ads.Subscribe", [:], more: true).error)
-        kill(daemon.process.processIdentifier, SIGTERM)
+        kill(daemon.pid, SIGTERM)
         var last = try subscriber.nextReply()
         while last.continues { last = try subscriber.nextReply() }
         XCTAssertEqual(last.error, "io.adorch.Ads.ShuttingDown", "the stream's last reply says why it ends")

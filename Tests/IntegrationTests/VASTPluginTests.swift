@@ -291,7 +291,7 @@ final class VASTPluginTests: XCTestCase {
             report.append("\(file): \(error) — \(line.map { $0.components(separatedBy: "] ").last ?? "" } ?? "")")
         }
         print("IAB VAST samples:\n  " + report.joined(separator: "\n  "))
-        XCTAssertEqual(try daemon.call("io.adorch.Manager.GetStatus")["pid"]?.intValue.map(Int32.init), daemon.process.processIdentifier, "still serving")
+        XCTAssertEqual(try daemon.call("io.adorch.Manager.GetStatus")["pid"]?.intValue.map(Int32.init), daemon.pid, "still serving")
         XCTAssertGreaterThan(report.filter { $0.hasSuffix(": ad") }.count, 10, "most samples are playable ads")
     }
 }
