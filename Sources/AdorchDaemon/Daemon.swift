@@ -166,6 +166,9 @@ public final class Daemon: @unchecked Sendable {
             }
         }
         server?.stop()
+        if !ServiceNotifier.flush(timeout: .seconds(2)) {
+            logger.warning("the service manager did not read STOPPING=1 within 2 s")
+        }
         logger.notice("adorchd stopped")
     }
 

@@ -3,10 +3,23 @@ import Foundation
 
 /// sd_notify(3): tells the service manager what the daemon is doing. Every call is a no-op
 /// when NOTIFY_SOCKET is not set (not started by systemd).
+///
+/// Messages go out in order from a queue of their own, never from the caller's: sd_notify
+/// blocks once ten are unread (net.unix.max_dgram_qlen), and a service manager slow to read
+/// must not stall the engine (the soak's harness once did, by not reading).
 public enum ServiceNotifier {
-    /// Sends one state string, e.g. "READY=1\nSTATUS=…". False if nothing listens.
+    private static let queue = DispatchQueue(label: "adorch.sd-notify")
+
+    /// Sends one state string, e.g. "READY=1\nSTATUS=…".
+    public static func send(_ state: String) { queue.async { _ = sd_notify(0, state) } }
+
+    /// Waits up to `timeout` for what was sent so far to go out: before the process exits.
     @discardableResult
-    public static func send(_ state: String) -> Bool { sd_notify(0, state) > 0 }
+    public static func flush(timeout: Duration) -> Bool {
+        let done = DispatchSemaphore(value: 0)
+        queue.async { done.signal() }
+        return done.wait(timeout: .now() + .milliseconds(Int(timeout.components.seconds * 1000))) == .success
+    }
 
     /// The socket and plugins are up: the service is started.
     public static func ready(status: String) { send("READY=1\nSTATUS=\(status)") }

@@ -63,6 +63,31 @@ final class SystemdNotifyTests: XCTestCase {
         XCTAssertEqual(daemon.stop(), 0)
     }
 
+    /// sd_notify blocks once ten messages are unread; a service manager that stops reading
+    /// must not stall the daemon: its calls are answered and it still stops cleanly.
+    func testAServiceManagerThatStopsReadingStallsNothing() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-notify-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let deaf = try NotifyListener(in: dir)  // bound, never read
+        let daemon = try DaemonProcess(config: simConfig(slots: """
+            [[slots]]
+            id = "s"
+            format = "interstitial"
+              [[slots.waterfall]]
+              plugin = "sim"
+            """), environment: ["NOTIFY_SOCKET": deaf.path])
+        for round in 0..<12 {  // RELOADING=1 and READY=1 each: 24 messages, well past 10
+            let reply = try daemon.client(timeout: .seconds(5)).call("io.adorch.Manager.Reload")
+            XCTAssertNil(reply.error, "reload \(round): \(reply)")
+        }
+        try daemon.waitFor("s full") { try daemon.allSlotsFull() }
+        XCTAssertNotNil(try daemon.call("io.adorch.Ads.Show", ["slot": "s"])["ad"])
+        XCTAssertEqual(daemon.stop(), 0)
+        XCTAssertTrue(daemon.log.contains("the service manager did not read STOPPING=1 within 2 s"), daemon.log)
+        withExtendedLifetime(deaf) {}
+    }
+
     /// Graceful stop: a subscription ends with a final reply, every ad is destroyed through
     /// its plugin (the sim plugin's log says its deinit ran), and the exit status is 0.
     func testSIGTERMEndsSubscriptionsWithAFinalReplyAndExitsZero() throws {
