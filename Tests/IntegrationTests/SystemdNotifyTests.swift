@@ -112,7 +112,9 @@ final class SystemdNotifyTests: XCTestCase {
         let socket = dir.appendingPathComponent("activated.sock").path
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
-        process.arguments = ["-l", socket, productsDirectory.appendingPathComponent("adorchd").path,
+        // It hands adorchd a cleared environment: a sanitizer run's options are passed on by name.
+        let passed = ["ASAN_OPTIONS", "TSAN_OPTIONS"].filter { ProcessInfo.processInfo.environment[$0] != nil }.flatMap { ["-E", $0] }
+        process.arguments = ["-l", socket] + passed + [productsDirectory.appendingPathComponent("adorchd").path,
                              "--plugin-dir", productsDirectory.path, "--state-dir", dir.appendingPathComponent("state").path]
         let stderr = Pipe()
         process.standardError = stderr
@@ -125,6 +127,9 @@ final class SystemdNotifyTests: XCTestCase {
             guard !chunk.isEmpty else { throw TestFailure("systemd-socket-activate ended: \(said)") }
             said += String(decoding: chunk, as: UTF8.self)
         }
+        // Read the rest too, so that adorchd's log (a sanitizer's report at exit) never fills the pipe.
+        let rest = DispatchGroup()
+        DispatchQueue.global().async(group: rest) { _ = stderr.fileHandleForReading.readDataToEndOfFile() }
         // The first connection starts adorchd on the passed fd.
         let client = try VarlinkClient(path: socket)
         let reply = try client.call("io.adorch.Manager.GetStatus")
@@ -133,6 +138,7 @@ final class SystemdNotifyTests: XCTestCase {
         XCTAssertEqual(reply.parameters["pid"]?.intValue, Int64(process.processIdentifier))
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()
+        rest.wait()
         XCTAssertEqual(process.terminationStatus, 0)
         XCTAssertTrue(FileManager.default.fileExists(atPath: socket), "a passed socket is never removed by the daemon")
     }
