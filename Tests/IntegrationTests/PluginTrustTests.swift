@@ -53,7 +53,7 @@ final class PluginTrustTests: XCTestCase {
         let escape = escapeDir.appendingPathComponent("libadorch-plugin-sim.so").path
         try FileManager.default.createSymbolicLink(atPath: escape, withDestinationPath: sim)
         // A symlink that stays inside its folder is fine, as the link farms of packagers are.
-        let good = try plant("good")
+        _ = try plant("good")
         let alias = root.appendingPathComponent("good/alias.so").path
         try FileManager.default.createSymbolicLink(atPath: alias, withDestinationPath: "libadorch-plugin-sim.so")
 
