@@ -21,14 +21,19 @@ SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 # Seconds of fuzzing per target: a smoke run in `make test`, a long one in `make fuzz`.
 FUZZ_SMOKE_SECONDS ?= 10
 FUZZ_SECONDS ?= 300
+# The soak's length in minutes, and how many load → show → destroy cycles `make cycles` runs.
+SOAK_MINUTES ?= 30
+CYCLES ?= 1000000
 
-.PHONY: run test bench fuzz build deps clean help install install-files
+.PHONY: run test bench fuzz soak cycles build deps clean help install install-files
 
 help:
 	@echo "make run    build and run adorchd in the foreground on the embedded default config"
 	@echo "make test   build and run every test (unit and integration)"
 	@echo "make bench  run the benchmarks (release build); the tables also go to BENCHMARKS.md"
 	@echo "make fuzz   fuzz the Varlink decoder, the config parser and the reward callback [FUZZ_SECONDS=300 per target]"
+	@echo "make soak   200 clients against misbehaving plugins with a reload every minute [SOAK_MINUTES=30]"
+	@echo "make cycles a million load -> show -> destroy cycles: no ad object may pile up [CYCLES=1000000]"
 	@echo "make build  build the daemon, adorchctl and the plugins"
 	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  binaries, plugins, header, units, catalog, config"
 
@@ -48,6 +53,14 @@ test: deps
 
 fuzz: deps
 	scripts/fuzz.sh --seconds $(FUZZ_SECONDS)
+
+soak: deps
+	$(SWIFT) build -c release
+	.build/release/adorch-bench soak --minutes $(SOAK_MINUTES)
+
+cycles: deps
+	$(SWIFT) build -c release
+	.build/release/adorch-bench cycles --count $(CYCLES)
 
 bench: deps
 	$(SWIFT) build -c release

@@ -5,6 +5,8 @@ import Foundation
 public final class BenchDaemon {
     public let dir: URL
     public let socket: String
+    /// The config file it was started with (and reloads), if it was given one.
+    public let configPath: String
     public let process = Process()
     /// From just before exec to READY=1.
     public let startToReady: Duration
@@ -17,10 +19,10 @@ public final class BenchDaemon {
         socket = dir.appendingPathComponent("adorchd.sock").path
         listener = try NotifyListener(in: dir)
         var arguments = ["--socket", socket, "--state-dir", dir.appendingPathComponent("state").path]
+        configPath = dir.appendingPathComponent("adorchd.toml").path
         if let config {
-            let path = dir.appendingPathComponent("adorchd.toml")
-            try config.write(to: path, atomically: true, encoding: .utf8)
-            arguments += ["--config", path.path]
+            try config.write(toFile: configPath, atomically: true, encoding: .utf8)
+            arguments += ["--config", configPath]
         }
         process.executableURL = URL(fileURLWithPath: adorchd)
         process.arguments = arguments
@@ -87,10 +89,35 @@ public final class BenchDaemon {
         }
     }
 
+    /// Stops listening to its notifications: for long runs (see NotifyListener.discardFromNow).
+    public func discardNotifications() { listener.discardFromNow() }
+
+    /// Open file descriptors: sockets, the ledger, the journal; a leak shows here first.
+    public var openFileDescriptors: Int {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []).count
+    }
+
+    /// What each open descriptor is ("socket:[123]", a path), to name a leak.
+    public var openFiles: [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []).compactMap {
+            try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)")
+        }
+    }
+
+    public var threads: Int {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []).count
+    }
+
     public func stop() {
         guard process.isRunning else { return }
         kill(pid, SIGTERM)
         process.waitUntilExit()
+    }
+
+    /// Stops it with SIGTERM and says how it ended: "exit 0" is a clean stop.
+    public func stopReportingExit() -> String {
+        stop()
+        return "\(process.terminationReason == .uncaughtSignal ? "signal" : "exit") \(process.terminationStatus)"
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A NOTIFY_SOCKET listener: what systemd would hear from adorchd (READY=1, STATUS=, …).
 /// The benchmarks time READY=1 with it and wait on STATUS= instead of polling the daemon.
@@ -22,7 +23,12 @@ public final class NotifyListener {
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    deinit { close(fd) }
+    /// Set once a thread reads and drops everything; that thread then owns the socket.
+    private let discarding = Flag()
+
+    deinit {
+        if discarding.isSet { discarding.stop.store(true, ordering: .relaxed) } else { close(fd) }
+    }
 
     /// The next datagram, or nil if none came within 100 ms.
     public func next() -> (at: ContinuousClock.Instant, text: String)? {
@@ -32,6 +38,21 @@ public final class NotifyListener {
         let text = String(decoding: buffer[0..<n], as: UTF8.self)
         history.append(text)
         return (ContinuousClock.now, text)
+    }
+
+    /// From now on a thread of its own reads and drops every notification. A long run needs
+    /// it: past ten unread datagrams (net.unix.max_dgram_qlen) the daemon's next sd_notify
+    /// blocks, as it would if systemd stopped reading.
+    public func discardFromNow() {
+        guard !discarding.isSet else { return }
+        discarding.set()
+        let fd = fd, flag = discarding
+        Thread.detachNewThread {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            // recv returns at least every 100 ms (SO_RCVTIMEO), to see the stop flag.
+            while !flag.stop.load(ordering: .relaxed) { _ = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) } }
+            close(fd)
+        }
     }
 
     /// Reads until a message satisfies `match`; returns everything read, that one last.
@@ -45,6 +66,13 @@ public final class NotifyListener {
         }
         throw BenchError("no \(what) within \(timeout); got \(seen.map(\.text))")
     }
+}
+
+private final class Flag: Sendable {
+    private let value = Atomic(false)
+    let stop = Atomic(false)
+    var isSet: Bool { value.load(ordering: .relaxed) }
+    func set() { value.store(true, ordering: .relaxed) }
 }
 
 /// A benchmark could not measure something; the message says what and why.

@@ -29,8 +29,13 @@ public final class VarlinkClient {
     /// Connects to `path`; `timeout` bounds every read.
     public init(path: String, timeout: Duration = .seconds(30)) throws(Failure) {
         do { fd = try UnixSocket.connect(path: path) } catch { throw .socket(error) }
-        let seconds = timeout.components.seconds
-        var tv = timeval(tv_sec: Int(seconds), tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
+        setReadTimeout(timeout)
+    }
+
+    /// Bounds every read from now on: a subscriber waits long for its first reply and briefly
+    /// for events, which come only when something happens.
+    public func setReadTimeout(_ timeout: Duration) {
+        var tv = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     }
 

@@ -9,7 +9,7 @@ struct AdorchBenchCommand: ParsableCommand {
         commandName: "adorch-bench",
         abstract: "adorch's benchmarks: they print numbers beside the targets; they never fail on a slow machine.",
         discussion: "`all` runs the four parts in order (what `make bench` does); each part also runs on its own.",
-        subcommands: [All.self, Control.self, Day.self, Footprint.self, Scale.self, Load.self, Subscribe.self]
+        subcommands: [All.self, Control.self, Day.self, Footprint.self, Scale.self, Load.self, Subscribe.self, SoakCommand.self, CyclesCommand.self]
     )
 }
 
@@ -123,5 +123,50 @@ struct Subscribe: ParsableCommand {
         FileHandle.standardOutput.write(Data("\(count) subscribed\n".utf8))  // unbuffered: a test waits for it
         _ = FileHandle.standardInput.readDataToEndOfFile()
         print("\(subscribers.stop()) events received")
+    }
+}
+
+/// The soak: `make soak` runs it for 30 minutes; the test suite runs a short one.
+struct SoakCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "soak",
+        abstract: "Clients mixing Show, Report, Subscribe and reconnects against misbehaving and blocking plugins, with reloads.",
+        discussion: "Prints RSS, open fds and calls over time, then a summary; exits 1 if the daemon crashed, a reply was lost, a reload failed, fds did not return to their baseline, or (in runs of 10 minutes or more) RSS grew 10 % after warm-up."
+    )
+    @OptionGroup var daemon: DaemonOptions
+    @Option(help: "How long, in minutes.") var minutes: Double = 30
+    @Option(help: "Clients, each on its own connection and thread.") var clients = 200
+    @Option(help: "Seconds between two reloads.") var reloadEvery: Double = 60
+    @Option(help: "Seconds between two samples of RSS and fds.") var sampleEvery: Double = 30
+    @Option(help: "Each client's mean pause between calls, in milliseconds.") var thinkMs: Double = 20
+
+    func run() throws {
+        let benchmarks = daemon.benchmarks
+        let soak = Soak(adorchd: benchmarks.adorchd, pluginDir: benchmarks.pluginDir, duration: .milliseconds(Int(minutes * 60_000)),
+                        clients: clients, reloadEvery: .milliseconds(Int(reloadEvery * 1000)),
+                        sampleEvery: .milliseconds(Int(sampleEvery * 1000)), thinkTime: .microseconds(Int(thinkMs * 1000)))
+        let result = try soak.run { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) }  // unbuffered: progress as it comes
+        print(result.report)
+        if !result.passed { throw ExitCode.failure }
+    }
+}
+
+/// A million load → show → destroy cycles: `make cycles`.
+struct CyclesCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cycles",
+        abstract: "Load → show → destroy through sim at zero latency; checks that ad objects never pile up.",
+        discussion: "Exits 1 unless sim's live objects come back to the slots' buffers and RSS stays within 5 % of its level after warm-up."
+    )
+    @OptionGroup var daemon: DaemonOptions
+    @Option(help: "Cycles (successful Shows) in all.") var count = 1_000_000
+    @Option(help: "Connections, each with one Show + Report in flight.") var connections = 16
+
+    func run() throws {
+        let benchmarks = daemon.benchmarks
+        let result = try Cycles(adorchd: benchmarks.adorchd, pluginDir: benchmarks.pluginDir, cycles: count, connections: connections)
+            .run { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) }
+        print(result.report)
+        if !result.passed { throw ExitCode.failure }
     }
 }

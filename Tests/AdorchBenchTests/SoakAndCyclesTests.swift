@@ -1,0 +1,34 @@
+import AdorchBench
+import Foundation
+import XCTest
+
+/// Short versions of `make soak` and `make cycles` against the debug build: the same clients,
+/// misbehaving and blocking plugins, reloads and checks, for seconds instead of half an hour.
+final class SoakAndCyclesTests: XCTestCase {
+    private let products = Bundle.main.bundleURL
+
+    func testAShortSoakLosesNoReplyAndGivesBackEveryFile() throws {
+        let soak = Soak(adorchd: products.appendingPathComponent("adorchd").path, pluginDir: products.path, duration: .seconds(20),
+                        clients: 40, reloadEvery: .seconds(5), sampleEvery: .seconds(5), thinkTime: .milliseconds(20))
+        var lines: [String] = []
+        let result = try soak.run { lines.append($0) }
+        XCTAssertTrue(result.passed, result.report)
+        XCTAssertTrue(result.report.contains("lost replies: 0\n"), result.report)
+        let reloads = result.report.split(separator: "\n").first { $0.hasPrefix("reloads: ") }?.split(separator: " ") ?? []
+        XCTAssertTrue(reloads.count >= 4 && reloads[1] == reloads[3] && Int(reloads[1]) ?? 0 >= 3, "a reload every 5 s, all applied: \(result.report)")
+        XCTAssertTrue(result.report.contains("adorchd: exit 0"), result.report)
+        // Every kind of call was answered, errors included: the mix is what it claims.
+        for kind in ["ok ", "AdNotValid ", "SlotNotFound "] { XCTAssertTrue(result.report.contains(kind), "\(kind)in \(result.report)") }
+        XCTAssertGreaterThanOrEqual(result.samples.count, 4, lines.joined(separator: "\n"))
+        XCTAssertTrue(result.samples.allSatisfy { $0.rss > 0 && $0.fds > 0 }, "\(result.samples)")
+        XCTAssertGreaterThan(result.samples.map(\.fds).max()!, result.samples.first!.fds / 2, "clients' connections show in the fds")
+    }
+
+    func testCyclesEndWithExactlyTheBuffersLive() throws {
+        let cycles = Cycles(adorchd: products.appendingPathComponent("adorchd").path, pluginDir: products.path, cycles: 5_000,
+                            connections: 8)
+        let result = try cycles.run { _ in }
+        XCTAssertTrue(result.passed, result.report)
+        XCTAssertTrue(result.report.contains("5000 shown, 5000 destroyed, 20 live; the buffers hold 20"), result.report)
+    }
+}
