@@ -21,6 +21,7 @@ static const adorch_host *g_host;
 /* One ad object: what ad_load needs to build the payload. */
 typedef struct example_ad {
     adorch_ad_id id;
+    int loaded; /* the host was told loaded: only then may it be shown */
     char slot_id[128];
 } example_ad;
 
@@ -53,13 +54,16 @@ static int32_t example_ad_load(adorch_ad *opaque) {
              "{\"title\":\"Try our premium plan\",\"media_url\":\"https://example.invalid/house.mp4\","
              "\"slot\":\"%s\",\"expires_in_s\":3600,\"price\":0.0,\"tracks_impressions\":false}",
              ad->slot_id);
+    ad->loaded = 1;
     g_host->loaded(g_host, ad->id, payload);
     return 0;
 }
 
 static int32_t example_ad_show(adorch_ad *opaque, const char *context_json) {
-    (void)opaque;
+    example_ad *ad = opaque;
     (void)context_json;
+    /* The host shows only loaded ads; saying so anyway costs one line and catches a bug. */
+    if (!ad->loaded) return ADORCH_ERROR_NOT_READY;
     return 0; /* nothing to present: the app renders the payload itself */
 }
 

@@ -31,6 +31,8 @@ private struct State: ~Copyable {
     /// The host's address: kept as a number, since a pointer may not cross into the lock.
     var hostAddress: UInt = 0
     var live: Set<adorch_ad_id> = []
+    /// Reported loaded: only these may be shown.
+    var loaded: Set<adorch_ad_id> = []
 
     var host: UnsafePointer<adorch_host>? { UnsafePointer(bitPattern: hostAddress) }
 }
@@ -88,17 +90,26 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
             worker.asyncAfter(deadline: .now() + .milliseconds(Int.random(in: 5...30))) {
                 state.withLock { state in
                     guard let host = state.host, state.live.contains(id) else { return }
+                    state.loaded.insert(id)
                     text.withCString { host.pointee.loaded(host, id, $0) }
                 }
             }
             return 0
         },
-        ad_show: { _, _ in 0 },
+        ad_show: { opaque, _ in
+            guard let opaque else { return Int32(ADORCH_ERROR_NOT_READY.rawValue) }
+            let id = Unmanaged<HouseAd>.fromOpaque(opaque).takeUnretainedValue().id
+            return state.withLock { $0.loaded.contains(id) } ? 0 : Int32(ADORCH_ERROR_NOT_READY.rawValue)
+        },
         ad_notify: { _, _, _ in },
         ad_destroy: { opaque in
             guard let opaque else { return }
             let ad = Unmanaged<HouseAd>.fromOpaque(opaque)
-            state.withLock { _ = $0.live.remove(ad.takeUnretainedValue().id) }
+            let id = ad.takeUnretainedValue().id
+            state.withLock { state in
+                state.live.remove(id)
+                state.loaded.remove(id)
+            }
             ad.release()
         },
         stats_json: nil
