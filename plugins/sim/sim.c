@@ -16,7 +16,9 @@
  *   cached_ms=100            media cached this long after the load (default 0: at once)
  *   price=1.5                the eCPM reported in the payload (default 1.0)
  *   seed=42                  random seed, for repeatable runs (default 1)
- *   misbehave=never|twice|after_destroy|empty_payload   break the contract (default none)
+ *   misbehave=never|twice|after_destroy|empty_payload|leak   break the contract (default none);
+ *                            leak keeps every destroyed object's memory, as an SDK that
+ *                            retains its ad objects does
  *   block_ms=3000            ad_load blocks the plugin queue this long, like a stuck SDK call
  *   tracks=1                 the payload says the plugin tracks impressions and clicks itself
  *                            (it then reports the impression itself once the ad is presented)
@@ -65,7 +67,7 @@
 
 #include "adorch/plugin.h"
 
-enum misbehaviour { MB_NONE, MB_NEVER, MB_TWICE, MB_AFTER_DESTROY, MB_EMPTY_PAYLOAD };
+enum misbehaviour { MB_NONE, MB_NEVER, MB_TWICE, MB_AFTER_DESTROY, MB_EMPTY_PAYLOAD, MB_LEAK };
 
 /* One step of a scripted viewer: an event and its detail (NULL: none; "time" for
  * completed: the time spent, computed when it happens). */
@@ -313,6 +315,7 @@ static void parse_config(sim_config *c, const char *text) {
             else if (!strcmp(val, "twice")) c->misbehave = MB_TWICE;
             else if (!strcmp(val, "after_destroy")) c->misbehave = MB_AFTER_DESTROY;
             else if (!strcmp(val, "empty_payload")) c->misbehave = MB_EMPTY_PAYLOAD;
+            else if (!strcmp(val, "leak")) c->misbehave = MB_LEAK;
             else if (!strcmp(val, "none")) c->misbehave = MB_NONE;
             else bad = 1;
         } else {
@@ -906,7 +909,8 @@ static void sim_ad_destroy(adorch_ad *opaque) {
     unindex_live(ad);
     g.n.destroys++;
     g.n.live--;
-    free(ad);
+    if (ad->config->misbehave == MB_LEAK) g.n.misbehaviours++;
+    else free(ad);
     pthread_mutex_unlock(&g.lock);
 }
 
