@@ -28,7 +28,7 @@ public struct PluginInfo: Sendable, Equatable {
 /// into the plugin are confined to `queue`, the rest is immutable after init.
 public final class LoadedPlugin: @unchecked Sendable {
     public let info: PluginInfo
-    private let handle: UnsafeMutableRawPointer
+    private let library: PluginLibrary
     private let entry: UnsafePointer<adorch_plugin_entry_t>
     private let host: UnsafeMutablePointer<adorch_host>
     private let sink: Unmanaged<CallbackSink>
@@ -39,41 +39,10 @@ public final class LoadedPlugin: @unchecked Sendable {
     /// Opens `path`, checks the entry against this host's ABI and calls the plugin's init.
     /// Any refusal closes the library again and says why in the error.
     public init(name: String, path: String, configJSON: String, logger: Logger, onReport: @escaping PluginReportHandler) throws(PluginLoadError) {
-        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
-            throw .cannotOpen(path: path, reason: dlerror().map { String(cString: $0) } ?? "unknown error")
-        }
-        let symbol: UnsafeMutableRawPointer
-        if let data = dlsym(handle, ADORCH_PLUGIN_ENTRY_SYMBOL) {
-            symbol = data
-        } else if let function = dlsym(handle, ADORCH_PLUGIN_GET_ENTRY_SYMBOL),
-                  let entry = unsafeBitCast(function, to: adorch_plugin_get_entry_fn.self)()
-        {
-            symbol = UnsafeMutableRawPointer(mutating: entry)
-        } else {
-            dlclose(handle)
-            throw .noEntrySymbol(path: path)
-        }
-        // Only the two version fields are read before the major version is known to match.
-        let versions = symbol.assumingMemoryBound(to: UInt32.self)
-        guard versions[0] == PluginABI.major else {
-            let (major, minor) = (versions[0], versions[1])
-            dlclose(handle)
-            throw .abiMismatch(path: path, pluginMajor: major, pluginMinor: minor)
-        }
-        let entry = UnsafePointer(symbol.assumingMemoryBound(to: adorch_plugin_entry_t.self))
-        if let problem = Self.problem(with: entry.pointee) {
-            dlclose(handle)
-            throw .malformedEntry(path: path, reason: problem)
-        }
-        let e = entry.pointee
-        self.info = PluginInfo(
-            name: name, path: path, declaredName: String(cString: e.name), version: String(cString: e.version),
-            description: e.description.map { String(cString: $0) } ?? "",
-            abiMajor: e.abi_major, abiMinor: e.abi_minor,
-            formats: AdFormat.allCases.filter { e.formats & (1 << $0.abiValue) != 0 }
-        )
-        self.handle = handle
-        self.entry = entry
+        let library = try PluginLibrary(path: path)
+        self.info = library.info(name: name)
+        self.library = library
+        self.entry = library.entry
         self.queue = DispatchQueue(label: "adorch.plugin.\(name)")
         var pluginLogger = logger
         pluginLogger[metadataKey: "plugin"] = "\(name)"
@@ -101,24 +70,6 @@ public final class LoadedPlugin: @unchecked Sendable {
         sink.release()
         // The library stays mapped: a plugin thread that outlived deinit must not jump into
         // unmapped code. Reloading a changed file needs a restart.
-    }
-
-    private static func problem(with e: adorch_plugin_entry_t) -> String? {
-        if e.struct_size < UInt32(MemoryLayout<adorch_plugin_entry_t>.offset(of: \.stats_json)!) {
-            return "struct_size \(e.struct_size) is smaller than ABI 1.0's entry"
-        }
-        guard let name = e.name else { return "name is NULL" }
-        let declared = String(cString: name)
-        if declared.isEmpty || !declared.allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "_" || $0 == "-" }) || !declared.allSatisfy(\.isASCII) {
-            return "name '\(declared)' is not [a-z0-9_-]+"
-        }
-        if e.version == nil { return "version is NULL" }
-        let missing = [
-            ("init", e.`init` == nil), ("deinit", e.deinit == nil), ("ad_create", e.ad_create == nil),
-            ("ad_load", e.ad_load == nil), ("ad_show", e.ad_show == nil), ("ad_notify", e.ad_notify == nil),
-            ("ad_destroy", e.ad_destroy == nil),
-        ].filter(\.1).map(\.0)
-        return missing.isEmpty ? nil : "required functions are NULL: \(missing.joined(separator: ", "))"
     }
 
     // MARK: Calls into the plugin, each on its queue

@@ -1,0 +1,88 @@
+import AdorchEngine
+import CAdorchPlugin
+import Foundation
+
+/// A plugin file opened and its entry checked against this host's ABI, before any of its
+/// functions runs: what the daemon and adorch-plugin-validate both do first.
+///
+/// @unchecked Sendable: it holds the dlopen handle and a pointer to the plugin's constant
+/// entry, both immutable; calling through the entry is the owner's business.
+public final class PluginLibrary: @unchecked Sendable {
+    public let path: String
+    public let handle: UnsafeMutableRawPointer
+    public let entry: UnsafePointer<adorch_plugin_entry_t>
+    /// Which symbol the entry came from: the data symbol, or the function returning it.
+    public let entrySymbol: String
+
+    /// Opens `path` (RTLD_NOW | RTLD_LOCAL) and checks the entry. Any refusal closes the
+    /// library again and says why.
+    public init(path: String) throws(PluginLoadError) {
+        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
+            throw .cannotOpen(path: path, reason: dlerror().map { String(cString: $0) } ?? "unknown error")
+        }
+        let symbol: UnsafeMutableRawPointer
+        if let data = dlsym(handle, ADORCH_PLUGIN_ENTRY_SYMBOL) {
+            symbol = data
+            entrySymbol = ADORCH_PLUGIN_ENTRY_SYMBOL
+        } else if let function = dlsym(handle, ADORCH_PLUGIN_GET_ENTRY_SYMBOL),
+                  let entry = unsafeBitCast(function, to: adorch_plugin_get_entry_fn.self)()
+        {
+            symbol = UnsafeMutableRawPointer(mutating: entry)
+            entrySymbol = ADORCH_PLUGIN_GET_ENTRY_SYMBOL
+        } else {
+            dlclose(handle)
+            throw .noEntrySymbol(path: path)
+        }
+        // Only the two version fields are read before the major version is known to match.
+        let versions = symbol.assumingMemoryBound(to: UInt32.self)
+        guard versions[0] == PluginABI.major else {
+            let (major, minor) = (versions[0], versions[1])
+            dlclose(handle)
+            throw .abiMismatch(path: path, pluginMajor: major, pluginMinor: minor)
+        }
+        let entry = UnsafePointer(symbol.assumingMemoryBound(to: adorch_plugin_entry_t.self))
+        if let problem = Self.problem(with: entry.pointee) {
+            dlclose(handle)
+            throw .malformedEntry(path: path, reason: problem)
+        }
+        self.path = path
+        self.handle = handle
+        self.entry = entry
+    }
+
+    /// What the entry says of the plugin, under the name the host gives it.
+    public func info(name: String) -> PluginInfo {
+        let e = entry.pointee
+        return PluginInfo(
+            name: name, path: path, declaredName: String(cString: e.name), version: String(cString: e.version),
+            description: e.description.map { String(cString: $0) } ?? "",
+            abiMajor: e.abi_major, abiMinor: e.abi_minor,
+            formats: AdFormat.allCases.filter { e.formats & (1 << $0.abiValue) != 0 }
+        )
+    }
+
+    /// Formats the mask claims that this host does not know (a newer minor's): ignored.
+    public var unknownFormatBits: UInt32 {
+        entry.pointee.formats & ~AdFormat.allCases.reduce(UInt32(0)) { $0 | 1 << $1.abiValue }
+    }
+
+    private static func problem(with e: adorch_plugin_entry_t) -> String? {
+        // The host reads only the fields both sides know: an older minor's shorter entry is
+        // fine down to 1.0's, a newer minor's longer one is read up to this host's.
+        if e.struct_size < UInt32(MemoryLayout<adorch_plugin_entry_t>.offset(of: \.stats_json)!) {
+            return "struct_size \(e.struct_size) is smaller than ABI 1.0's entry"
+        }
+        guard let name = e.name else { return "name is NULL" }
+        let declared = String(cString: name)
+        if declared.isEmpty || !declared.allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "_" || $0 == "-" }) || !declared.allSatisfy(\.isASCII) {
+            return "name '\(declared)' is not [a-z0-9_-]+"
+        }
+        if e.version == nil { return "version is NULL" }
+        let missing = [
+            ("init", e.`init` == nil), ("deinit", e.deinit == nil), ("ad_create", e.ad_create == nil),
+            ("ad_load", e.ad_load == nil), ("ad_show", e.ad_show == nil), ("ad_notify", e.ad_notify == nil),
+            ("ad_destroy", e.ad_destroy == nil),
+        ].filter(\.1).map(\.0)
+        return missing.isEmpty ? nil : "required functions are NULL: \(missing.joined(separator: ", "))"
+    }
+}
