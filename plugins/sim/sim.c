@@ -141,7 +141,8 @@ typedef struct sim_job {
     adorch_ad_id ad_id;
     struct sim_ad *owner; /* NULL for a stray job that outlives its ad on purpose */
     int cancelled;
-    int32_t error;
+    int32_t error; /* JOB_FAILED: the error; JOB_EVENT: the event; JOB_LOADED: an event to
+                    * report right after loaded, or 0 */
     int64_t network_code;
     char *text; /* payload for JOB_LOADED, message for JOB_FAILED */
 } sim_job;
@@ -485,6 +486,10 @@ static void run_job(sim_job *job) {
         if (job->owner) job->owner->loaded = 1;
         g.n.loaded_reports++;
         h->loaded(h, job->ad_id, job->text ? job->text : "");
+        if (job->error) { /* an event that follows the load at once (interactive: ads_available) */
+            g.n.events_reported++;
+            h->event(h, job->ad_id, (uint32_t)job->error, NULL);
+        }
         break;
     case JOB_FAILED:
         g.n.failed_reports++;
@@ -747,8 +752,9 @@ static int32_t sim_ad_load(adorch_ad *opaque) {
                  "{\"network\":\"sim\",\"campaign_name\":\"Sim Coffee - Interactive Ad #1 - Q4\",\"script\":\"%s\","
                  "\"creative_url\":\"%s\",\"slot_type\":\"%s\"}",
                  c->script, ad->creative_url, ad->slot_type);
-        schedule(ad, ad->id, JOB_LOADED, latency, 0, 0, payload);
-        schedule(ad, ad->id, JOB_EVENT, latency + 1, ADORCH_EVENT_ADS_AVAILABLE, 0, NULL);
+        /* One job, under one hold of the lock: the host may start the session as soon as
+         * loaded arrives, and ads_available must still come before started. */
+        schedule(ad, ad->id, JOB_LOADED, latency, ADORCH_EVENT_ADS_AVAILABLE, 0, payload);
         pthread_mutex_unlock(&g.lock);
         return 0;
     }
