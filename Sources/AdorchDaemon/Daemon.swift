@@ -395,8 +395,10 @@ public final class Daemon: @unchecked Sendable {
                 plugins[plugin.name] = loaded
                 refusals[plugin.name] = nil
                 let info = loaded.info
+                let newer = info.abiMinor > PluginABI.minor
+                    ? " (newer than this daemon's ABI \(PluginABI.major).\(PluginABI.minor): what \(info.abiMajor).\(info.abiMinor) added is not used)" : ""
                 logger.notice(
-                    "plugin \(info.name) loaded: \(info.declaredName) \(info.version), ABI \(info.abiMajor).\(info.abiMinor), \(info.formats.map(\.rawValue).joined(separator: "/")), from \(path)",
+                    "plugin \(info.name) loaded: \(info.declaredName) \(info.version), ABI \(info.abiMajor).\(info.abiMinor)\(newer), \(info.formats.map(\.rawValue).joined(separator: "/")), from \(path)",
                     metadata: ["plugin": "\(info.name)"].merging(MessageID.pluginLoaded.metadata) { $1 }
                 )
             } catch {

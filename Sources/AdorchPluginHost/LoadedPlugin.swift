@@ -132,6 +132,7 @@ public final class LoadedPlugin: @unchecked Sendable {
     }
 
     public func notify(_ id: AdID, event: ViewerEvent) {
+        guard library.knows(event: event.abiValue) else { return }  // newer than the plugin's minor
         queue.async { [self] in
             guard let object = objects[id] else { return }
             entry.pointee.ad_notify(object, event.abiValue, nil)
@@ -140,6 +141,7 @@ public final class LoadedPlugin: @unchecked Sendable {
 
     /// Pauses or resumes an interactive session.
     public func control(_ id: AdID, _ control: SessionControl) {
+        guard library.knows(event: control.abiValue) else { return }
         queue.async { [self] in
             guard let object = objects[id] else { return }
             entry.pointee.ad_notify(object, control.abiValue, nil)

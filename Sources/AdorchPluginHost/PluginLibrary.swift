@@ -10,6 +10,9 @@ import Foundation
 public final class PluginLibrary: @unchecked Sendable {
     public let path: String
     public let handle: UnsafeMutableRawPointer
+    /// The plugin's entry as this host knows it: copied up to the plugin's struct_size, so
+    /// what an older minor's entry lacks reads as zero and NULL, and a newer minor's
+    /// additions are not seen.
     public let entry: UnsafePointer<adorch_plugin_entry_t>
     /// Which symbol the entry came from: the data symbol, or the function returning it.
     public let entrySymbol: String
@@ -40,15 +43,24 @@ public final class PluginLibrary: @unchecked Sendable {
             dlclose(handle)
             throw .abiMismatch(path: path, pluginMajor: major, pluginMinor: minor)
         }
-        let entry = UnsafePointer(symbol.assumingMemoryBound(to: adorch_plugin_entry_t.self))
-        if let problem = Self.problem(with: entry.pointee) {
+        let declaredSize = Int(symbol.load(fromByteOffset: MemoryLayout<adorch_plugin_entry_t>.offset(of: \.struct_size)!, as: UInt32.self))
+        let copy = UnsafeMutablePointer<adorch_plugin_entry_t>.allocate(capacity: 1)
+        UnsafeMutableRawPointer(copy).initializeMemory(as: UInt8.self, repeating: 0, count: MemoryLayout<adorch_plugin_entry_t>.size)
+        UnsafeMutableRawPointer(copy).copyMemory(from: symbol, byteCount: min(declaredSize, MemoryLayout<adorch_plugin_entry_t>.size))
+        if let problem = Self.problem(with: copy.pointee) {
+            copy.deallocate()
             dlclose(handle)
             throw .malformedEntry(path: path, reason: problem)
         }
+        let entry = UnsafePointer(copy)
         self.path = path
         self.handle = handle
         self.entry = entry
     }
+
+    // The library itself stays mapped: a plugin thread that outlived deinit must not jump
+    // into unmapped code.
+    deinit { entry.deallocate() }
 
     /// What the entry says of the plugin, under the name the host gives it.
     public func info(name: String) -> PluginInfo {
@@ -57,9 +69,14 @@ public final class PluginLibrary: @unchecked Sendable {
             name: name, path: path, declaredName: String(cString: e.name), version: String(cString: e.version),
             description: e.description.map { String(cString: $0) } ?? "",
             abiMajor: e.abi_major, abiMinor: e.abi_minor,
-            formats: AdFormat.allCases.filter { e.formats & (1 << $0.abiValue) != 0 }
+            formats: AdFormat.allCases.filter {
+                e.formats & (1 << $0.abiValue) != 0 && PluginABI.minor(introducingFormat: $0.abiValue) <= e.abi_minor
+            }
         )
     }
+
+    /// Whether the plugin was built against a minor version that has this event.
+    public func knows(event: UInt32) -> Bool { PluginABI.minor(introducingEvent: event) <= entry.pointee.abi_minor }
 
     /// Formats the mask claims that this host does not know (a newer minor's): ignored.
     public var unknownFormatBits: UInt32 {
@@ -71,6 +88,10 @@ public final class PluginLibrary: @unchecked Sendable {
         // fine down to 1.0's, a newer minor's longer one is read up to this host's.
         if e.struct_size < UInt32(MemoryLayout<adorch_plugin_entry_t>.offset(of: \.stats_json)!) {
             return "struct_size \(e.struct_size) is smaller than ABI 1.0's entry"
+        }
+        // Any sizeof is; the copy then never ends inside a pointer.
+        if Int(e.struct_size) % MemoryLayout<adorch_plugin_entry_t>.alignment != 0 {
+            return "struct_size \(e.struct_size) is not a multiple of the entry's alignment (\(MemoryLayout<adorch_plugin_entry_t>.alignment)), so not a sizeof"
         }
         guard let name = e.name else { return "name is NULL" }
         let declared = String(cString: name)

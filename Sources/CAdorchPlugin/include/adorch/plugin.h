@@ -6,10 +6,27 @@
  * from the first two fields, refuses any other major version, and then talks to the
  * plugin only through the function pointers below.
  *
- * Versioning. ADORCH_PLUGIN_ABI_MAJOR changes when an existing field moves or changes
- * meaning; the host refuses a plugin of another major. ADORCH_PLUGIN_ABI_MINOR grows
- * when fields are appended to the end of a struct; every struct that may grow starts
- * with `struct_size`, so each side reads only what the other side knows about.
+ * Versioning: how this ABI grows without breaking anyone.
+ *   A minor version (ADORCH_PLUGIN_ABI_MINOR + 1) may only add: fields at the end of a
+ *   struct that starts with `struct_size`; new adorch_format, adorch_event and adorch_error
+ *   values (the log levels are syslog's and stay as they are); new optional (NULL-able)
+ *   functions at the end of the entry. Every addition is marked with the minor that
+ *   brought it, where it is declared and in the History line below.
+ *   A major version (ADORCH_PLUGIN_ABI_MAJOR + 1) is needed for anything else: a field
+ *   that moves, changes type or meaning, a value that changes meaning, a rule above that
+ *   changes, a function that becomes required. abi_major and abi_minor are the entry's
+ *   first two fields in every major, so any host can read them.
+ *   Finding out what the other side has:
+ *     - a plugin reads a field of adorch_request or adorch_host only if
+ *       ADORCH_STRUCT_HAS(ptr, type, field) says the host's struct_size covers it, and
+ *       uses a value (an event it reports, an error) only if host->abi_minor has it;
+ *     - the host reads the entry only up to the plugin's struct_size (what lies beyond is
+ *       NULL to it), sends a plugin only the events and formats of the plugin's abi_minor
+ *       or older, and never asks it for a format it does not claim.
+ *   A plugin newer than the host (same major, higher minor) is loaded: the host uses the
+ *   part of the entry it knows, ignores format bits it does not know, and logs that the
+ *   newer additions are unused. A plugin of another major is refused with a log line
+ *   naming both versions. A plugin should ignore an event value it does not know.
  *
  * Threads. Each rule is marked on the function it applies to:
  *   [plugin queue]  the host calls it on the plugin's own serial queue: never two such
@@ -61,6 +78,11 @@ extern "C" {
 /* History: 1.0 the ad formats 1-6; 1.1 interactive sessions (format 7, request fields
  * creative_url, ad_parameters_json and slot_type, events 14-26), video progress events
  * 27-30 and ADORCH_ERROR_MALFORMED. */
+
+/* Non-zero if the struct at `ptr` (one that starts with struct_size) is long enough to
+ * hold `field`: how one side finds out whether the other side's minor version has it. */
+#define ADORCH_STRUCT_HAS(ptr, type, field) \
+    ((ptr)->struct_size >= __builtin_offsetof(type, field) + sizeof(((const type *)0)->field))
 
 /* The name of the one symbol a plugin exports: the entry itself, a const data symbol. */
 #define ADORCH_PLUGIN_ENTRY_SYMBOL "adorch_plugin_entry"
