@@ -7,6 +7,7 @@ let package = Package(
         .executable(name: "adorchd", targets: ["adorchd"]),
         .executable(name: "adorchctl", targets: ["adorchctl"]),
         .executable(name: "adorch-bench", targets: ["adorch-bench"]),
+        .executable(name: "adorch-plugin-validate", targets: ["adorch-plugin-validate"]),
         // Plugins are shared objects the daemon dlopens; the file names are libadorch-plugin-NAME.so.
         .library(name: "adorch-plugin-sim", type: .dynamic, targets: ["AdorchSimPlugin"]),
         .library(name: "adorch-plugin-example", type: .dynamic, targets: ["AdorchExamplePlugin"]),
@@ -29,6 +30,12 @@ let package = Package(
         .target(
             name: "AdorchPluginHost",
             dependencies: ["CAdorchPlugin", "AdorchEngine", .product(name: "Logging", package: "swift-log")]
+        ),
+        // Holds a plugin to plugin.h's contract: adorch-plugin-validate's checks.
+        .target(name: "AdorchPluginValidator", dependencies: ["AdorchPluginHost", "CAdorchPlugin", "AdorchEngine"]),
+        .executableTarget(
+            name: "adorch-plugin-validate",
+            dependencies: ["AdorchPluginValidator", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         // libsystemd from Debian's libsystemd-dev, and the daemon's small Swift layer over it.
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),

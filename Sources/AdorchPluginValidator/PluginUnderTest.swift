@@ -1,0 +1,175 @@
+import AdorchPluginHost
+import CAdorchPlugin
+import Foundation
+
+/// The plugin as the validator drives it: the host struct its callbacks go to, and every
+/// [plugin queue] call made one at a time (from whichever thread asks) and timed.
+///
+/// @unchecked Sendable: it crosses the C boundary (the host struct, the plugin's objects);
+/// calls into the plugin are serialized by `queueLock`, the timings by `timingLock`.
+final class PluginUnderTest: @unchecked Sendable {
+    let library: PluginLibrary
+    let ledger = CallbackLedger()
+    private let host: UnsafeMutablePointer<adorch_host>
+    private let ledgerReference: Unmanaged<CallbackLedger>
+    /// The plugin queue's one rule: never two calls at once.
+    private let queueLock = NSLock()
+    private let timingLock = NSLock()
+    private var slowest: [String: Duration] = [:]
+    private var overBound: [(function: String, took: Duration)] = []
+    let bound: Duration
+
+    init(library: PluginLibrary, bound: Duration) {
+        self.library = library
+        self.bound = bound
+        ledgerReference = Unmanaged.passRetained(ledger)
+        host = .allocate(capacity: 1)
+        host.initialize(to: adorch_host(
+            struct_size: UInt32(MemoryLayout<adorch_host>.size), abi_major: PluginABI.major, abi_minor: PluginABI.minor,
+            host_data: ledgerReference.toOpaque(), loaded: validatorLoaded, failed: validatorFailed, event: validatorEvent,
+            log: validatorLog
+        ))
+    }
+
+    // The host struct and the ledger are never freed: a plugin thread that outlives deinit
+    // (a violation the validator reports) must still find them.
+
+    var entry: adorch_plugin_entry_t { library.entry.pointee }
+
+    func initialize(configJSON: String) -> Int32 {
+        ledger.setDeinitReturned(false)
+        return call("init") { configJSON.withCString { entry.`init`(host, $0) } }
+    }
+
+    func deinitialize() {
+        call("deinit") { entry.deinit() }
+        ledger.setDeinitReturned(true)
+    }
+
+    /// ad_create for a fresh id; nil (with the id) when the plugin returned NULL.
+    func create(_ request: Request, check: String) -> (id: UInt64, object: UnsafeMutableRawPointer?) {
+        let id = ledger.create(check: check)
+        let object = call("ad_create") { request.withCRequest { entry.ad_create(id, $0) } }
+        if object == nil { ledger.destroyed(id) }
+        return (id, object)
+    }
+
+    /// ad_load; the plugin's immediate error, or 0.
+    func load(_ id: UInt64, _ object: UnsafeMutableRawPointer) -> Int32 {
+        // Marked before the call: the plugin may complete from inside it.
+        ledger.loadCalled(id, refused: false)
+        let code = call("ad_load") { entry.ad_load(object) }
+        if code != 0 { ledger.loadCalled(id, refused: true) }
+        return code
+    }
+
+    func show(_ object: UnsafeMutableRawPointer, context: String = #"{"user_id":"validator"}"#) -> Int32 {
+        call("ad_show") { context.withCString { entry.ad_show(object, $0) } }
+    }
+
+    func notify(_ object: UnsafeMutableRawPointer, _ event: UInt32, detail: String?) {
+        call("ad_notify") {
+            if let detail { detail.withCString { entry.ad_notify(object, event, $0) } } else { entry.ad_notify(object, event, nil) }
+        }
+    }
+
+    /// ad_destroy; from its return on, any report for `id` is a violation.
+    @discardableResult
+    func destroy(_ id: UInt64, _ object: UnsafeMutableRawPointer) -> AdRecord? {
+        call("ad_destroy") { entry.ad_destroy(object) }
+        return ledger.destroyed(id)
+    }
+
+    func stats() -> String? {
+        guard let function = entry.stats_json else { return nil }
+        return call("stats_json") { function().map { String(cString: $0) } }
+    }
+
+    /// The slowest call of each function, and every call over the bound.
+    var timings: (slowest: [String: Duration], overBound: [(function: String, took: Duration)]) {
+        timingLock.lock()
+        defer { timingLock.unlock() }
+        return (slowest, overBound)
+    }
+
+    @discardableResult
+    private func call<T>(_ function: String, _ body: () -> T) -> T {
+        queueLock.lock()
+        defer { queueLock.unlock() }
+        let started = ContinuousClock.now
+        let result = body()
+        let took = ContinuousClock.now - started
+        timingLock.lock()
+        if took > slowest[function] ?? .zero { slowest[function] = took }
+        if took > bound { overBound.append((function, took)) }
+        timingLock.unlock()
+        return result
+    }
+}
+
+/// One load request as the validator makes it; the C strings live for the ad_create call only.
+struct Request: Sendable {
+    var format: UInt32
+    var slotID = "validator"
+    var adUnitID = "validator-unit"
+    var serverParameter = ""
+    var targetingJSON = "{}"
+    var width: UInt32 = 0
+    var height: UInt32 = 0
+    var count: UInt32 = 1
+    var timeout: Duration = .seconds(2)
+    var variant = ""
+    var creativeURL = ""
+    var adParametersJSON = "{}"
+    var slotType = ""
+
+    func withCRequest<T>(_ body: (UnsafePointer<adorch_request>) -> T) -> T {
+        var strings: [UnsafeMutablePointer<CChar>] = []
+        defer { strings.forEach { free($0) } }
+        func dup(_ s: String) -> UnsafePointer<CChar> {
+            let p = strdup(s)!
+            strings.append(p)
+            return UnsafePointer(p)
+        }
+        var reward = adorch_reward(user_id: dup(""), reward_name: dup("coins"), reward_amount: 10, extra: dup(""))
+        let timeoutMS = UInt32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let deadlineNS = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec) + UInt64(timeoutMS) * 1_000_000
+        return withUnsafePointer(to: &reward) { rewardPointer in
+            var request = adorch_request(
+                struct_size: UInt32(MemoryLayout<adorch_request>.size), format: format, slot_id: dup(slotID),
+                ad_unit_id: dup(adUnitID), server_parameter: dup(serverParameter), targeting_json: dup(targetingJSON),
+                width: width, height: height, count: count, timeout_ms: timeoutMS, deadline_monotonic_ns: deadlineNS,
+                test_mode: 1, reward: format == UInt32(ADORCH_FORMAT_REWARDED.rawValue) ? rewardPointer : nil,
+                variant: dup(variant), image_options_json: dup("{}"), creative_url: dup(creativeURL),
+                ad_parameters_json: dup(adParametersJSON), slot_type: dup(slotType)
+            )
+            return body(&request)
+        }
+    }
+}
+
+private func ledger(_ host: UnsafePointer<adorch_host>?) -> CallbackLedger? {
+    host?.pointee.host_data.map { Unmanaged<CallbackLedger>.fromOpaque($0).takeUnretainedValue() }
+}
+
+private let validatorLoaded: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, UnsafePointer<CChar>?) -> Void = {
+    host, ad, payload in
+    ledger(host)?.loaded(ad, payload: payload.map { String(cString: $0) } ?? "")
+}
+
+private let validatorFailed: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, Int32, Int64, UnsafePointer<CChar>?) -> Void = {
+    host, ad, error, networkCode, message in
+    ledger(host)?.failed(ad, error: error, networkCode: networkCode, message: message.map { String(cString: $0) } ?? "")
+}
+
+private let validatorEvent: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, UInt32, UnsafePointer<CChar>?) -> Void = {
+    host, ad, event, detail in
+    ledger(host)?.event(ad, event, detail: detail.map { String(cString: $0) })
+}
+
+private let validatorLog: @convention(c) (UnsafePointer<adorch_host>?, UInt32, UnsafePointer<CChar>?) -> Void = {
+    host, level, message in
+    ledger(host)?.logged(level: level, message.map { String(cString: $0) } ?? "")
+}
