@@ -6,10 +6,12 @@ BUILD := .build/debug
 # Extra arguments for adorchd under `make run`, e.g. ARGS="--log-level debug".
 ARGS ?=
 
-# `make install`: PREFIX and DESTDIR as usual; CONFIGURATION=debug skips the release build.
+# `make install`: PREFIX and DESTDIR as usual; CONFIGURATION=debug skips the release build,
+# BUILD_PATH is SwiftPM's --build-path (a sanitizer build's, say).
 PREFIX ?= /usr/local
 DESTDIR ?=
 CONFIGURATION ?= release
+BUILD_PATH ?= .build
 SYSCONFDIR ?= /etc
 BINDIR := $(PREFIX)/bin
 PLUGINDIR := $(PREFIX)/lib/adorch/plugins
@@ -17,6 +19,9 @@ DOCDIR := $(PREFIX)/share/doc/adorch
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 CATALOGDIR ?= $(PREFIX)/lib/systemd/catalog
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+# Header only, so arch-independent: share/pkgconfig, on pkg-config's default path.
+PKGCONFIGDIR ?= $(PREFIX)/share/pkgconfig
+ABI_VERSION := $(shell sed -n 's/^\#define ADORCH_PLUGIN_ABI_MAJOR //p' Sources/CAdorchPlugin/include/adorch/plugin.h).$(shell sed -n 's/^\#define ADORCH_PLUGIN_ABI_MINOR //p' Sources/CAdorchPlugin/include/adorch/plugin.h)
 
 # Seconds of fuzzing per target: a smoke run in `make test`, a long one in `make fuzz`.
 FUZZ_SMOKE_SECONDS ?= 10
@@ -35,7 +40,7 @@ help:
 	@echo "make soak   200 clients against misbehaving plugins with a reload every minute [SOAK_MINUTES=30]"
 	@echo "make cycles a million load -> show -> destroy cycles: no ad object may pile up [CYCLES=1000000]"
 	@echo "make build  build the daemon, adorchctl and the plugins"
-	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  binaries, plugins, header, units, catalog, config"
+	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  binaries, plugins, header and pkg-config file, units, catalog, config"
 
 deps:
 	@scripts/install-deps.sh
@@ -67,16 +72,20 @@ bench: deps
 	scripts/bench.sh .build/release/adorch-bench
 
 install: deps
-	$(SWIFT) build -c $(CONFIGURATION)
+	$(SWIFT) build -c $(CONFIGURATION) --build-path $(BUILD_PATH)
 	$(MAKE) install-files
 
 # Copies an existing build (the tests install the debug build this way, without rebuilding).
 install-files:
-	install -Dm755 .build/$(CONFIGURATION)/adorchd $(DESTDIR)$(BINDIR)/adorchd
-	install -Dm755 .build/$(CONFIGURATION)/adorchctl $(DESTDIR)$(BINDIR)/adorchctl
+	install -Dm755 $(BUILD_PATH)/$(CONFIGURATION)/adorchd $(DESTDIR)$(BINDIR)/adorchd
+	install -Dm755 $(BUILD_PATH)/$(CONFIGURATION)/adorchctl $(DESTDIR)$(BINDIR)/adorchctl
+	install -Dm755 $(BUILD_PATH)/$(CONFIGURATION)/adorch-plugin-validate $(DESTDIR)$(BINDIR)/adorch-plugin-validate
 	install -d $(DESTDIR)$(PLUGINDIR)
-	install -m644 .build/$(CONFIGURATION)/libadorch-plugin-*.so $(DESTDIR)$(PLUGINDIR)/
+	install -m644 $(BUILD_PATH)/$(CONFIGURATION)/libadorch-plugin-*.so $(DESTDIR)$(PLUGINDIR)/
 	install -Dm644 Sources/CAdorchPlugin/include/adorch/plugin.h $(DESTDIR)$(PREFIX)/include/adorch/plugin.h
+	install -d $(DESTDIR)$(PKGCONFIGDIR)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' -e 's|@ABI_VERSION@|$(ABI_VERSION)|g' plugins/adorch-plugin.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/adorch-plugin.pc
+	install -Dm644 plugins/README.md $(DESTDIR)$(DOCDIR)/plugins.md
 	install -d $(DESTDIR)$(UNITDIR)
 	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' systemd/adorchd.service.in > $(DESTDIR)$(UNITDIR)/adorchd.service
 	install -m644 systemd/adorchd.socket $(DESTDIR)$(UNITDIR)/adorchd.socket
