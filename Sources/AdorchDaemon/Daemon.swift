@@ -125,10 +125,14 @@ public final class Daemon: @unchecked Sendable {
             handler: { call, replier in api.handle(call, replier) }
         )
         // Everything a call may read is set before accepting: with socket activation a client
-        // is already waiting and is served at once.
-        self.server = server
-        if let fd = SocketActivation.listeningSockets().first {
-            socketPath = VarlinkServer.boundPath(of: fd) ?? "fd \(fd)"
+        // is already waiting and is served at once. On the queue: plugins already report, and
+        // publishing their events reads `server` there (ThreadSanitizer saw the race).
+        let activated = SocketActivation.listeningSockets().first
+        queue.sync {
+            self.server = server
+            if let fd = activated { socketPath = VarlinkServer.boundPath(of: fd) ?? "fd \(fd)" }
+        }
+        if let fd = activated {
             server.listen(fileDescriptor: fd)
         } else {
             try server.listen(path: socketPath)
