@@ -2,7 +2,6 @@ import AdorchEngine
 import AdorchPluginHost
 import CAdorchPlugin
 import Foundation
-import Synchronization
 
 /// One line of the validator's report.
 public struct CheckResult: Sendable, Codable, Equatable {
@@ -280,13 +279,13 @@ public final class Validator {
                 for _ in 0..<perThread {
                     let ad = plugin!.create(request, check: check)
                     if let object = ad.object { _ = plugin!.load(ad.id, object) }
-                    made.ads.withLock { $0.append((ad.id, UInt(bitPattern: ad.object))) }
+                    made.add(ad.id, UInt(bitPattern: ad.object))
                 }
                 group.leave()
             }
         }
         group.wait()
-        let ads = made.ads.withLock { $0 }.map { (id: $0.id, object: UnsafeMutableRawPointer(bitPattern: $0.object)) }
+        let ads = made.all.map { (id: $0.id, object: UnsafeMutableRawPointer(bitPattern: $0.object)) }
         plugin.ledger.waitForCompletions(ads.map(\.id), until: Date() + seconds(request.timeout))
         var missing = 0, nulls = 0
         for ad in ads {
@@ -441,7 +440,14 @@ func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.
 func ms(_ d: Duration) -> String { String(format: "%.0f ms", seconds(d) * 1000) }
 private func mb(_ bytes: Int) -> Double { Double(bytes) / 1_048_576 }
 
-/// The ads the threads of one check made: ids and object addresses.
-private final class MadeAds: Sendable {
-    let ads = Mutex<[(id: UInt64, object: UInt)]>([])
+/// The ads the loading threads made, gathered on a queue of its own: ThreadSanitizer sees
+/// Dispatch's ordering, not Synchronization.Mutex's futex on Linux (it reported a race here).
+///
+/// @unchecked Sendable: `ads` is only touched on `queue`.
+private final class MadeAds: @unchecked Sendable {
+    private let queue = DispatchQueue(label: "adorch.validator.made")
+    private var ads: [(id: UInt64, object: UInt)] = []
+
+    func add(_ id: UInt64, _ object: UInt) { queue.sync { ads.append((id, object)) } }
+    var all: [(id: UInt64, object: UInt)] { queue.sync { ads } }
 }
