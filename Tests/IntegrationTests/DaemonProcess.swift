@@ -161,11 +161,16 @@ final class DaemonProcess {
     }
 
     /// The sim plugin's own counters from status.
-    func simStats() throws -> JSONValue {
-        let plugins = try status()["plugins"]?.arrayValue ?? []
-        guard let stats = plugins.first(where: { $0["name"]?.stringValue == "sim" })?["stats"] else {
-            throw TestFailure("no sim stats in status")
+    /// One plugin as status shows it: state, abi, stats...
+    func pluginStatus(_ name: String) throws -> JSONValue {
+        guard let plugin = try status()["plugins"]?.arrayValue?.first(where: { $0["name"]?.stringValue == name }) else {
+            throw TestFailure("no plugin \(name) in status")
         }
+        return plugin
+    }
+
+    func simStats() throws -> JSONValue {
+        guard let stats = try pluginStatus("sim")["stats"] else { throw TestFailure("no sim stats in status") }
         return stats
     }
 

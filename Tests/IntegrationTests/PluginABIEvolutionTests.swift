@@ -32,13 +32,6 @@ final class PluginABIEvolutionTests: XCTestCase {
         return (run.status, run.stdout)
     }
 
-    private func pluginStatus(_ daemon: DaemonProcess, _ name: String) throws -> JSONValue {
-        guard let plugin = try daemon.status()["plugins"]?.arrayValue?.first(where: { $0["name"]?.stringValue == name }) else {
-            throw TestFailure("no plugin \(name) in status")
-        }
-        return plugin
-    }
-
     func testPluginsBuiltAgainstTheOneZeroHeaderLoadServeAndPassTheValidator() throws {
         let old = fixtures.appendingPathComponent("abi-1.0")
         XCTAssertTrue(try String(contentsOf: old.appendingPathComponent("adorch/plugin.h"), encoding: .utf8).contains("#define ADORCH_PLUGIN_ABI_MINOR 0"))
@@ -70,8 +63,8 @@ final class PluginABIEvolutionTests: XCTestCase {
           plugin = "minor"
         """)
         try daemon.waitFor("both slots full") { try daemon.allSlotsFull() }
-        XCTAssertEqual(try pluginStatus(daemon, "oldexample")["abi"]?.stringValue, "1.0")
-        XCTAssertEqual(try pluginStatus(daemon, "minor")["state"]?.stringValue, "loaded")
+        XCTAssertEqual(try daemon.pluginStatus("oldexample")["abi"]?.stringValue, "1.0")
+        XCTAssertEqual(try daemon.pluginStatus("minor")["state"]?.stringValue, "loaded")
 
         // The app reports 1.0's events and 1.1's video progress: the 1.0 plugin hears only the first.
         let ad = try XCTUnwrap(try daemon.call("io.adorch.Ads.Show", ["slot": "minor"])["ad"]?["id"]?.stringValue)
@@ -81,9 +74,9 @@ final class PluginABIEvolutionTests: XCTestCase {
         }
         // Click is the last reported and 1.0's: once it arrived, everything before it had.
         try daemon.waitFor("the click reaches the plugin") {
-            try pluginStatus(daemon, "minor")["stats"]?["highest_event"]?.intValue == 3
+            try daemon.pluginStatus("minor")["stats"]?["highest_event"]?.intValue == 3
         }
-        XCTAssertEqual(try pluginStatus(daemon, "minor")["stats"]?["highest_event"]?.intValue, 3, "no event above 1.0's CLICK (3) came")
+        XCTAssertEqual(try daemon.pluginStatus("minor")["stats"]?["highest_event"]?.intValue, 3, "no event above 1.0's CLICK (3) came")
     }
 
     func testAPluginOfTheNextMinorLoadsWithOnlyTheKnownPartUsed() throws {
@@ -111,7 +104,7 @@ final class PluginABIEvolutionTests: XCTestCase {
         // Shown and reported on: its unknown function (which aborts) is never called.
         let ad = try XCTUnwrap(try daemon.call("io.adorch.Ads.Show", ["slot": "s"])["ad"]?["id"]?.stringValue)
         XCTAssertNil(try daemon.client().call("io.adorch.Ads.Report", ["ad_id": .string(ad), "event": "impression"]).error)
-        XCTAssertEqual(try pluginStatus(daemon, "future")["abi"]?.stringValue, "1.2")
+        XCTAssertEqual(try daemon.pluginStatus("future")["abi"]?.stringValue, "1.2")
         XCTAssertTrue(daemon.isRunning)
     }
 }
