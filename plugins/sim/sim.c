@@ -183,6 +183,7 @@ static struct {
     const adorch_host *host;
     sim_config *configs;
     sim_ad *live;
+    sim_ad *retained; /* misbehave=leak: destroyed objects the "SDK" keeps until deinit */
     sim_ad *buckets[SIM_LIVE_BUCKETS]; /* live objects by address, so is_live costs O(1), not O(live) */
     sim_job **heap; /* min-heap of jobs by due_ns */
     size_t heap_len, heap_cap;
@@ -591,6 +592,11 @@ static void sim_deinit(void) {
         g.live = ad->next;
         free(ad);
     }
+    while (g.retained) {
+        sim_ad *ad = g.retained;
+        g.retained = ad->next;
+        free(ad);
+    }
     memset(g.buckets, 0, sizeof g.buckets);
     while (g.configs) {
         sim_config *c = g.configs;
@@ -915,8 +921,14 @@ static void sim_ad_destroy(adorch_ad *opaque) {
     unindex_live(ad);
     g.n.destroys++;
     g.n.live--;
-    if (ad->config->misbehave == MB_LEAK) g.n.misbehaviours++;
-    else free(ad);
+    if (ad->config->misbehave == MB_LEAK) {
+        /* Retained, not lost: memory grows as with the real SDKs, and LeakSanitizer stays quiet. */
+        g.n.misbehaviours++;
+        ad->next = g.retained;
+        g.retained = ad;
+    } else {
+        free(ad);
+    }
     pthread_mutex_unlock(&g.lock);
 }
 
