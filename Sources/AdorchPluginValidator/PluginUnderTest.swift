@@ -1,6 +1,12 @@
 import AdorchPluginHost
 import CAdorchPlugin
 import Foundation
+import Synchronization
+
+/// Every plugin under test, with its host struct and ledger, is kept for the life of the
+/// process: a plugin thread that outlives deinit (a violation the validator reports) must
+/// still find them. Kept here rather than only never freed, so LeakSanitizer sees them held.
+private let everyPluginUnderTest = Mutex<[PluginUnderTest]>([])
 
 /// The plugin as the validator drives it: the host struct its callbacks go to, and every
 /// [plugin queue] call made one at a time (from whichever thread asks) and timed.
@@ -11,7 +17,6 @@ final class PluginUnderTest: @unchecked Sendable {
     let library: PluginLibrary
     let ledger = CallbackLedger()
     private let host: UnsafeMutablePointer<adorch_host>
-    private let ledgerReference: Unmanaged<CallbackLedger>
     /// The plugin queue's one rule: never two calls at once.
     private let queueLock = NSLock()
     private let timingLock = NSLock()
@@ -22,17 +27,14 @@ final class PluginUnderTest: @unchecked Sendable {
     init(library: PluginLibrary, bound: Duration) {
         self.library = library
         self.bound = bound
-        ledgerReference = Unmanaged.passRetained(ledger)
         host = .allocate(capacity: 1)
         host.initialize(to: adorch_host(
             struct_size: UInt32(MemoryLayout<adorch_host>.size), abi_major: PluginABI.major, abi_minor: PluginABI.minor,
-            host_data: ledgerReference.toOpaque(), loaded: validatorLoaded, failed: validatorFailed, event: validatorEvent,
+            host_data: Unmanaged.passUnretained(ledger).toOpaque(), loaded: validatorLoaded, failed: validatorFailed, event: validatorEvent,
             log: validatorLog
         ))
+        everyPluginUnderTest.withLock { $0.append(self) }
     }
-
-    // The host struct and the ledger are never freed: a plugin thread that outlives deinit
-    // (a violation the validator reports) must still find them.
 
     var entry: adorch_plugin_entry_t { library.entry.pointee }
 
