@@ -11,6 +11,15 @@ let productsDirectory: URL = {
 /// The package's root, for fixtures and the plugin header.
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
+/// How many times longer the tests wait for what they expect: scripts/sanitize.sh raises it,
+/// since everything runs several times slower under a sanitizer.
+let timeScale = Double(ProcessInfo.processInfo.environment["ADORCH_TEST_TIME_SCALE"] ?? "").flatMap { $0 >= 1 ? $0 : nil } ?? 1
+
+extension Duration {
+    /// This long, times `timeScale`: for how long to wait, never for a bound on the daemon.
+    var scaled: Duration { self * timeScale }
+}
+
 /// A real adorchd process on its own socket and state dir, stopped by PID when done.
 ///
 /// Spawned and reaped with posix_spawn and waitpid rather than Foundation's Process, whose
@@ -112,7 +121,7 @@ final class DaemonProcess {
 
     var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
 
-    func client(timeout: Duration = .seconds(10)) throws -> VarlinkClient { try VarlinkClient(path: socket, timeout: timeout) }
+    func client(timeout: Duration = .seconds(10)) throws -> VarlinkClient { try VarlinkClient(path: socket, timeout: timeout.scaled) }
 
     /// What went wrong, with whether the daemon is still there and the end of its log.
     func diagnosis(_ what: String) -> TestFailure {
@@ -148,19 +157,18 @@ final class DaemonProcess {
     /// Waits until `condition` holds, checking it again after every daemon event: the state
     /// it looks at changes only when something happens. Fails after `timeout`.
     func waitFor(_ what: String, timeout: Duration = .seconds(10), _ condition: () throws -> Bool) throws {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + timeout.scaled
         let events = try client(timeout: .milliseconds(250))
         let first = try events.call("io.adorch.Ads.Subscribe", [:], more: true)
         guard first.error == nil else { throw TestFailure("Subscribe failed: \(first)") }
         while true {
             if try condition() { return }
-            if ContinuousClock.now >= deadline { throw diagnosis("timed out after \(timeout) waiting for \(what)") }
+            if ContinuousClock.now >= deadline { throw diagnosis("timed out after \(timeout.scaled) waiting for \(what)") }
             // A read timeout only means no event came in that quarter second: check again.
             _ = try? events.nextReply()
         }
     }
 
-    /// The sim plugin's own counters from status.
     /// One plugin as status shows it: state, abi, stats...
     func pluginStatus(_ name: String) throws -> JSONValue {
         guard let plugin = try status()["plugins"]?.arrayValue?.first(where: { $0["name"]?.stringValue == name }) else {
@@ -169,6 +177,7 @@ final class DaemonProcess {
         return plugin
     }
 
+    /// The sim plugin's own counters from status.
     func simStats() throws -> JSONValue {
         guard let stats = try pluginStatus("sim")["stats"] else { throw TestFailure("no sim stats in status") }
         return stats
