@@ -30,7 +30,7 @@ FUZZ_SECONDS ?= 300
 SOAK_MINUTES ?= 30
 CYCLES ?= 1000000
 
-.PHONY: run test bench fuzz soak cycles build deps clean help install install-files
+.PHONY: run test bench fuzz soak cycles asan tsan build deps clean help install install-files
 
 help:
 	@echo "make run    build and run adorchd in the foreground on the embedded default config"
@@ -39,6 +39,8 @@ help:
 	@echo "make fuzz   fuzz the Varlink decoder, the config parser and the reward callback [FUZZ_SECONDS=300 per target]"
 	@echo "make soak   200 clients against misbehaving plugins with a reload every minute [SOAK_MINUTES=30]"
 	@echo "make cycles a million load -> show -> destroy cycles: no ad object may pile up [CYCLES=1000000]"
+	@echo "make asan   every test on an AddressSanitizer build (leaks too); fails on any report"
+	@echo "make tsan   every test on a ThreadSanitizer build; fails on any report"
 	@echo "make build  build the daemon, adorchctl and the plugins"
 	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  binaries, plugins, header and pkg-config file, units, catalog, config"
 
@@ -66,6 +68,12 @@ soak: deps
 cycles: deps
 	$(SWIFT) build -c release
 	.build/release/adorch-bench cycles --count $(CYCLES)
+
+asan: deps
+	scripts/sanitize.sh address
+
+tsan: deps
+	scripts/sanitize.sh thread
 
 bench: deps
 	$(SWIFT) build -c release
@@ -97,4 +105,4 @@ install-files:
 	install -d $(DESTDIR)$(SYSCONFDIR)/adorch/adorchd.toml.d
 
 clean:
-	rm -rf .build
+	rm -rf .build .build-asan .build-tsan .build-fuzz

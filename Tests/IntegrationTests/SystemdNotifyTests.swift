@@ -113,7 +113,7 @@ final class SystemdNotifyTests: XCTestCase {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
         // It hands adorchd a cleared environment: a sanitizer run's options are passed on by name.
-        let passed = ["ASAN_OPTIONS", "TSAN_OPTIONS"].filter { ProcessInfo.processInfo.environment[$0] != nil }.flatMap { ["-E", $0] }
+        let passed = ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"].filter { ProcessInfo.processInfo.environment[$0] != nil }.flatMap { ["-E", $0] }
         process.arguments = ["-l", socket] + passed + [productsDirectory.appendingPathComponent("adorchd").path,
                              "--plugin-dir", productsDirectory.path, "--state-dir", dir.appendingPathComponent("state").path]
         let stderr = Pipe()
