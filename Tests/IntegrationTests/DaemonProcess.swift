@@ -20,6 +20,10 @@ extension Duration {
     var scaled: Duration { self * timeScale }
 }
 
+/// The validator's bound on one call into a plugin (its default 50 ms), scaled like every
+/// wait: under a sanitizer a Swift plugin's first calls alone take hundreds of ms.
+let validatorCallBoundMs = Int(50 * timeScale)
+
 /// A real adorchd process on its own socket and state dir, stopped by PID when done.
 ///
 /// Spawned and reaped with posix_spawn and waitpid rather than Foundation's Process, whose

@@ -28,7 +28,7 @@ final class PluginABIEvolutionTests: XCTestCase {
     }
 
     private func validate(_ plugin: String) throws -> (status: Int32, stdout: String) {
-        let run = try runCommand(productsDirectory.appendingPathComponent("adorch-plugin-validate").path, [plugin, "--iterations", "1000"])
+        let run = try runCommand(productsDirectory.appendingPathComponent("adorch-plugin-validate").path, [plugin, "--iterations", "1000", "--call-bound-ms", String(validatorCallBoundMs)])
         return (run.status, run.stdout)
     }
 

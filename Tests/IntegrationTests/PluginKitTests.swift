@@ -43,7 +43,7 @@ final class PluginKitTests: XCTestCase {
         XCTAssertEqual(build.status, 0, build.stderr)
         let plugin = source.appendingPathComponent("libadorch-plugin-mynet.so").path
 
-        let validate = try runCommand(prefix.appendingPathComponent("bin/adorch-plugin-validate").path, [plugin, "--iterations", "2000"])
+        let validate = try runCommand(prefix.appendingPathComponent("bin/adorch-plugin-validate").path, [plugin, "--iterations", "2000", "--call-bound-ms", String(validatorCallBoundMs)])
         XCTAssertEqual(validate.status, 0, validate.stdout)
         XCTAssertTrue(validate.stdout.contains("PASS  entry: mynet 0.1.0, ABI \(abi), formats interstitial"), validate.stdout)
         XCTAssertNotNil(validate.stdout.firstMatch(of: /(\d+) checks: \1 passed, 0 failed, 0 skipped\n$/), validate.stdout)

@@ -22,7 +22,7 @@ final class PluginValidatorTests: XCTestCase {
 
     /// Runs the validator with --json; the report and the exit status.
     private func validate(_ plugin: String, _ arguments: [String] = []) throws -> (report: Report, status: Int32) {
-        let run = try runCommand(productsDirectory.appendingPathComponent("adorch-plugin-validate").path, [plugin, "--json"] + arguments)
+        let run = try runCommand(productsDirectory.appendingPathComponent("adorch-plugin-validate").path, [plugin, "--json", "--call-bound-ms", String(validatorCallBoundMs)] + arguments)
         do {
             return (try JSONDecoder().decode(Report.self, from: Data(run.stdout.utf8)), run.status)
         } catch {
@@ -37,7 +37,7 @@ final class PluginValidatorTests: XCTestCase {
         XCTAssertEqual(report.failed.count, 0, file: file, line: line)
         XCTAssertGreaterThanOrEqual(report.checks.filter { $0.outcome == "pass" }.count, minimumChecks, "\(report.checks.map(\.name))", file: file, line: line)
         // Every part of the contract was exercised, not skipped for want of an ad.
-        for part in ["entry", "init", "deinit, then init again", "time: no call blocks longer than 50 ms"] {
+        for part in ["entry", "init", "deinit, then init again", "time: no call blocks longer than \(validatorCallBoundMs) ms"] {
             XCTAssertEqual(report.check(part)?.outcome, "pass", "\(part): \(report.check(part)?.detail ?? "missing")", file: file, line: line)
         }
         XCTAssertEqual(report.checks.first { $0.name.hasPrefix("resources after ") }?.outcome, "pass", file: file, line: line)
@@ -76,7 +76,7 @@ final class PluginValidatorTests: XCTestCase {
             ("misbehave=after_destroy", [], "callbacks: no report after ad_destroy returned", "after its ad_destroy returned"),
             ("misbehave=empty_payload", [], "rewarded: payload", "the payload is empty"),
             ("misbehave=leak", [], "resources after 3000 cycles", "grew"),
-            ("block_ms=80", ["--iterations", "50"], "time: no call blocks longer than 50 ms", "over the bound: ad_load"),
+            ("block_ms=\(validatorCallBoundMs + 30)", ["--iterations", "50"], "time: no call blocks longer than \(validatorCallBoundMs) ms", "over the bound: ad_load"),
         ]
         for c in cases {
             let arguments = ["--format", "rewarded", "--iterations", "3000", "--server-parameter", c.parameter] + c.extra
