@@ -26,13 +26,14 @@ let package = Package(
         .target(name: "CAdorchPlugin", path: "Sources/CAdorchPlugin"),
         // The pure engine: slots, ad state machine, preload scheduler. No I/O, time passed in.
         .target(name: "AdorchEngine"),
+        .target(name: "AdorchLocking"),
         // dlopen, ABI checks, one serial queue per plugin, callbacks hopped to the engine queue.
         .target(
             name: "AdorchPluginHost",
-            dependencies: ["CAdorchPlugin", "AdorchEngine", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CAdorchPlugin", "AdorchEngine", "AdorchLocking", .product(name: "Logging", package: "swift-log")]
         ),
         // Holds a plugin to plugin.h's contract: adorch-plugin-validate's checks.
-        .target(name: "AdorchPluginValidator", dependencies: ["AdorchPluginHost", "CAdorchPlugin", "AdorchEngine"]),
+        .target(name: "AdorchPluginValidator", dependencies: ["AdorchPluginHost", "AdorchLocking", "CAdorchPlugin", "AdorchEngine"]),
         .executableTarget(
             name: "adorch-plugin-validate",
             dependencies: ["AdorchPluginValidator", .product(name: "ArgumentParser", package: "swift-argument-parser")]
@@ -51,7 +52,7 @@ let package = Package(
         .target(
             name: "AdorchDaemon",
             dependencies: [
-                "AdorchEngine", "AdorchPluginHost", "AdorchVarlink", "AdorchSystemd", "AdorchRewards",
+                "AdorchEngine", "AdorchLocking", "AdorchPluginHost", "AdorchVarlink", "AdorchSystemd", "AdorchRewards",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -78,7 +79,7 @@ let package = Package(
         // against redis, its footprint and how Show scales.
         .target(
             name: "AdorchBench",
-            dependencies: ["AdorchEngine", "AdorchVarlink", "CAdorchLoad", .product(name: "TOMLKit", package: "TOMLKit")]
+            dependencies: ["AdorchEngine", "AdorchLocking", "AdorchVarlink", "CAdorchLoad", .product(name: "TOMLKit", package: "TOMLKit")]
         ),
         .executableTarget(
             name: "adorch-bench",
@@ -86,10 +87,10 @@ let package = Package(
         ),
         .target(name: "AdorchSimPlugin", dependencies: ["CAdorchPlugin"], path: "plugins/sim", publicHeadersPath: "."),
         .target(name: "AdorchExamplePlugin", dependencies: ["CAdorchPlugin"], path: "plugins/example", publicHeadersPath: "."),
-        .target(name: "AdorchSwiftExamplePlugin", dependencies: ["CAdorchPlugin"], path: "plugins/swift-example"),
+        .target(name: "AdorchSwiftExamplePlugin", dependencies: ["CAdorchPlugin", "AdorchLocking"], path: "plugins/swift-example"),
         // The VAST plugin: the protocol (parse, wrapper chains, media choice, macros), then its ABI glue.
-        .target(name: "VAST", path: "plugins/vast/VAST"),
-        .target(name: "AdorchVASTPlugin", dependencies: ["CAdorchPlugin", "VAST"], path: "plugins/vast/Plugin"),
+        .target(name: "VAST", dependencies: ["AdorchLocking"], path: "plugins/vast/VAST"),
+        .target(name: "AdorchVASTPlugin", dependencies: ["CAdorchPlugin", "AdorchLocking", "VAST"], path: "plugins/vast/Plugin"),
         // Fuzz targets: libFuzzer when built with -sanitize=fuzzer -DFUZZING (make fuzz), corpus
         // replayers otherwise, so the committed corpus runs in the tests.
         .target(name: "CFuzzDriver", path: "Fuzz/CFuzzDriver"),
@@ -105,10 +106,10 @@ let package = Package(
         .testTarget(name: "AdorchRewardsTests", dependencies: ["AdorchRewards"]),
         .target(name: "VASTFixtures", path: "Tests/VASTFixtures"),
         .testTarget(name: "AdorchBenchTests", dependencies: ["AdorchBench"]),
-        .testTarget(name: "VASTTests", dependencies: ["VAST", "VASTFixtures", "AdorchEngine"]),
+        .testTarget(name: "VASTTests", dependencies: ["VAST", "VASTFixtures", "AdorchEngine", "AdorchLocking"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["AdorchVarlink", "VASTFixtures", "AdorchBench"],
+            dependencies: ["AdorchVarlink", "AdorchLocking", "VASTFixtures", "AdorchBench"],
             exclude: ["Fixtures"]
         ),
     ]

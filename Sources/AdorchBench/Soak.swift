@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchLocking
 import AdorchVarlink
 import Foundation
 import Synchronization
@@ -242,19 +243,8 @@ public struct Soak {
 
 /// What the clients and the soak's own thread share.
 private final class SoakState: Sendable {
-    let tally = SharedTally()
+    let tally = LockedValue(Soak.Tally())
     let stop = Atomic(false)
-}
-
-/// The tally every client updates, on a queue of its own: ThreadSanitizer sees Dispatch's
-/// ordering, not Synchronization.Mutex's futex on Linux (it reported every update as a race).
-///
-/// @unchecked Sendable: `tally` is only touched on `queue`.
-private final class SharedTally: @unchecked Sendable {
-    private let queue = DispatchQueue(label: "adorch.soak.tally")
-    private var tally = Soak.Tally()
-
-    func withLock<R>(_ body: (inout Soak.Tally) -> R) -> R { queue.sync { body(&tally) } }
 }
 
 /// One client of the soak, on its own thread with blocking calls, as an app's process would be.

@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchLocking
 import AdorchPluginHost
 import AdorchRewards
 import AdorchSystemd
@@ -6,7 +7,6 @@ import AdorchVarlink
 import Dispatch
 import Foundation
 import Logging
-import Synchronization
 
 /// What the command line says; each field overrides the config's.
 public struct DaemonOptions: Sendable {
@@ -55,9 +55,9 @@ public final class Daemon: @unchecked Sendable {
         }
     }
     /// Show calls per uid, counted on the Varlink queue before they reach the engine.
-    private let showLimiter: Mutex<ShowRateLimiter>
+    private let showLimiter: LockedValue<ShowRateLimiter>
     /// The config's access rules, read by the Varlink queue for every call.
-    private let accessPolicy: Mutex<AccessPolicy>
+    private let accessPolicy: LockedValue<AccessPolicy>
     private var engine: Engine
     private var sessions = InteractiveSessions()
     private var plugins: [String: LoadedPlugin] = [:]
@@ -93,8 +93,8 @@ public final class Daemon: @unchecked Sendable {
 
     public init(config: DaemonConfig, options: DaemonOptions, logger: Logger) {
         self.config = config
-        self.accessPolicy = Mutex(config.access)
-        self.showLimiter = Mutex(ShowRateLimiter(rate: config.showRate))
+        self.accessPolicy = LockedValue(config.access)
+        self.showLimiter = LockedValue(ShowRateLimiter(rate: config.showRate))
         self.options = options
         self.logger = logger
         self.socketPath = options.socketPath ?? config.socketPath ?? DefaultPaths.socket
@@ -816,7 +816,7 @@ struct DaemonStatus: Sendable {
 
 /// Plugin stats arriving from several plugin queues.
 private final class StatsCollector: Sendable {
-    private let values = Mutex<[String: String]>([:])
+    private let values = LockedValue<[String: String]>([:])
 
     func set(_ name: String, _ json: String?) { values.withLock { $0[name] = json } }
 

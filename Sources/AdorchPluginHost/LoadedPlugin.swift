@@ -1,9 +1,9 @@
 import AdorchEngine
+import AdorchLocking
 import CAdorchPlugin
 import Dispatch
 import Foundation
 import Logging
-import Synchronization
 
 /// Receives what a plugin reports, already copied out of C memory and decoded.
 /// Called on the plugin's calling thread: the receiver hops to its own queue.
@@ -287,7 +287,7 @@ private final class CStringArena {
 
 /// A flag set once, from any thread.
 private final class LockedFlag: Sendable {
-    private let set = Mutex(false)
+    private let set = LockedValue(false)
 
     func setIfUnset() -> Bool {
         set.withLock { isSet in

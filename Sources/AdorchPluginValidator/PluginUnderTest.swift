@@ -1,12 +1,12 @@
+import AdorchLocking
 import AdorchPluginHost
 import CAdorchPlugin
 import Foundation
-import Synchronization
 
 /// Every plugin under test, with its host struct and ledger, is kept for the life of the
 /// process: a plugin thread that outlives deinit (a violation the validator reports) must
 /// still find them. Kept here rather than only never freed, so LeakSanitizer sees them held.
-private let everyPluginUnderTest = Mutex<[PluginUnderTest]>([])
+private let everyPluginUnderTest = LockedValue<[PluginUnderTest]>([])
 
 /// The plugin as the validator drives it: the host struct its callbacks go to, and every
 /// [plugin queue] call made one at a time (from whichever thread asks) and timed.

@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchLocking
 import AdorchPluginHost
 import CAdorchPlugin
 import Foundation
@@ -272,7 +273,7 @@ public final class Validator {
         let check = "\(format.rawValue): loads from \(options.threads) threads"
         setCheck(check)
         let perThread = 25
-        let made = MadeAds()
+        let made = LockedValue<[(id: UInt64, object: UInt)]>([])
         let group = DispatchGroup()
         for _ in 0..<options.threads {
             group.enter()
@@ -280,13 +281,13 @@ public final class Validator {
                 for _ in 0..<perThread {
                     let ad = plugin!.create(request, check: check)
                     if let object = ad.object { _ = plugin!.load(ad.id, object) }
-                    made.add(ad.id, UInt(bitPattern: ad.object))
+                    made.withLock { $0.append((ad.id, UInt(bitPattern: ad.object))) }
                 }
                 group.leave()
             }
         }
         group.wait()
-        let ads = made.all.map { (id: $0.id, object: UnsafeMutableRawPointer(bitPattern: $0.object)) }
+        let ads = made.withLock { $0 }.map { (id: $0.id, object: UnsafeMutableRawPointer(bitPattern: $0.object)) }
         plugin.ledger.waitForCompletions(ads.map(\.id), until: Date() + seconds(request.timeout))
         var missing = 0, nulls = 0
         for ad in ads {
@@ -456,15 +457,3 @@ public final class Validator {
 func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
 func ms(_ d: Duration) -> String { String(format: "%.0f ms", seconds(d) * 1000) }
 private func mb(_ bytes: Int) -> Double { Double(bytes) / 1_048_576 }
-
-/// The ads the loading threads made, gathered on a queue of its own: ThreadSanitizer sees
-/// Dispatch's ordering, not Synchronization.Mutex's futex on Linux (it reported a race here).
-///
-/// @unchecked Sendable: `ads` is only touched on `queue`.
-private final class MadeAds: @unchecked Sendable {
-    private let queue = DispatchQueue(label: "adorch.validator.made")
-    private var ads: [(id: UInt64, object: UInt)] = []
-
-    func add(_ id: UInt64, _ object: UInt) { queue.sync { ads.append((id, object)) } }
-    var all: [(id: UInt64, object: UInt)] { queue.sync { ads } }
-}

@@ -1,6 +1,6 @@
+import AdorchLocking
 import AdorchVarlink
 import Foundation
-import Synchronization
 import XCTest
 
 /// Acceptance 6: every kind of bad input gets its named error or a clean close, while a
@@ -129,7 +129,7 @@ final class PoliteClient: Sendable {
     }
 
     private let socket: String
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
     private let done = DispatchSemaphore(value: 0)
     private let firstCall = DispatchSemaphore(value: 0)
 

@@ -1,6 +1,6 @@
+import AdorchLocking
 import AdorchVarlink
 import Foundation
-import Synchronization
 import XCTest
 
 /// The real adorchd binary with the real plugins over the real socket (issue 2's acceptance).
@@ -292,7 +292,7 @@ final class CoreDaemonTests: XCTestCase {
 
 /// Failures collected from several threads.
 final class Failures: Sendable {
-    private let items = Mutex<[String]>([])
+    private let items = LockedValue<[String]>([])
 
     func add(_ item: String) { items.withLock { $0.append(item) } }
 

@@ -1,6 +1,6 @@
 import AdorchEngine
+import AdorchLocking
 import Foundation
-import Synchronization
 import VASTFixtures
 import XCTest
 
@@ -92,7 +92,7 @@ final class ChainResolverTests: XCTestCase {
     private final class FakeServer: Sendable {
         let documents: [String: String]
         let slow: Set<String>
-        private let log = Mutex<(fetched: [String], pinged: [String])>(([], []))
+        private let log = LockedValue<(fetched: [String], pinged: [String])>(([], []))
 
         init(_ documents: [String: String], slow: Set<String> = []) {
             self.documents = documents
@@ -114,7 +114,7 @@ final class ChainResolverTests: XCTestCase {
                 settings: .init(maxWrappers: maxWrappers, preferences: preferences), deadline: .now + .seconds(60),
                 fetch: { self.fetch($0, $1, $2) }, ping: { url in self.log.withLock { $0.pinged.append(url) } }
             )
-            let result = Mutex<Result<ResolvedAd, ChainFailure>?>(nil)
+            let result = LockedValue<Result<ResolvedAd, ChainFailure>?>(nil)
             resolver.resolve(url) { r in result.withLock { $0 = r } }
             return result.withLock { $0 }
         }
@@ -216,7 +216,7 @@ final class ExpiresTests: XCTestCase {
         let server = ["http://s.invalid/tag": Docs().inline(expires: 60)]
         let resolver = ChainResolver(settings: .init(preferences: MediaPreferences(types: ["video/mp4"])), deadline: .now + .seconds(5),
                                      fetch: { url, _, completion in completion(.success(Data(server[url]!.utf8))) }, ping: { _ in })
-        let result = Mutex<ResolvedAd?>(nil)
+        let result = LockedValue<ResolvedAd?>(nil)
         resolver.resolve("http://s.invalid/tag") { r in result.withLock { $0 = try? r.get() } }
         let ad = try XCTUnwrap(result.withLock { $0 })
         let payload = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(ad.payloadJSON().utf8)) as? [String: Any])

@@ -6,10 +6,10 @@
 // adorch_plugin_get_entry with @_cdecl (see adorch/plugin.h). The daemon and this plugin
 // share one Swift runtime.
 
+import AdorchLocking
 import CAdorchPlugin
 import Dispatch
 import Glibc
-import Synchronization
 
 /// One ad object: what the completion needs. Owned by the host through an Unmanaged pointer
 /// from ad_create until ad_destroy.
@@ -37,7 +37,7 @@ private struct State: ~Copyable {
     var host: UnsafePointer<adorch_host>? { UnsafePointer(bitPattern: hostAddress) }
 }
 
-private let state = Mutex(State())
+private let state = LockedValue(State())
 private let worker = DispatchQueue(label: "adorch.plugin.swift-example.worker")
 
 private func log(_ host: UnsafePointer<adorch_host>, _ level: adorch_log_level, _ text: String) {

@@ -8,12 +8,12 @@
 // ad_destroy and deinit take it too, so a destroyed ad is never reported and nothing is
 // reported after deinit.
 
+import AdorchLocking
 import CAdorchPlugin
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
 import VAST
 
 /// One load: what the request said, and what the plugin learned since.
@@ -87,7 +87,7 @@ struct EntryParameters: Sendable {
     }
 }
 
-private let plugin = Mutex(PluginState())
+private let plugin = LockedValue(PluginState())
 private let fetchStarter = DispatchQueue(label: "adorch.plugin.vast.fetch")
 
 private func count(_ key: String, _ n: Int = 1) { plugin.withLock { $0.counters[key, default: 0] += n } }
@@ -108,7 +108,7 @@ private func httpGet(_ session: URLSession, _ userAgent: String, _ text: String,
     var request = URLRequest(url: url)
     request.timeoutInterval = max(0.001, Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
     request.setValue(userAgent, forHTTPHeaderField: "User-Agent")
-    let answered = Mutex(false)
+    let answered = LockedValue(false)
     let claim: @Sendable () -> Bool = { answered.withLock { done in defer { done = true }; return !done } }
     let task = session.dataTask(with: request) { data, response, error in
         guard claim() else { return }
@@ -316,7 +316,7 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
 }()
 
 /// The last stats string, kept until the next call (the header's rule), as an address.
-private let statsText = Mutex<UInt>(0)
+private let statsText = LockedValue<UInt>(0)
 
 @_cdecl("adorch_plugin_get_entry")
 public func adorchPluginGetEntry() -> UnsafePointer<adorch_plugin_entry_t> {

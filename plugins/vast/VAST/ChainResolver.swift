@@ -1,5 +1,5 @@
+import AdorchLocking
 import Foundation
-import Synchronization
 
 /// Why one HTTP fetch gave no document.
 public enum FetchFailure: Error, Sendable, Equatable {
@@ -54,7 +54,7 @@ public final class ChainResolver: Sendable {
     private let fetch: Fetch
     private let ping: @Sendable (String) -> Void
     private let deadline: ContinuousClock.Instant
-    private let cancelled = Mutex(false)
+    private let cancelled = LockedValue(false)
 
     /// `deadline` bounds the whole chain: each hop gets what is left of it.
     public init(settings: Settings, deadline: ContinuousClock.Instant, fetch: @escaping Fetch, ping: @escaping @Sendable (String) -> Void) {
