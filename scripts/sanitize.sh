@@ -28,7 +28,7 @@ swift build --build-tests "${flags[@]}"
 reports=$PWD/$build/reports
 rm -rf "$reports" && mkdir -p "$reports"
 # A report goes to a file per process (report.PID), so one from a daemon a test started is not
-# lost in its log. TOMLKit leaks every value it hands out (LebJe/TOMLKit#26): suppressed.
+# lost in its log. Leaks in other people's code are suppressed by scripts/lsan.supp.
 export ASAN_OPTIONS="log_path=$reports/report:detect_leaks=1:abort_on_error=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export TSAN_OPTIONS="log_path=$reports/report:halt_on_error=0${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
