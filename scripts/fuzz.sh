@@ -11,7 +11,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --runs) unit=runs amount=$2; shift 2 ;;
         --seconds) unit=seconds amount=$2; shift 2 ;;
-        -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) targets+=("$1"); shift ;;
     esac
 done

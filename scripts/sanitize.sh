@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 case ${1:-} in
     address) short=asan ;;
     thread) short=tsan ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "usage: scripts/sanitize.sh address|thread [swift test arguments]" >&2; exit 64 ;;
 esac
 sanitizer=$1; shift
