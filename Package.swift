@@ -59,10 +59,12 @@ let package = Package(
             // A link to etc/adorch/adorchd.toml: the shipped config is the embedded default.
             resources: [.embedInCode("adorchd.toml")]
         ),
+        // glibc's <malloc.h>, for the daemon's allocator tuning.
+        .systemLibrary(name: "CGlibcMalloc"),
         .executableTarget(
             name: "adorchd",
             dependencies: [
-                "AdorchDaemon", "AdorchSystemd",
+                "AdorchDaemon", "AdorchSystemd", "CGlibcMalloc",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -1,6 +1,7 @@
 import AdorchDaemon
 import AdorchSystemd
 import ArgumentParser
+import CGlibcMalloc
 import Dispatch
 import Foundation
 import Logging
@@ -11,6 +12,15 @@ var handledSignals = sigset_t()
 sigemptyset(&handledSignals)
 for signal in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handledSignals, signal) }
 pthread_sigmask(SIG_BLOCK, &handledSignals, nil)
+
+// glibc gives a thread that finds its arena locked an arena of its own, up to eight per
+// core. Dispatch's workers then scatter freed memory over a dozen arenas that keep it: over
+// 400,000 Show cycles RSS grew 5 % and settled only later, with 14 arenas holding 15.9 MB
+// free of 27.5 MB. One arena per core (no more threads run at once) kept it flat and 8 MB
+// lower. An operator's MALLOC_ARENA_MAX still wins.
+if getenv("MALLOC_ARENA_MAX") == nil {
+    mallopt(M_ARENA_MAX, Int32(max(2, ProcessInfo.processInfo.activeProcessorCount)))
+}
 
 AdorchD.main()
 
