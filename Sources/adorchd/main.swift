@@ -6,12 +6,18 @@ import Dispatch
 import Foundation
 import Logging
 
-// Blocked before any thread starts, so every thread inherits the mask and these signals
-// arrive only through the Dispatch sources in run().
-var handledSignals = sigset_t()
-sigemptyset(&handledSignals)
-for signal in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handledSignals, signal) }
-pthread_sigmask(SIG_BLOCK, &handledSignals, nil)
+/// SIGTERM, SIGINT and SIGHUP: blocked in every thread and taken by sigwait in run().
+func handledSignals() -> sigset_t {
+    var set = sigset_t()
+    sigemptyset(&set)
+    for signal in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&set, signal) }
+    return set
+}
+
+// Blocked before any thread starts (plugins' own pthreads included), so every thread
+// inherits the mask and the signals stay pending for sigwait.
+var blockedSignals = handledSignals()
+pthread_sigmask(SIG_BLOCK, &blockedSignals, nil)
 
 // glibc gives a thread that finds its arena locked an arena of its own, up to eight per
 // core. Dispatch's workers then scatter freed memory over a dozen arenas that keep it: over
@@ -105,13 +111,6 @@ struct AdorchD: ParsableCommand {
             return
         }
 
-        // Blocked before the daemon starts a thread, so every thread inherits the mask (plugins'
-        // own pthreads included) and the signals stay pending for sigwait below.
-        var handled = sigset_t()
-        sigemptyset(&handled)
-        for number in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handled, number) }
-        pthread_sigmask(SIG_BLOCK, &handled, nil)
-
         let level = Logger.Level(rawValue: logLevel ?? settings.logLevel ?? "info") ?? .info
         if logTarget.usesJournal {
             LoggingSystem.bootstrap { _ in JournalLogHandler(identifier: "adorchd", level: level) }
@@ -141,6 +140,7 @@ struct AdorchD: ParsableCommand {
         // The main thread waits for the signals blocked above; the daemon itself runs on its
         // Dispatch queues. (Dispatch's signal sources lost a SIGTERM that the kernel queued on
         // one of its worker threads: sigwait takes it wherever it is pending for the process.)
+        var handled = handledSignals()
         while true {
             var number: Int32 = 0
             guard sigwait(&handled, &number) == 0 else { continue }
