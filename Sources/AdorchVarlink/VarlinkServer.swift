@@ -280,6 +280,8 @@ final class VarlinkConnection: @unchecked Sendable {
     private var framer: VarlinkFramer
     private var readSource: DispatchSourceRead?
     private var writeSource: DispatchSourceWrite?
+    /// Sources on `fd` whose cancel handler has not run yet; `fd` closes after the last one.
+    private var liveSources = 0
     private var outgoing = SendBuffer()
     private var queued: [Data] = []
     private var busy = false
@@ -305,9 +307,7 @@ final class VarlinkConnection: @unchecked Sendable {
     func start() {
         let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: server.queue)
         source.setEventHandler { [self] in readAvailable() }
-        // The descriptor closes only once no source can fire on it, so its number cannot be
-        // reused under a live source.
-        source.setCancelHandler { [fd] in _ = Glibc.close(fd) }
+        track(source)
         readSource = source
         source.resume()
     }
@@ -458,6 +458,7 @@ final class VarlinkConnection: @unchecked Sendable {
             writeSource = nil
             flush()
         }
+        track(source)
         writeSource = source
         source.resume()
     }
@@ -481,10 +482,26 @@ final class VarlinkConnection: @unchecked Sendable {
         readSource?.cancel()
         readSource = nil
         writeSource = nil
+        if liveSources == 0 { _ = Glibc.close(fd) }
         server.connectionClosed(self)
         let handlers = closeHandlers
         closeHandlers.removeAll()
         handlers.forEach { $0() }
+    }
+}
+
+extension VarlinkConnection {
+    /// The descriptor closes only once no source can fire on it, read and write sources both.
+    /// libdispatch on Linux keys its epoll registration by descriptor number: a number closed
+    /// under a write source still registered is soon the next accepted connection's, whose
+    /// read source then shares, and later frees, that registration. The soak crashed so
+    /// (SIGSEGV in _dispatch_event_loop_drain; swift-corelibs-libdispatch#833 and #949).
+    private func track(_ source: any DispatchSourceProtocol) {
+        liveSources += 1
+        source.setCancelHandler { [self] in
+            liveSources -= 1
+            if closed, liveSources == 0 { _ = Glibc.close(fd) }
+        }
     }
 }
 
