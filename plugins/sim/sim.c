@@ -435,6 +435,14 @@ static sim_job *schedule(sim_ad *owner, adorch_ad_id id, job_kind kind, uint64_t
     return job;
 }
 
+/* The viewer's next step. A job its ad had no room to keep runs unowned and is freed when
+ * done, so step_job must not point at it (a later pause would write to freed memory).
+ * Called with the lock held. */
+static sim_job *schedule_step(sim_ad *ad, uint64_t delay_ms) {
+    sim_job *job = schedule(ad, ad->id, JOB_STEP, delay_ms, 0, 0, NULL);
+    return job->owner ? job : NULL;
+}
+
 static void detach_job(sim_job *job) {
     if (!job->owner) return;
     for (int i = 0; i < SIM_MAX_JOBS_PER_AD; i++)
@@ -475,7 +483,7 @@ static void run_step(sim_ad *ad) {
             schedule(NULL, ad->id, JOB_EVENT, 2, ADORCH_EVENT_COMPLETED, 0, "{\"time_spent_s\":0}");
         }
     } else if (!ad->paused) {
-        ad->step_job = schedule(ad, ad->id, JOB_STEP, ad->config->step_ms, 0, 0, NULL);
+        ad->step_job = schedule_step(ad, ad->config->step_ms);
     }
 }
 
@@ -853,7 +861,7 @@ static int32_t sim_ad_show(adorch_ad *opaque, const char *context_json) {
                 ad->running = 1;
                 ad->active_since_ns = now_ns();
                 /* The unit is on screen at once (started); the viewer then takes step_ms a step. */
-                if (!ad->paused) ad->step_job = schedule(ad, ad->id, JOB_STEP, 1, 0, 0, NULL);
+                if (!ad->paused) ad->step_job = schedule_step(ad, 1);
             }
         } else {
             schedule(ad, ad->id, JOB_EVENT, 0, ADORCH_EVENT_WILL_PRESENT, 0, NULL);
@@ -883,7 +891,7 @@ static void sim_ad_notify(adorch_ad *opaque, uint32_t event, const char *detail_
             ad->paused = 0;
             if (ad->running) {
                 ad->active_since_ns = now_ns();
-                ad->step_job = schedule(ad, ad->id, JOB_STEP, ad->config->step_ms, 0, 0, NULL);
+                ad->step_job = schedule_step(ad, ad->config->step_ms);
             }
         }
         if (event == ADORCH_EVENT_COMPLETE && ad->format == ADORCH_FORMAT_REWARDED && ad->config->reward_by_network) {
