@@ -494,8 +494,9 @@ extension VarlinkConnection {
     /// The descriptor closes only once no source can fire on it, read and write sources both.
     /// libdispatch on Linux keys its epoll registration by descriptor number: a number closed
     /// under a write source still registered is soon the next accepted connection's, whose
-    /// read source then shares, and later frees, that registration. The soak crashed so
-    /// (SIGSEGV in _dispatch_event_loop_drain; swift-corelibs-libdispatch#833 and #949).
+    /// read source would share that registration (swift-corelibs-libdispatch#833). This does
+    /// not cure the use-after-free libdispatch's epoll backend has under connection churn
+    /// (#949): a plain echo server crashes the same way.
     private func track(_ source: any DispatchSourceProtocol) {
         liveSources += 1
         source.setCancelHandler { [self] in
