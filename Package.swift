@@ -46,8 +46,10 @@ let package = Package(
             name: "AdorchRewards",
             dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")]
         ),
-        // Varlink: framing, a Dispatch server, a blocking client, the service interface.
-        .target(name: "AdorchVarlink", dependencies: [.product(name: "Logging", package: "swift-log")]),
+        // Varlink: framing, a server on its own epoll loop, a blocking client, the service interface.
+        .target(name: "AdorchVarlink", dependencies: ["CEpoll", .product(name: "Logging", package: "swift-log")]),
+        // <sys/epoll.h>, for the Varlink server's socket watcher.
+        .systemLibrary(name: "CEpoll"),
         // The daemon's wiring: config, runtime (engine queue, timers), the io.adorch.* handlers.
         .target(
             name: "AdorchDaemon",

@@ -119,7 +119,7 @@ public final class Daemon: @unchecked Sendable {
         let api = ControlAPI(daemon: self)
         var interfaces = [VarlinkInterface(description: adsInterfaceIDL), VarlinkInterface(description: managerInterfaceIDL)]
         if options.debugInterface { interfaces.append(VarlinkInterface(description: debugInterfaceIDL)) }
-        let server = VarlinkServer(
+        let server = try VarlinkServer(
             info: VarlinkServiceInfo(vendor: "adorch", product: "adorchd", version: Self.version, url: "https://adorch.invalid/"),
             interfaces: interfaces, limits: config.limits, logger: logger,
             handler: { call, replier in api.handle(call, replier) }

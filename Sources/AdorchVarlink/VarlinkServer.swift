@@ -64,7 +64,8 @@ public struct VarlinkLimits: Sendable, Equatable {
     }
 }
 
-/// A Varlink server on a Unix stream socket, driven by Dispatch sources.
+/// A Varlink server on a Unix stream socket: its sockets are watched by a `SocketWatcher`,
+/// and everything else happens on its serial queue.
 ///
 /// @unchecked Sendable: it owns its serial queue, and every mutable field (the listener,
 /// the connections) is touched only on that queue.
@@ -72,18 +73,22 @@ public final class VarlinkServer: @unchecked Sendable {
     public let info: VarlinkServiceInfo
     public let limits: VarlinkLimits
     let queue = DispatchQueue(label: "adorch.varlink")
+    let watcher: SocketWatcher
     private let logger: Logger
     private let handler: VarlinkHandler
     private var interfaces: [String: VarlinkInterface] = [:]
     private var listenFD: Int32 = -1
     private var ownsSocketPath: String?
-    private var acceptSource: DispatchSourceRead?
+    private var acceptWatch: SocketWatcher.Token?
     private var connections: [ObjectIdentifier: VarlinkConnection] = [:]
     private var perUID: [UInt32: Int] = [:]
     private var acceptedTotal = 0
     private var refusedTotal = 0
 
-    public init(info: VarlinkServiceInfo, interfaces: [VarlinkInterface], limits: VarlinkLimits, logger: Logger, handler: @escaping VarlinkHandler) {
+    /// Fails only when the process has no descriptor left for the socket watcher.
+    public init(info: VarlinkServiceInfo, interfaces: [VarlinkInterface], limits: VarlinkLimits, logger: Logger,
+                handler: @escaping VarlinkHandler) throws(VarlinkSocketError) {
+        self.watcher = try SocketWatcher(queue: queue, name: "adorch.varlink.io")
         self.info = info
         self.limits = limits
         self.logger = logger
@@ -92,6 +97,8 @@ public final class VarlinkServer: @unchecked Sendable {
             self.interfaces[interface.name] = interface
         }
     }
+
+    deinit { watcher.shutdown() }
 
     /// Binds and listens on `path`. A stale socket file left by a dead daemon is replaced;
     /// a live one is not (another daemon is serving there).
@@ -117,9 +124,14 @@ public final class VarlinkServer: @unchecked Sendable {
     /// removed; one systemd passed us stays open and in place for the next start.
     public func stopAccepting() {
         queue.sync {
-            acceptSource?.cancel()
-            acceptSource = nil
-            if let path = ownsSocketPath { unlink(path) }
+            guard let token = acceptWatch else { return }
+            watcher.unwatch(token)
+            acceptWatch = nil
+            // A socket handed to us by systemd stays open for the next start.
+            if let path = ownsSocketPath {
+                unlink(path)
+                Glibc.close(listenFD)
+            }
             ownsSocketPath = nil
         }
     }
@@ -131,6 +143,7 @@ public final class VarlinkServer: @unchecked Sendable {
         queue.sync {
             for connection in connections.values { connection.finish() }
         }
+        watcher.shutdown()
     }
 
     /// Open connections now, accepted since start, and refused for a connection limit.
@@ -140,14 +153,7 @@ public final class VarlinkServer: @unchecked Sendable {
 
     private func startAccepting(_ fd: Int32) {
         listenFD = fd
-        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-        source.setEventHandler { [unowned self] in acceptPending() }
-        source.setCancelHandler { [ownsSocketPath] in
-            // A socket handed to us by systemd stays open for the next start.
-            if ownsSocketPath != nil { Glibc.close(fd) }
-        }
-        acceptSource = source
-        source.resume()
+        acceptWatch = watcher.watch(fd, for: .readable) { [unowned self] _ in acceptPending() }
     }
 
     private func acceptPending() {
@@ -278,10 +284,9 @@ final class VarlinkConnection: @unchecked Sendable {
     private let fd: Int32
     private unowned let server: VarlinkServer
     private var framer: VarlinkFramer
-    private var readSource: DispatchSourceRead?
-    private var writeSource: DispatchSourceWrite?
-    /// Sources on `fd` whose cancel handler has not run yet; `fd` closes after the last one.
-    private var liveSources = 0
+    private var watch: SocketWatcher.Token?
+    /// A write found the socket full; the rest goes out when it is writable.
+    private var waitingToWrite = false
     private var outgoing = SendBuffer()
     private var queued: [Data] = []
     private var busy = false
@@ -305,11 +310,14 @@ final class VarlinkConnection: @unchecked Sendable {
     }
 
     func start() {
-        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: server.queue)
-        source.setEventHandler { [self] in readAvailable() }
-        track(source)
-        readSource = source
-        source.resume()
+        watch = server.watcher.watch(fd, for: .readable) { [self] ready in
+            if ready.contains(.readable) { readAvailable() }
+            if ready.contains(.writable), waitingToWrite, !closed {
+                waitingToWrite = false
+                if let watch { server.watcher.update(watch, to: .readable) }
+                flush()
+            }
+        }
     }
 
     private func readAvailable() {
@@ -451,16 +459,9 @@ final class VarlinkConnection: @unchecked Sendable {
     }
 
     private func waitWritable() {
-        guard writeSource == nil else { return }
-        let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: server.queue)
-        source.setEventHandler { [self] in
-            writeSource?.cancel()
-            writeSource = nil
-            flush()
-        }
-        track(source)
-        writeSource = source
-        source.resume()
+        guard !waitingToWrite, let watch else { return }
+        waitingToWrite = true
+        server.watcher.update(watch, to: [.readable, .writable])
     }
 
     /// Closes after flushing what is queued; a call still in progress gets no reply.
@@ -478,31 +479,13 @@ final class VarlinkConnection: @unchecked Sendable {
         if let reason { server.log(.debug, "connection closed: \(reason)", peer: peer) }
         deadlineTimer?.cancel()
         deadlineTimer = nil
-        writeSource?.cancel()
-        readSource?.cancel()
-        readSource = nil
-        writeSource = nil
-        if liveSources == 0 { _ = Glibc.close(fd) }
+        if let watch { server.watcher.unwatch(watch) }
+        watch = nil
+        _ = Glibc.close(fd)
         server.connectionClosed(self)
         let handlers = closeHandlers
         closeHandlers.removeAll()
         handlers.forEach { $0() }
-    }
-}
-
-extension VarlinkConnection {
-    /// The descriptor closes only once no source can fire on it, read and write sources both.
-    /// libdispatch on Linux keys its epoll registration by descriptor number: a number closed
-    /// under a write source still registered is soon the next accepted connection's, whose
-    /// read source would share that registration (swift-corelibs-libdispatch#833). This does
-    /// not cure the use-after-free libdispatch's epoll backend has under connection churn
-    /// (#949): a plain echo server crashes the same way.
-    private func track(_ source: any DispatchSourceProtocol) {
-        liveSources += 1
-        source.setCancelHandler { [self] in
-            liveSources -= 1
-            if closed, liveSources == 0 { _ = Glibc.close(fd) }
-        }
     }
 }
 
