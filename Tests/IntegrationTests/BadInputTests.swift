@@ -91,23 +91,55 @@ final class BadInputTests: XCTestCase {
 
     func testHalfMessagesThenHangUpsAndThousandsOfConnections() throws {
         for i in 0..<3000 {
-            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(daemon.socket.utf8) + [0]) }
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
-            XCTAssertEqual(connected, 0, "connect \(i): \(String(cString: strerror(errno)))")
-            if i % 3 == 0 {
-                // Half a message, then gone.
-                let half = Array(#"{"method":"io.adorch.Ads.Sh"#.utf8)
-                _ = half.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            }
-            close(fd)
+            let client = try RawClient(daemon.socket)
+            // Half a message, then gone.
+            if i % 3 == 0 { client.send(#"{"method":"io.adorch.Ads.Sh"#, nul: false) }
         }
         let status = try daemon.status()
         XCTAssertGreaterThanOrEqual(status["connections"]?["accepted"]?.intValue ?? 0, 3000)
+    }
+
+    /// Clients connecting and hanging up all at once, with calls in flight, replies unread,
+    /// subscriptions open or half a message sent: the daemon answers the callers that wait,
+    /// and every descriptor it took for the others comes back.
+    func testConcurrentHangUpsWithCallsInFlightLeaveNoDescriptorBehind() throws {
+        let observer = try daemon.client()
+        let settled = { try observer.call("io.adorch.Manager.GetStatus").parameters["connections"]?["open"]?.intValue == 2 }
+        try eventually("only the polite client and the observer connected", settled)
+        let descriptors = { [pid = daemon.pid] in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1 }
+        let baseline = descriptors()
+        let answered = LockedValue(0)
+        let failures = LockedValue<[String]>([])
+        let socket = daemon.socket
+        let workers = 8, rounds = 600
+        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+            for round in 0..<rounds {
+                do {
+                    let client = try RawClient(socket)
+                    switch (worker + round) % 6 {
+                    case 0: break
+                    case 1: client.send(#"{"method":"org.varlink.service.GetInfo"}"#)
+                    case 2: client.send(#"{"method":"io.adorch.Ads.Show","parameters":{"slot":"interstitial_main"}}"#)
+                    case 3:
+                        client.send(#"{"method":"io.adorch.Ads.Subscribe","more":true}"#)
+                        let first = client.readMessage()
+                        if !first.contains(#""kind":"subscribed""#) { failures.withLock { $0.append("Subscribe: \(first)") } }
+                    case 4: client.send(#"{"method":"io.adorch.Ads.ListSl"#, nul: false)
+                    default:
+                        client.send(#"{"method":"io.adorch.Ads.ListSlots"}"#)
+                        let reply = client.readMessage()
+                        if reply.contains("interstitial_main") { answered.withLock { $0 += 1 } } else { failures.withLock { $0.append("ListSlots: \(reply)") } }
+                    }
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+        }
+        XCTAssertEqual(failures.withLock { $0 }, [])
+        XCTAssertEqual(answered.withLock { $0 }, workers * rounds / 6)
+        try eventually("the hung-up connections closed", timeout: .seconds(10).scaled, settled)
+        XCTAssertEqual(descriptors(), baseline, "the daemon's open descriptors after \(workers * rounds) connections")
+        XCTAssertTrue(daemon.isRunning, daemon.howItEnded ?? "")
     }
 
     /// Re-checks a condition on each fresh reply until it holds (for state that changes
