@@ -363,7 +363,7 @@ final class PreloadTests: XCTestCase {
     }
 
     func testAMissingPluginsEntriesAreSkipped() {
-        var h = Harness(slots: [slot(entries: ["gone", "a"])], plugins: ["a"])
+        let h = Harness(slots: [slot(entries: ["gone", "a"])], plugins: ["a"])
         XCTAssertEqual(h.loads.map(\.plugin), ["a"])
     }
 
