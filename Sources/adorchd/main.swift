@@ -28,6 +28,15 @@ if getenv("MALLOC_ARENA_MAX") == nil {
     mallopt(M_ARENA_MAX, Int32(max(2, ProcessInfo.processInfo.activeProcessorCount)))
 }
 
+// Every connection is a descriptor, and systemd's soft limit (1024) is below the default
+// max_connections (4096). A process that uses no select() raises its soft limit to the hard
+// one itself, as systemd.exec(5) advises.
+var fileLimit = rlimit()
+if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &fileLimit) == 0, fileLimit.rlim_cur < fileLimit.rlim_max {
+    fileLimit.rlim_cur = fileLimit.rlim_max
+    setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &fileLimit)
+}
+
 AdorchD.main()
 
 struct AdorchD: ParsableCommand {
