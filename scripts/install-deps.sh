@@ -12,7 +12,7 @@ pkg-config --exists libsystemd 2>/dev/null || apt_packages+=(libsystemd-dev pkg-
 pkg-config --exists sqlite3 2>/dev/null || apt_packages+=(libsqlite3-dev)
 # The system tests: a standalone journald, systemd-analyze, systemd-socket-activate, a real systemd.
 [ -x /lib/systemd/systemd-journald ] && command -v systemd-socket-activate >/dev/null 2>&1 || apt_packages+=(systemd)
-command -v unshare >/dev/null 2>&1 && command -v nsenter >/dev/null 2>&1 || apt_packages+=(util-linux)
+command -v unshare >/dev/null 2>&1 && command -v nsenter >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 || apt_packages+=(util-linux)
 # The vast plugin: Foundation's HTTP client and XML parser load libcurl and libxml2.
 [ -n "$(ldconfig -p | grep -F libcurl.so.4)" ] || apt_packages+=(libcurl4)
 [ -n "$(ldconfig -p | grep -F libxml2.so.2)" ] || apt_packages+=(libxml2)

@@ -84,6 +84,9 @@ public final class VarlinkServer: @unchecked Sendable {
     private var perUID: [UInt32: Int] = [:]
     private var acceptedTotal = 0
     private var refusedTotal = 0
+    /// Out of descriptors: accepting waits until the backlog is empty again, and the start
+    /// and end of that are logged once each.
+    private var acceptStalled = false
 
     /// Fails only when the process has no descriptor left for the socket watcher.
     public init(info: VarlinkServiceInfo, interfaces: [VarlinkInterface], limits: VarlinkLimits, logger: Logger,
@@ -164,9 +167,14 @@ public final class VarlinkServer: @unchecked Sendable {
                 _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             }
             if fd < 0 {
-                if errno == EINTR { continue }
-                if errno != EAGAIN && errno != EWOULDBLOCK {
-                    logger.warning("accept failed: \(String(cString: strerror(errno)))")
+                let code = errno
+                if code == EINTR { continue }
+                if code == EMFILE || code == ENFILE { return pauseAccepting(code) }
+                if code != EAGAIN && code != EWOULDBLOCK {
+                    logger.warning("accept failed: \(String(cString: strerror(code)))")
+                } else if acceptStalled {
+                    acceptStalled = false
+                    logger.notice("accepting connections again: every waiting one is accepted, \(connections.count) are open")
                 }
                 return
             }
@@ -192,6 +200,24 @@ public final class VarlinkServer: @unchecked Sendable {
         }
     }
 
+    /// The waiting connection stays in the listen backlog. The socket stays readable, so
+    /// accepting again at once would spin on the queue; it waits 100 ms, or less if a
+    /// connection closes (a descriptor is free again).
+    private func pauseAccepting(_ code: Int32) {
+        guard let token = acceptWatch else { return }
+        if !acceptStalled {
+            logger.warning("cannot accept connections: \(String(cString: strerror(code))) with \(connections.count) connections open; new ones wait in the backlog until a descriptor is free")
+        }
+        acceptStalled = true
+        watcher.update(token, to: [])
+        queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [weak self] in self?.resumeAccepting() }
+    }
+
+    private func resumeAccepting() {
+        guard acceptStalled, let token = acceptWatch else { return }
+        watcher.update(token, to: .readable)
+    }
+
     // MARK: Called by connections, on the queue
 
     func connectionClosed(_ connection: VarlinkConnection) {
@@ -199,6 +225,7 @@ public final class VarlinkServer: @unchecked Sendable {
         let uid = connection.peer?.uid ?? UInt32.max
         perUID[uid, default: 1] -= 1
         if perUID[uid] == 0 { perUID[uid] = nil }
+        resumeAccepting()
     }
 
     func log(_ level: Logger.Level, _ message: String, peer: PeerCredentials?) {

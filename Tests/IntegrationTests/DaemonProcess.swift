@@ -40,9 +40,10 @@ final class DaemonProcess {
     private var waitStatus: Int32?
 
     /// Starts adorchd (with `config` as its config file, or on the embedded default) and
-    /// returns once it printed that it is serving.
+    /// returns once it printed that it is serving; with `fileLimit`, its soft and hard limit
+    /// on open descriptors (through prlimit, which execs it under the same pid).
     init(config: String? = nil, pluginDir: String? = productsDirectory.path, extraArguments: [String] = [],
-         environment: [String: String] = [:], stateDir: URL? = nil) throws {
+         environment: [String: String] = [:], stateDir: URL? = nil, fileLimit: Int? = nil) throws {
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-it-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         socket = dir.appendingPathComponent("adorchd.sock").path
@@ -58,7 +59,9 @@ final class DaemonProcess {
         // Not started by systemd unless the test says so.
         var inherited = ProcessInfo.processInfo.environment
         for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "JOURNAL_STREAM"] { inherited[key] = nil }
-        let executable = productsDirectory.appendingPathComponent("adorchd").path
+        let adorchd = productsDirectory.appendingPathComponent("adorchd").path
+        let executable = fileLimit == nil ? adorchd : "/usr/bin/prlimit"
+        let launcher = fileLimit.map { [executable, "--nofile=\($0):\($0)", "--"] } ?? []
         var output: [Int32] = [0, 0]
         guard pipe(&output) == 0 else { throw TestFailure("pipe: \(String(cString: strerror(errno)))") }
         var actions = posix_spawn_file_actions_t()
@@ -68,7 +71,7 @@ final class DaemonProcess {
         posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, logFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_addclose(&actions, output[0])
         posix_spawn_file_actions_addclose(&actions, output[1])
-        let argv = ([executable] + arguments + extraArguments).map { strdup($0) } + [nil]
+        let argv = (launcher + [adorchd] + arguments + extraArguments).map { strdup($0) } + [nil]
         let envp = inherited.merging(environment) { $1 }.map { strdup("\($0)=\($1)") } + [nil]
         defer { (argv + envp).forEach { free($0) } }
         var child: pid_t = 0

@@ -25,7 +25,7 @@ final class LimitsTests: XCTestCase {
     /// timeout a stuck daemon would produce.
     private let normal: Duration = .milliseconds(500)
 
-    private func daemon(limits: String) throws -> DaemonProcess {
+    private func daemon(limits: String, fileLimit: Int? = nil) throws -> DaemonProcess {
         let daemon = try DaemonProcess(config: simConfig(slots: """
         [limits]
         \(limits)
@@ -37,7 +37,7 @@ final class LimitsTests: XCTestCase {
           [[slots.waterfall]]
           plugin = "sim"
           server_parameter = "latency_ms=0"
-        """))
+        """), fileLimit: fileLimit)
         try daemon.waitFor("s full") { try daemon.allSlotsFull() }
         return daemon
     }
@@ -91,6 +91,33 @@ final class LimitsTests: XCTestCase {
         XCTAssertTrue(daemon.log.contains("refusing a connection: over the limit of 8 connections"), daemon.log)
         XCTAssertEqual(held.count, 7)
         XCTAssertLessThan(bystander.slowest, normal)
+    }
+
+    /// Out of descriptors (here a limit of 64; under systemd, more clients than the limit):
+    /// new connections wait in the listen backlog and one line says why, the connected
+    /// clients are answered in normal time, and the waiting ones once descriptors are free.
+    func testRunningOutOfDescriptorsMakesNewConnectionsWaitNotFail() throws {
+        let daemon = try daemon(limits: "", fileLimit: 64)
+        let bystander = try Bystander(daemon)
+        var crowd = try (0..<48).map { _ in try RawClient(daemon.socket) }
+        for client in crowd { client.send(#"{"method":"org.varlink.service.GetInfo"}"#) }
+        let deadline = ContinuousClock.now + Duration.seconds(10).scaled
+        while !daemon.log.contains("cannot accept connections: Too many open files") {
+            guard ContinuousClock.now < deadline else { throw daemon.diagnosis("no word of running out of descriptors") }
+            try bystander.check()
+        }
+        try bystander.check()
+        XCTAssertLessThan(bystander.slowest, normal)
+        // Half the crowd leaves: the rest, those that waited included, get their answers.
+        let stayed = Array(crowd.suffix(24))
+        crowd.removeAll()
+        for client in stayed {
+            XCTAssertTrue(client.readMessage().contains(#""product":"adorchd""#), "a connection that waited is served")
+        }
+        try bystander.check()  // after the backlog is empty: the line saying so is written
+        XCTAssertEqual(daemon.log.components(separatedBy: "cannot accept connections").count - 1, 1, "one line for one shortage")
+        XCTAssertEqual(daemon.log.components(separatedBy: "accepting connections again").count - 1, 1, "and one for its end")
+        XCTAssertTrue(daemon.isRunning)
     }
 
     func testHalfAMessageOrAnOversizedOneIsCutOff() throws {
