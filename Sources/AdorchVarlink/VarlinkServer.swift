@@ -210,7 +210,7 @@ public final class VarlinkServer: @unchecked Sendable {
         }
         acceptStalled = true
         watcher.update(token, to: [])
-        queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [weak self] in self?.resumeAccepting() }
+        queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [self] in resumeAccepting() }
     }
 
     private func resumeAccepting() {
