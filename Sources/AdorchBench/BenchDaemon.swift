@@ -18,7 +18,8 @@ public final class BenchDaemon {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         socket = dir.appendingPathComponent("adorchd.sock").path
         listener = try NotifyListener(in: dir)
-        var arguments = ["--socket", socket, "--state-dir", dir.appendingPathComponent("state").path]
+        // console, not auto: a journald running on the host must not change what is measured.
+        var arguments = ["--socket", socket, "--state-dir", dir.appendingPathComponent("state").path, "--log-target", "console"]
         configPath = dir.appendingPathComponent("adorchd.toml").path
         if let config {
             try config.write(toFile: configPath, atomically: true, encoding: .utf8)

@@ -49,7 +49,10 @@ final class DaemonProcess {
         socket = dir.appendingPathComponent("adorchd.sock").path
         logFile = dir.appendingPathComponent("adorchd.log")
 
-        var arguments = ["--socket", socket, "--state-dir", (stateDir ?? dir.appendingPathComponent("state")).path, "--log-level", "debug"]
+        // The tests read the log from stderr: console, not auto, which picks the journal
+        // whenever a journald happens to run on the host.
+        var arguments = ["--socket", socket, "--state-dir", (stateDir ?? dir.appendingPathComponent("state")).path,
+                         "--log-level", "debug", "--log-target", "console"]
         if let config {
             let path = dir.appendingPathComponent("adorchd.toml")
             try config.write(to: path, atomically: true, encoding: .utf8)

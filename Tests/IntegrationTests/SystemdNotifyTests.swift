@@ -115,7 +115,7 @@ final class SystemdNotifyTests: XCTestCase {
         // It hands adorchd a cleared environment: a sanitizer run's options are passed on by name.
         let passed = ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"].filter { ProcessInfo.processInfo.environment[$0] != nil }.flatMap { ["-E", $0] }
         process.arguments = ["-l", socket] + passed + [productsDirectory.appendingPathComponent("adorchd").path,
-                             "--plugin-dir", productsDirectory.path, "--state-dir", dir.appendingPathComponent("state").path]
+                             "--plugin-dir", productsDirectory.path, "--state-dir", dir.appendingPathComponent("state").path, "--log-target", "console"]
         let stderr = Pipe()
         process.standardError = stderr
         process.standardOutput = FileHandle.nullDevice
