@@ -7,16 +7,16 @@
 public struct Engine: Sendable {
     public private(set) var settings: SchedulerSettings
     private var slotOrder: [String] = []
-    private var slots: [String: SlotState] = [:]
+    var slots: [String: SlotState] = [:]
     /// Each slot's place in slotOrder: slots are always looked at in the config's order.
     private var slotRank: [String: Int] = [:]
     /// Slots that may be below their buffer, by rank (the table collects them by name).
     private var wanting = RankSet()
     private var ads = AdTable()
     private var retired = RetiredAds()
-    private var availablePlugins: Set<String>
-    /// Networks paused after a rate_limited answer, until when.
-    private var pausedUntil: [String: Moment] = [:]
+    private(set) var availablePlugins: Set<String>
+    /// Each network's pause and learned rate limit, once it answered rate_limited.
+    var paces: [String: NetworkPace] = [:]
     /// Load requests in progress.
     private var requests: [RequestID: LoadRequest] = [:]
     /// Plugin objects of completed Loads whose ads are still out, by the object's id.
@@ -108,7 +108,7 @@ public struct Engine: Sendable {
             ads[id]!.rewardByNetwork = rewardByNetwork
             ads[id]!.refreshAt = expiresAt - margin
             slots[ad.slot]?.counters.fills += 1
-            entrySucceeded(ad)
+            entrySucceeded(ad, lifetime: lifetime, now: now)
             var effects: [Effect] = [.emit(EngineEvent(.adLoaded, slot: ad.slot, adID: id, network: ad.plugin))]
             effects += retireSurplus(in: ad.slot, now: now)
             return effects + refillWanting(now: now)
@@ -133,12 +133,14 @@ public struct Engine: Sendable {
             var effects = end(id, as: .failed, now: now)
             effects.append(.emit(EngineEvent(.adFailed, slot: ad.slot, adID: id, network: ad.plugin,
                                              errorCode: code, networkCode: networkCode, message: message)))
-            if code == .rateLimited {
-                // The network asked us to slow down: no load to it from any slot for a while.
-                pausedUntil[ad.plugin] = now + settings.rateLimitPause
+            if code == .rateLimited,
+               paces[ad.plugin, default: NetworkPace()].rateLimited(loadStartedAt: ad.startedAt, at: now, pause: settings.rateLimitPause) {
+                // The network asked us to slow down: no load to it from any slot for a while,
+                // then no more than it took before it said so.
                 ads.timers.set(.pause(ad.plugin), at: now + settings.rateLimitPause)
+                let limit = paces[ad.plugin]?.limit(at: now).map { ", then at most \($0) loads per \(NetworkPace.window)" } ?? ""
                 effects.append(.emit(EngineEvent(.networkPaused, slot: ad.slot, network: ad.plugin, errorCode: code,
-                                                 networkCode: networkCode, message: "paused for \(settings.rateLimitPause)")))
+                                                 networkCode: networkCode, message: "paused for \(settings.rateLimitPause)\(limit)")))
             }
             effects += attemptFailed(ad, code: code, now: now)
             return effects + refillWanting(now: now)
@@ -174,6 +176,8 @@ public struct Engine: Sendable {
             // Seed 2.11.4: the user id is required for a rewarded ad and is never empty.
             return (.failure(.invalidParameter(name: "user_id", reason: "a rewarded slot needs a non-empty user_id")), [])
         }
+        // Demand is every Show asked, found or not.
+        slots[slotID]!.demand.noteShow(at: now)
         var effects = advance(to: now)
         let candidates = ads.inSlot(slotID, .ready).filter { $0.isValid(at: now) }
         // The highest price, then the earliest expiry (the one that would be wasted first).
@@ -181,7 +185,8 @@ public struct Engine: Sendable {
             (-a.price, a.expiresAt!, a.id) < (-b.price, b.expiresAt!, b.id)
         }) else {
             effects += markDry(slotID)
-            return (.failure(.noAdReady(slot: slotID)), effects)
+            // The Show raised the slot's demand: its target may have risen with it.
+            return (.failure(.noAdReady(slot: slotID)), effects + refill(slotID, now: now))
         }
         // Rule 2: out of validity at once, before anything else can pick it again.
         ads[pick.id]!.state = .shown(endsAt: now + settings.shownLifetime)
@@ -306,14 +311,14 @@ public struct Engine: Sendable {
             slotOrder.append(config.id)
             if existing.config.format != config.format {
                 effects += endAll(in: config.id, now: now)
-                slots[config.id] = SlotState(config: config, entries: config.waterfall.map { _ in EntryState() },
-                                             counters: existing.counters)
+                slots[config.id] = SlotState(config: config, entries: EntryState.fresh(for: config),
+                                             counters: existing.counters, demand: existing.demand)
                 continue
             }
             // Entries are matched by what they are, so a reordered waterfall keeps its backoffs.
             let oldEntries = existing.config.waterfall
             slots[config.id]!.entries = config.waterfall.map { entry in
-                oldEntries.firstIndex(of: entry).map { existing.entries[$0] } ?? EntryState()
+                oldEntries.firstIndex(of: entry).map { existing.entries[$0] } ?? EntryState(entry, of: config)
             }
             setBackoffTimers(of: config.id, to: slots[config.id]!.entries)
             slots[config.id]!.config = config
@@ -332,10 +337,11 @@ public struct Engine: Sendable {
                     ads[ad.id]!.refreshAt = min(ad.refreshAt, shorter - min(settings.refreshAhead, config.ttl / 5))
                 }
             }
-            // A smaller buffer: the ads closest to expiry go first.
+            // A smaller buffer: the ads closest to expiry go first (a demand-aware slot keeps
+            // what it holds up to its new maximum, to be shown as demand comes).
             let valid = ads.inSlot(config.id, .ready).filter { $0.isValid(at: now) }
                 .sorted { ($0.expiresAt!, $0.id) < ($1.expiresAt!, $1.id) }
-            for ad in valid.prefix(max(0, valid.count - config.buffer)) { effects += end(ad.id, as: .removed, now: now) }
+            for ad in valid.prefix(max(0, valid.count - config.bufferMax)) { effects += end(ad.id, as: .removed, now: now) }
         }
         slotRank = Dictionary(uniqueKeysWithValues: slotOrder.enumerated().map { ($1, $0) })
         wanting.removeAll()  // ranks changed: every slot is looked at again by name
@@ -383,8 +389,10 @@ public struct Engine: Sendable {
                 entries: slot.entries.map { entry in
                     EntryStatus(loads: entry.loads, fills: entry.fills, failuresInRow: entry.failuresInRow,
                                 lastError: entry.lastError,
-                                backoff: entry.backoffUntil > now ? entry.backoffUntil - now : .zero)
-                }
+                                backoff: entry.backoffUntil > now ? entry.backoffUntil - now : .zero,
+                                estimate: entry.estimate)
+                },
+                target: target(of: id, now: now)
             )
         }
     }
@@ -392,8 +400,9 @@ public struct Engine: Sendable {
     /// Every available network: loads in flight and any rate-limit pause.
     public func networkStatuses(at now: Moment) -> [NetworkStatus] {
         availablePlugins.sorted().map { name in
-            let until = pausedUntil[name] ?? .zero
-            return NetworkStatus(name: name, loadsInFlight: loadsInFlight(to: name), paused: until > now ? until - now : .zero)
+            let pace = paces[name] ?? NetworkPace()
+            return NetworkStatus(name: name, loadsInFlight: loadsInFlight(to: name),
+                                 paused: pace.pausedUntil > now ? pace.pausedUntil - now : .zero, learnedLimit: pace.limit(at: now))
         }
     }
 
@@ -410,13 +419,14 @@ public struct Engine: Sendable {
     private mutating func addSlot(_ config: SlotConfig) {
         slotRank[config.id] = slotOrder.count
         slotOrder.append(config.id)
-        slots[config.id] = SlotState(config: config, entries: config.waterfall.map { _ in EntryState() })
+        slots[config.id] = SlotState(config: config, entries: EntryState.fresh(for: config))
         ads.wanting.insert(config.id)
     }
 
-    /// Rule 6: keep `buffer` fresh ads. An ad inside its refresh margin still counts as
-    /// valid for Show but no longer as fresh, so its replacement is already on the way.
-    private mutating func refill(_ slotID: String, now: Moment) -> [Effect] {
+    /// Rule 6: keep the slot's target of fresh ads (docs/scheduler.md), starting at most
+    /// `maxLoads` loads. An ad inside its refresh margin still counts as valid for Show but
+    /// no longer as fresh, so its replacement is already on the way.
+    private mutating func refill(_ slotID: String, now: Moment, maxLoads: Int = .max) -> [Effect] {
         guard let slot = slots[slotID], slot.config.format.isPreloaded else {
             if let rank = slotRank[slotID] { wanting.remove(rank) }
             return []
@@ -424,7 +434,7 @@ public struct Engine: Sendable {
         let ready = ads.inSlot(slotID, .ready)
         let fresh = ready.filter { $0.isValid(at: now) && $0.refreshAt > now }.count
         let loading = ads.count(in: slotID, .loading)
-        var deficit = slot.config.buffer - fresh - loading
+        var deficit = target(of: slotID, now: now).count - fresh - loading
         var effects: [Effect] = []
         if deficit > 0, slot.config.parallel > 1 {
             // One round: the first N usable entries at once, each a distinct network offer.
@@ -433,28 +443,39 @@ public struct Engine: Sendable {
             }
             deficit = 0
         }
-        while deficit > 0, let entryIndex = pickEntry(slot, now: now) {
+        while deficit > 0, effects.count < maxLoads,
+              let entryIndex = pickEntry(slot, holding: fresh + loading + effects.count, now: now) {
             effects.append(startLoad(slotID, entryIndex: entryIndex, now: now))
             deficit -= 1
         }
         if ready.contains(where: { $0.isValid(at: now) }) { slots[slotID]!.dry = false }
+        if deficit > 0 {
+            // Short because a network is pacing itself: look again when it admits a load.
+            for plugin in Set(slot.config.waterfall.map(\.plugin)) {
+                if let at = paces[plugin]?.nextAdmission(at: now) { ads.timers.set(.pause(plugin), at: at) }
+            }
+        }
         // A slot still short (backoffs, pauses, network caps) is looked at again on every input.
         if deficit <= 0, let rank = slotRank[slotID] { wanting.remove(rank) }
         return effects
     }
 
-    /// The waterfall: the first entry whose plugin is there and that is not backing off.
-    private func pickEntry(_ slot: SlotState, now: Moment) -> Int? { usableEntries(slot, now: now).first }
+    /// The waterfall: the first entry whose plugin is there and that is not backing off; for
+    /// a demand-aware slot, the first whose ad is likely to be shown before it expires.
+    private func pickEntry(_ slot: SlotState, holding: Int, now: Moment) -> Int? {
+        let usable = usableEntries(slot, now: now)
+        return slot.config.isDemandAware ? lastingEntry(of: slot, among: usable, holding: holding, now: now) : usable.first
+    }
 
     /// Entries in waterfall order whose plugin is there, not backing off, not paused and not
     /// at its cap of loads in flight.
-    private func usableEntries(_ slot: SlotState, now: Moment) -> [Int] {
+    func usableEntries(_ slot: SlotState, now: Moment) -> [Int] {
         var inFlight: [String: Int] = [:]
         return slot.config.waterfall.indices.filter { index in
             let plugin = slot.config.waterfall[index].plugin
             let load = inFlight[plugin, default: loadsInFlight(to: plugin)]
             guard availablePlugins.contains(plugin), slot.entries[index].backoffUntil <= now,
-                  (pausedUntil[plugin] ?? .zero) <= now, load < settings.maxLoadsInFlightPerNetwork
+                  paces[plugin]?.admits(at: now) ?? true, load < settings.maxLoadsInFlightPerNetwork
             else { return false }
             inFlight[plugin] = load + 1
             return true
@@ -463,23 +484,30 @@ public struct Engine: Sendable {
 
     private func loadsInFlight(to plugin: String) -> Int { ads.loadsInFlight(to: plugin) }
 
-    /// Slots that may be below their buffer, in the config's order: those whose ads changed
-    /// and those still short, since a load that ended may have freed a network's cap.
+    /// Slots that may be below their buffer: those whose ads changed and those still short,
+    /// since a load that ended may have freed a network's cap. Round by round, one load per
+    /// slot a round in the config's order, so a burst on one slot cannot take every load a
+    /// network admits before the other slots had theirs.
     private mutating func refillWanting(now: Moment) -> [Effect] {
         for slot in ads.wanting {
             if let rank = slotRank[slot] { wanting.insert(rank) }
         }
         ads.wanting.removeAll(keepingCapacity: true)
         var effects: [Effect] = []
-        var cursor = 0
-        while let rank = wanting.next(from: cursor) {
-            cursor = rank + 1
-            let before = effects.count
-            effects += refill(slotOrder[rank], now: now)
-            // Every network at its cap: no other slot can start a load either. Those left
-            // short stay wanting until a load ends.
-            if effects.count == before, !availablePlugins.contains(where: { loadsInFlight(to: $0) < settings.maxLoadsInFlightPerNetwork }) {
-                break
+        var started = true
+        while started {
+            started = false
+            var cursor = 0
+            while let rank = wanting.next(from: cursor) {
+                cursor = rank + 1
+                let round = refill(slotOrder[rank], now: now, maxLoads: 1)
+                started = started || !round.isEmpty
+                effects += round
+                // Every network at its cap: no other slot can start a load either. Those left
+                // short stay wanting until a load ends.
+                if round.isEmpty, !availablePlugins.contains(where: { loadsInFlight(to: $0) < settings.maxLoadsInFlightPerNetwork }) {
+                    return effects
+                }
             }
         }
         return effects
@@ -493,8 +521,10 @@ public struct Engine: Sendable {
         }
     }
 
-    private mutating func entrySucceeded(_ ad: AdRecord) {
+    /// A load filled with an ad that lives `lifetime`.
+    private mutating func entrySucceeded(_ ad: AdRecord, lifetime: Duration, now: Moment) {
         slots[ad.slot]?.entries[ad.entryIndex].succeeded()
+        slots[ad.slot]?.entries[ad.entryIndex].estimate.note(attempt: now - ad.startedAt, lifetime: lifetime)
         ads.timers.remove(.backoff(slot: ad.slot, entry: ad.entryIndex))
     }
 
@@ -511,6 +541,7 @@ public struct Engine: Sendable {
         )
         slots[slotID]!.counters.loads += 1
         slots[slotID]!.entries[entryIndex].loads += 1
+        paces[entry.plugin, default: NetworkPace()].noteStart(at: now)
         return .load(LoadOrder(
             adID: id, plugin: entry.plugin, slotID: slotID, format: config.format, entry: entry,
             deadline: deadline, reward: config.format == .rewarded ? config.reward : nil,
@@ -521,7 +552,8 @@ public struct Engine: Sendable {
     /// A replacement arrived while the ad it replaces is still valid: the slot now holds one
     /// more than its buffer, so the one closest to expiry goes.
     private mutating func retireSurplus(in slotID: String, now: Moment) -> [Effect] {
-        guard let buffer = slots[slotID]?.config.buffer else { return [] }
+        guard slots[slotID] != nil else { return [] }
+        let buffer = target(of: slotID, now: now).count
         let valid = ads.inSlot(slotID, .ready).filter { $0.isValid(at: now) }
         guard valid.count > buffer else { return [] }
         let doomed = valid.filter { $0.refreshAt <= now }.sorted { ($0.expiresAt!, $0.id) < ($1.expiresAt!, $1.id) }
@@ -565,7 +597,7 @@ public struct Engine: Sendable {
             let entry = slot.config.waterfall[index]
             // Entries known to be failing or paused are passed over, as for preloading.
             guard availablePlugins.contains(entry.plugin), slot.entries[index].backoffUntil <= now,
-                  (pausedUntil[entry.plugin] ?? .zero) <= now, loadsInFlight(to: entry.plugin) < settings.maxLoadsInFlightPerNetwork
+                  paces[entry.plugin]?.admits(at: now) ?? true, loadsInFlight(to: entry.plugin) < settings.maxLoadsInFlightPerNetwork
             else { continue }
             requests[rid] = request
             guard case .load(var order) = startLoad(request.slot, entryIndex: index, now: now) else { return [] }
@@ -602,7 +634,7 @@ public struct Engine: Sendable {
             return pluginReported(.loadedInvalid(reason: "a native ad without a headline"), for: ad.id, from: ad.plugin, now: now)
         }
         slots[ad.slot]?.counters.fills += 1
-        entrySucceeded(ad)
+        entrySucceeded(ad, lifetime: min(expiresIn ?? ad.ttl, ad.ttl), now: now)
         ads[ad.id] = nil
         let expiresAt = now + min(expiresIn ?? ad.ttl, ad.ttl)
         var shown: [ShownAd] = []
@@ -639,6 +671,8 @@ public struct Engine: Sendable {
     private mutating func noteFailure(of ad: AdRecord, code: AdErrorCode, now: Moment) {
         guard slots[ad.slot]?.entries.indices.contains(ad.entryIndex) == true else { return }
         slots[ad.slot]!.entries[ad.entryIndex].lastError = code
+        // A rate_limited answer says nothing of the network's fill: its pace deals with it.
+        if code != .rateLimited { slots[ad.slot]!.entries[ad.entryIndex].estimate.note(attempt: now - ad.startedAt, lifetime: nil) }
         let failures = slots[ad.slot]!.entries[ad.entryIndex].failuresInRow + 1
         let doubling = Double(UInt64(1) << UInt64(min(failures - 1, 30)))
         let raw = min(settings.backoffMax.seconds, settings.backoffBase.seconds * doubling)
@@ -746,6 +780,8 @@ public struct SlotStatus: Sendable, Equatable {
     public var counters: SlotCounters
     /// Per waterfall entry, in order.
     public var entries: [EntryStatus]
+    /// How many valid ads the scheduler keeps ready now, and why.
+    public var target: BufferTarget
 }
 
 /// One waterfall entry as operators see it: what it was asked, what it gave, how long it rests.
@@ -755,6 +791,8 @@ public struct EntryStatus: Sendable, Equatable {
     public var failuresInRow: Int
     public var lastError: AdErrorCode?
     public var backoff: Duration
+    /// What its loads have shown: time per load, fill rate, ad lifetime.
+    public var estimate: EntryEstimate
 }
 
 /// A network (plugin) as the scheduler sees it.
@@ -763,6 +801,8 @@ public struct NetworkStatus: Sendable, Equatable {
     public var loadsInFlight: Int
     /// How long it is still paused after a rate_limited answer.
     public var paused: Duration
+    /// Loads per `NetworkPace.window` it is kept under, learned from its rate_limited answers.
+    public var learnedLimit: Int?
 }
 
 /// What happened in a slot since the daemon started.
@@ -790,11 +830,12 @@ public struct SlotCounters: Sendable, Equatable {
     public init() {}
 }
 
-private struct SlotState: Sendable {
+struct SlotState: Sendable {
     var config: SlotConfig
     var entries: [EntryState]
     var counters = SlotCounters()
     var dry = false
+    var demand = DemandEstimate()
 }
 
 struct EntryState: Sendable {
@@ -803,6 +844,13 @@ struct EntryState: Sendable {
     var loads = 0
     var fills = 0
     var lastError: AdErrorCode?
+    var estimate: EntryEstimate
+
+    init(_ entry: WaterfallEntry, of config: SlotConfig) {
+        estimate = EntryEstimate(timeout: entry.timeout, ttl: config.ttl)
+    }
+
+    static func fresh(for config: SlotConfig) -> [EntryState] { config.waterfall.map { EntryState($0, of: config) } }
 
     mutating func succeeded() {
         failuresInRow = 0

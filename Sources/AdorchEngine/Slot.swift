@@ -71,8 +71,12 @@ public struct RewardModel: Sendable, Equatable {
 public struct SlotConfig: Sendable, Equatable {
     public var id: String
     public var format: AdFormat
-    /// How many valid ads to keep ready.
-    public var buffer: Int
+    /// The fewest valid ads the scheduler keeps ready, whatever the demand.
+    public var bufferMin: Int
+    /// The most it keeps ready, however high the demand. `bufferMin == bufferMax` is a fixed
+    /// buffer (the config's `buffer = N`); otherwise the scheduler picks a target between
+    /// the two from the slot's demand (docs/scheduler.md).
+    public var bufferMax: Int
     /// The longest an ad of this slot stays valid after it loaded, whatever the network says.
     public var ttl: Duration
     public var waterfall: [WaterfallEntry]
@@ -99,8 +103,9 @@ public struct SlotConfig: Sendable, Equatable {
     /// Interactive: a session without started this long after Start ends in error.
     public var startTimeout: Duration
 
+    /// A fixed buffer of `buffer` ads; with `bufferMax`, a demand-aware one from `buffer` to `bufferMax`.
     public init(
-        id: String, format: AdFormat, buffer: Int = 1, ttl: Duration = .seconds(3600),
+        id: String, format: AdFormat, buffer: Int = 1, bufferMax: Int? = nil, ttl: Duration = .seconds(3600),
         waterfall: [WaterfallEntry], reward: RewardModel = RewardModel(), testMode: Bool = false,
         targetingJSON: String = "{}", width: Int = 0, height: Int = 0, count: Int = 1,
         loadTimeout: Duration? = nil, variant: String = "", imageOptionsJSON: String = "{}", parallel: Int = 1,
@@ -117,13 +122,22 @@ public struct SlotConfig: Sendable, Equatable {
         self.imageOptionsJSON = imageOptionsJSON
         self.id = id
         self.format = format
-        self.buffer = buffer
+        self.bufferMin = buffer
+        self.bufferMax = max(buffer, bufferMax ?? buffer)
         self.ttl = ttl
         self.waterfall = waterfall
         self.reward = reward
         self.testMode = testMode
         self.targetingJSON = targetingJSON
     }
+}
+
+extension SlotConfig {
+    /// buffer_max when a demand-aware slot does not name one.
+    public static let defaultBufferMax = 10
+
+    /// Whether the scheduler chooses the buffer from demand, between `bufferMin` and `bufferMax`.
+    public var isDemandAware: Bool { bufferMax > bufferMin }
 }
 
 /// Scheduler settings shared by all slots.
