@@ -261,7 +261,11 @@ public final class AdorchPolicy: PreloadPolicy {
         networkIndex = Dictionary(uniqueKeysWithValues: w.networks.enumerated().map { ($1.name, $0) })
         slotIDs = w.slots.map(\.id)
         let waterfall = w.networks.map { WaterfallEntry(plugin: $0.name, timeout: .milliseconds(Int64($0.timeoutSeconds * 1000))) }
-        let slots = w.slots.map { SlotConfig(id: $0.id, format: $0.format, buffer: $0.buffer, ttl: .seconds(4 * 3600), waterfall: waterfall) }
+        // As a user would run it: the workload's buffer is the floor of a demand-aware buffer.
+        let slots = w.slots.map {
+            SlotConfig(id: $0.id, format: $0.format, buffer: $0.buffer, bufferMax: SlotConfig.defaultBufferMax,
+                       ttl: .seconds(4 * 3600), waterfall: waterfall)
+        }
         engine = Engine(slots: slots, plugins: Set(networkIndex.keys), settings: settings, seed: w.seed)
         apply(engine.advance(to: moment(sim.now)), sim)
     }

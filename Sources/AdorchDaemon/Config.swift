@@ -186,7 +186,7 @@ extension DaemonConfig {
 
         var slots: [SlotConfig] = []
         for s in try r.tables("slots") {
-            try s.only(["id", "format", "buffer", "ttl_s", "reward_name", "reward_amount", "reward_extra", "test_mode", "targeting",
+            try s.only(["id", "format", "buffer", "buffer_min", "buffer_max", "ttl_s", "reward_name", "reward_amount", "reward_extra", "test_mode", "targeting",
                         "width", "height", "count", "load_timeout_ms", "native_variant", "image_options", "parallel", "waterfall",
                         "fetch_timeout_ms", "start_timeout_ms", "users", "groups"])
             let id = try s.requiredString("id")
@@ -211,11 +211,7 @@ extension DaemonConfig {
                 ))
             }
             guard !waterfall.isEmpty else { throw s.error("waterfall", "a slot needs at least one [[slots.waterfall]] entry") }
-            let buffer = try s.int("buffer", min: 0, max: 100)
-            if !format.isPreloaded, buffer != nil {
-                let how = format == .interactive ? "run as sessions (io.adorch.Ads.InitInteractive)" : "loaded on demand (io.adorch.Ads.Load)"
-                throw s.error("buffer", "\(format.rawValue) ads are \(how), not preloaded: remove buffer")
-            }
+            let (bufferMin, bufferMax) = try s.buffer(format: format)
             let fetchTimeout = try s.int("fetch_timeout_ms", min: 1, max: 120_000)
             let startTimeout = try s.int("start_timeout_ms", min: 1, max: 120_000)
             if format != .interactive, let key = fetchTimeout != nil ? "fetch_timeout_ms" : startTimeout != nil ? "start_timeout_ms" : nil {
@@ -233,7 +229,7 @@ extension DaemonConfig {
                 throw s.error("native_variant", "only native slots take native_variant and image_options")
             }
             slots.append(SlotConfig(
-                id: id, format: format, buffer: format.isPreloaded ? Int(buffer ?? 1) : 0,
+                id: id, format: format, buffer: bufferMin, bufferMax: bufferMax,
                 ttl: .seconds(try s.int("ttl_s", min: 1) ?? 3600), waterfall: waterfall,
                 reward: RewardModel(name: try s.string("reward_name") ?? "", amount: try s.int("reward_amount", min: 0) ?? 0,
                                     extra: try s.string("reward_extra") ?? ""),
@@ -266,7 +262,7 @@ extension DaemonConfig {
 }
 
 /// Reads one TOML table with typed accessors whose errors name the full key.
-private struct TableReader {
+struct TableReader {
     let table: TOMLTable
     let path: String
     let source: String

@@ -23,8 +23,10 @@ struct ControlAPI: Sendable {
                 try call.onlyParameters([])
                 daemon.slotStatuses { statuses in
                     replier.reply(["slots": .array(statuses.map { s in
-                        ["id": .string(s.config.id), "format": .string(s.config.format.rawValue),
-                         "buffer": .int(Int64(s.config.buffer)), "ready": .int(Int64(s.ready)), "loading": .int(Int64(s.loading))]
+                        var slot = bufferJSON(s)
+                        (slot["id"], slot["format"]) = (.string(s.config.id), .string(s.config.format.rawValue))
+                        (slot["ready"], slot["loading"]) = (.int(Int64(s.ready)), .int(Int64(s.loading)))
+                        return .object(slot)
                     })])
                 }
             case "io.adorch.Ads.Show":
@@ -264,8 +266,10 @@ struct ControlAPI: Sendable {
             "plugins": .array(s.plugins.map(pluginJSON)),
             "slots": .array(s.slots.map { slotJSON($0, sessions: s.sessions[$0.config.id]) }),
             "networks": .array(s.networks.map { n in
-                ["name": .string(n.name), "loads_in_flight": .int(Int64(n.loadsInFlight)),
-                 "paused_ms": .int(n.paused.nanosecondsClamped / 1_000_000)]
+                var network: [String: JSONValue] = ["name": .string(n.name), "loads_in_flight": .int(Int64(n.loadsInFlight)),
+                                                    "paused_ms": .int(n.paused.nanosecondsClamped / 1_000_000)]
+                if let limit = n.learnedLimit { network["learned_limit_per_minute"] = .int(Int64(limit)) }
+                return .object(network)
             }),
             "unattributed_callbacks": .int(Int64(s.unattributedCallbacks)),
         ]
@@ -286,10 +290,27 @@ struct ControlAPI: Sendable {
                 "error": .string(refusal.reason)]
     }
 
+    /// A slot's buffer as ListSlots and GetStatus show it: the target now, its bounds and,
+    /// for a preloaded slot, the demand behind it.
+    private func bufferJSON(_ s: SlotStatus) -> [String: JSONValue] {
+        var object: [String: JSONValue] = [
+            "buffer": .int(Int64(s.target.count)), "buffer_min": .int(Int64(s.config.bufferMin)), "buffer_max": .int(Int64(s.config.bufferMax)),
+        ]
+        guard s.config.format.isPreloaded else { return object }
+        let t = s.target
+        object["demand"] = [
+            "per_minute": .double(t.demandPerMinute), "long_per_minute": .double(t.longPerMinute),
+            "short_per_minute": .double(t.shortPerMinute), "refill_s": .double(t.refillSeconds),
+            "ad_lifetime_s": .double(t.lifetimeSeconds), "reason": .string(t.reason),
+        ]
+        return object
+    }
+
     private func slotJSON(_ s: SlotStatus, sessions: (live: Int, counters: SessionCounters)?) -> JSONValue {
         let c = s.counters
-        var slot: [String: JSONValue] = [
-            "id": .string(s.config.id), "format": .string(s.config.format.rawValue), "buffer": .int(Int64(s.config.buffer)),
+        var slot = bufferJSON(s)
+        slot.merge([
+            "id": .string(s.config.id), "format": .string(s.config.format.rawValue),
             "ready": .int(Int64(s.ready)), "loading": .int(Int64(s.loading)), "shown_open": .int(Int64(s.shownOpen)),
             "ready_ads": .array(s.readyAds.map { .string(daemon.externalID($0)) }),
             "ttl_s": .int(s.config.ttl.nanosecondsClamped / 1_000_000_000), "parallel": .int(Int64(s.config.parallel)),
@@ -300,6 +321,10 @@ struct ControlAPI: Sendable {
                     "loads": .int(Int64(state.loads)), "fills": .int(Int64(state.fills)),
                     "failures_in_row": .int(Int64(state.failuresInRow)),
                     "backoff_ms": .int(state.backoff.nanosecondsClamped / 1_000_000),
+                    "estimate": [
+                        "attempt_s": .double(state.estimate.attemptSeconds), "fill_rate": .double(state.estimate.fillRate),
+                        "ad_lifetime_s": .double(state.estimate.lifetimeSeconds), "samples": .int(Int64(state.estimate.samples)),
+                    ],
                 ]
                 if let error = state.lastError { object["last_error"] = .string(error.rawValue) }
                 return .object(object)
@@ -314,7 +339,7 @@ struct ControlAPI: Sendable {
                 "duplicate_reports": .int(Int64(c.duplicateReports)), "display_failures": .int(Int64(c.displayFailures)),
                 "rewards": .int(Int64(c.rewards)), "duplicate_rewards": .int(Int64(c.duplicateRewards)),
             ],
-        ]
+        ]) { $1 }
         guard s.config.format == .interactive else { return .object(slot) }
         let i = sessions?.counters ?? SessionCounters()
         slot["fetch_timeout_ms"] = .int(s.config.fetchTimeout.nanosecondsClamped / 1_000_000)

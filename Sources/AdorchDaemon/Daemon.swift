@@ -76,6 +76,9 @@ public final class Daemon: @unchecked Sendable {
     private var timer: DispatchSourceTimer?
     /// STATUS= for systemd, sent when the summary changed, at most once a second.
     private var statusTicker: DispatchSourceTimer?
+    /// Writes the scheduler's estimates every `EstimatesFile.interval`.
+    private var estimatesTicker: DispatchSourceTimer?
+    private var estimatesFile: EstimatesFile
     private var lastStatus = ""
     /// WATCHDOG=1 from the engine queue itself: a stuck engine stops the pings.
     private var watchdog: DispatchSourceTimer?
@@ -100,13 +103,14 @@ public final class Daemon: @unchecked Sendable {
         self.socketPath = options.socketPath ?? config.socketPath ?? DefaultPaths.socket
         self.stateDir = options.stateDir ?? config.stateDir ?? DefaultPaths.stateDir
         self.engine = Engine(slots: [], plugins: [], settings: config.scheduler)
+        self.estimatesFile = EstimatesFile(stateDir: stateDir)
     }
 
     /// Loads the plugins, fills the slots and starts serving on the socket systemd passed
     /// (socket activation) or on one of its own; then tells systemd it is ready. Throws only
     /// if the socket cannot be served: a refused plugin is logged and the daemon runs on.
     public func start() throws {
-        try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+        try prepareStateDirectory()
         ledger = try RewardLedger(path: stateDir + "/adorch.sqlite")
         rewardKey = try loadRewardKey(config)
         queue.sync {
@@ -114,7 +118,9 @@ public final class Daemon: @unchecked Sendable {
             engine = Engine(slots: config.slots, plugins: Set(plugins.keys), settings: config.scheduler,
                             seed: UInt64.random(in: 1...UInt64.max))
             timer = makeTimer { [unowned self] in advance() }
+            if let (kept, away) = estimatesFile.load(logger: logger) { apply(engine.restore(kept, away: away, now: now())) }
             advance()
+            estimatesTicker = makeTimer(every: EstimatesFile.interval) { [unowned self] in saveEstimates() }
         }
         let api = ControlAPI(daemon: self)
         var interfaces = [VarlinkInterface(description: adsInterfaceIDL), VarlinkInterface(description: managerInterfaceIDL)]
@@ -150,6 +156,19 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
+    /// The state directory (ledger, estimates) must exist and be writable: said in words,
+    /// as a config error, before anything else starts.
+    private func prepareStateDirectory() throws(StateDirectoryError) {
+        do {
+            try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+        } catch {
+            throw StateDirectoryError(path: stateDir, reason: "cannot be created: \(inWords(error))")
+        }
+        guard access(stateDir, W_OK | X_OK) == 0 else {
+            throw StateDirectoryError(path: stateDir, reason: "is not writable by uid \(getuid()): \(String(cString: strerror(errno)))")
+        }
+    }
+
     /// The graceful stop: STOPPING=1, no new connections, calls already taken answered,
     /// subscriptions ended with a final reply, every ad destroyed through its plugin, the
     /// plugins' deinit, then the connections closed.
@@ -158,7 +177,8 @@ public final class Daemon: @unchecked Sendable {
         logger.notice("adorchd stopping", metadata: MessageID.daemonStopping.metadata)
         server?.stopAccepting()
         queue.sync {
-            for source in [timer, statusTicker, watchdog] { source?.cancel() }
+            for source in [timer, statusTicker, watchdog, estimatesTicker] { source?.cancel() }
+            saveEstimates()
             apply(sessions.endAll(where: { _, _ in true }, reason: "the daemon is stopping", now: now()) + engine.shutdown(now: now()))
             for subscriber in subscribers.values {
                 subscriber.replier.fail(VarlinkError("io.adorch.Ads.ShuttingDown"))
@@ -186,6 +206,11 @@ public final class Daemon: @unchecked Sendable {
         }
         source.resume()
         return source
+    }
+
+    private func saveEstimates() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        estimatesFile.save(engine.estimates(at: now()), logger: logger)
     }
 
     private func publishStatus() {
@@ -766,7 +791,7 @@ public final class Daemon: @unchecked Sendable {
     func summary() -> String {
         let statuses = engine.slotStatuses(at: now())
         let ready = statuses.map(\.ready).reduce(0, +)
-        let wanted = statuses.map(\.config.buffer).reduce(0, +)
+        let wanted = statuses.map(\.target.count).reduce(0, +)
         return "\(statuses.count) slots, \(ready)/\(wanted) ads ready, \(plugins.count) plugins"
             + (refusals.isEmpty ? "" : ", \(refusals.count) refused")
     }
@@ -821,4 +846,11 @@ private final class StatsCollector: Sendable {
     func set(_ name: String, _ json: String?) { values.withLock { $0[name] = json } }
 
     func get(_ name: String) -> String? { values.withLock { $0[name] } }
+}
+
+/// The state directory cannot be used: a config error (exit 78), never a crash.
+public struct StateDirectoryError: Error, CustomStringConvertible {
+    public var path: String
+    public var reason: String
+    public var description: String { "state directory \(path) \(reason) (set [daemon] state_dir or --state-dir)" }
 }

@@ -1,3 +1,23 @@
+/// The scheduler's view of a slot's demand: one type, in both interfaces (Varlink types do
+/// not cross interfaces).
+private let demandTypeIDL = """
+# How the scheduler sizes a preloaded slot's buffer.
+type Demand (
+  # Shows per minute planned for: the higher of the two rates below
+  per_minute: float,
+  # over the last hour (with a prior of one Show an hour)
+  long_per_minute: float,
+  # over the last few Shows: a burst shows here first
+  short_per_minute: float,
+  # expected seconds from a refill's start to a loaded ad, through the waterfall
+  refill_s: float,
+  # expected seconds a loaded ad stays valid
+  ad_lifetime_s: float,
+  # why the buffer is what it is, e.g. "burst: 9.5/min over the last 4 Shows"
+  reason: string
+)
+"""
+
 /// io.adorch.Ads: what apps call. The names are fixed: outside tools call them.
 let adsInterfaceIDL = """
 # Ads for the apps on this host: preloaded, valid, shown once.
@@ -9,14 +29,19 @@ type Slot (
   # rewarded, fullscreen, interstitial (preloaded); banner, splash, native (loaded with Load);
   # interactive (sessions: InitInteractive)
   format: string,
-  # how many valid ads the daemon keeps ready
+  # how many valid ads the daemon keeps ready now (its target, between buffer_min and buffer_max)
   buffer: int,
+  buffer_min: int,
+  buffer_max: int,
   # valid ads ready now: loaded, not shown, not expired
   ready: int,
   # loads in flight
-  loading: int
+  loading: int,
+  # what the target is made of (preloaded slots)
+  demand: ?Demand
 )
 
+\(demandTypeIDL)
 # An ad handed to the app. It is no longer valid for anyone else.
 type Ad (
   # pass it to Report
@@ -251,20 +276,40 @@ type WaterfallEntry (
   # the host error code of its last failure
   last_error: ?string,
   # how long this entry still rests after failures
-  backoff_ms: int
+  backoff_ms: int,
+  # what its loads have shown the scheduler (moving averages over about 20 loads)
+  estimate: EntryEstimate
 )
 
+type EntryEstimate (
+  # seconds from a load's start to its answer, filled or not
+  attempt_s: float,
+  # the share of loads that brought an ad
+  fill_rate: float,
+  # seconds a loaded ad stays valid
+  ad_lifetime_s: float,
+  # loads seen (the prior counts as one)
+  samples: int
+)
+
+\(demandTypeIDL)
 type Network (
   name: string,
   loads_in_flight: int,
   # how long it is still paused after a rate_limited answer
-  paused_ms: int
+  paused_ms: int,
+  # loads per minute it is kept under, learned from its rate_limited answers
+  learned_limit_per_minute: ?int
 )
 
 type Slot (
   id: string,
   format: string,
+  # the target now, between buffer_min and buffer_max (equal for a fixed buffer)
   buffer: int,
+  buffer_min: int,
+  buffer_max: int,
+  demand: ?Demand,
   ready: int,
   loading: int,
   shown_open: int,

@@ -139,6 +139,9 @@ struct AdorchD: ParsableCommand {
         )
         do {
             try daemon.start()
+        } catch let error as StateDirectoryError {
+            logger.critical("cannot start: \(error)")
+            throw ExitCode(78)  // EX_CONFIG
         } catch {
             logger.critical("cannot start: \(error)")
             throw ExitCode(1)

@@ -29,7 +29,7 @@ final class ConfigTests: XCTestCase {
                                                   "interactive_main"])
         XCTAssertEqual(config.slots.map(\.format), [.rewarded, .fullscreen, .interstitial, .banner, .splash, .native, .interactive])
         XCTAssertEqual(config.plugins.map(\.name), ["sim"])
-        XCTAssertTrue(config.slots.allSatisfy { ($0.buffer >= 1) == $0.format.isPreloaded && !$0.waterfall.isEmpty })
+        XCTAssertTrue(config.slots.allSatisfy { ($0.bufferMax >= 1) == $0.format.isPreloaded && !$0.waterfall.isEmpty })
         XCTAssertEqual(config.slots.first { $0.format == .splash }?.loadTimeout, .seconds(2))
         XCTAssertEqual(config.slots.first { $0.format == .native }?.count, 3)
     }
@@ -43,7 +43,7 @@ final class ConfigTests: XCTestCase {
 
     func testAMinimalConfigGetsDefaults() throws {
         let config = try DaemonConfig.parse(toml: minimal, source: "test.toml")
-        XCTAssertEqual(config.slots[0].buffer, 1)
+        XCTAssertEqual([config.slots[0].bufferMin, config.slots[0].bufferMax], [1, 1], "no buffer key: a fixed buffer of one, as before")
         XCTAssertEqual(config.slots[0].ttl, .seconds(3600))
         XCTAssertEqual(config.slots[0].waterfall[0].timeout, .seconds(5))
         XCTAssertEqual(config.limits.maxMessageSize, 1 << 20)
@@ -105,6 +105,38 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(refusal(native.replacingOccurrences(of: "format = \"native\"", with: "format = \"native\"\ncount = 11"))?.location, "key slots[0].count")
     }
 
+    /// buffer = N is fixed; buffer_min / buffer_max are demand-aware; bad bounds are named.
+    func testBufferBoundsAreCheckedAndNamed() throws {
+        func withKeys(_ keys: String) -> String { minimal.replacingOccurrences(of: "format = \"interstitial\"", with: "format = \"interstitial\"\n" + keys) }
+        let aware = try DaemonConfig.parse(toml: withKeys("buffer_min = 1\nbuffer_max = 6"), source: "test.toml").slots[0]
+        XCTAssertEqual([aware.bufferMin, aware.bufferMax], [1, 6])
+        XCTAssertTrue(aware.isDemandAware)
+        let onlyMax = try DaemonConfig.parse(toml: withKeys("buffer_max = 3"), source: "test.toml").slots[0]
+        XCTAssertEqual([onlyMax.bufferMin, onlyMax.bufferMax], [0, 3])
+        let onlyMin = try DaemonConfig.parse(toml: withKeys("buffer_min = 2"), source: "test.toml").slots[0]
+        XCTAssertEqual([onlyMin.bufferMin, onlyMin.bufferMax], [2, SlotConfig.defaultBufferMax])
+        let fixed = try DaemonConfig.parse(toml: withKeys("buffer = 3"), source: "test.toml").slots[0]
+        XCTAssertEqual([fixed.bufferMin, fixed.bufferMax], [3, 3])
+        XCTAssertFalse(fixed.isDemandAware)
+
+        XCTAssertEqual(refusal(withKeys("buffer_min = 5\nbuffer_max = 3"))?.description,
+                       "test.toml: key slots[0].buffer_min: buffer_min (5) is above buffer_max (3)")
+        XCTAssertEqual(refusal(withKeys("buffer = 2\nbuffer_max = 3"))?.description,
+                       "test.toml: key slots[0].buffer_max: use either buffer = 2 (a fixed buffer) or buffer_min / buffer_max (demand-aware), not both")
+        XCTAssertEqual(refusal(withKeys("buffer_min = -1"))?.description,
+                       "test.toml: key slots[0].buffer_min: expected an integer of at least 0, got -1")
+        XCTAssertEqual(refusal(withKeys("buffer_max = 1000000"))?.description,
+                       "test.toml: key slots[0].buffer_max: expected an integer of at most 100, got 1000000")
+        XCTAssertEqual(refusal(withKeys("buffer_max = 0"))?.description,
+                       "test.toml: key slots[0].buffer_max: expected an integer of at least 1, got 0")
+        XCTAssertEqual(refusal(withKeys("buffer_min = 9223372036854775807"))?.location, "key slots[0].buffer_min")
+        XCTAssertEqual(refusal(withKeys("buffer_max = 2.5"))?.description,
+                       "test.toml: key slots[0].buffer_max: expected an integer, got floating-point number")
+        let banner = minimal.replacingOccurrences(of: "format = \"interstitial\"", with: "format = \"banner\"\nbuffer_max = 2")
+        XCTAssertEqual(refusal(banner)?.description,
+                       "test.toml: key slots[0].buffer_max: banner ads are loaded on demand (io.adorch.Ads.Load), not preloaded: remove buffer_max")
+    }
+
     func testTargetingIsCheckedAndSlotKeysOverrideTheDaemons() throws {
         let config = try DaemonConfig.parse(toml: """
         [targeting]
@@ -138,7 +170,7 @@ final class ConfigTests: XCTestCase {
         try "ignored = true".write(to: dir.appendingPathComponent("main.toml.d/README"), atomically: true, encoding: .utf8)
         let config = try DaemonConfig.load(path: dir.appendingPathComponent("main.toml").path)
         XCTAssertEqual(config.slots.map(\.id), ["s", "t"])
-        XCTAssertEqual(config.slots[0].buffer, 4)
+        XCTAssertEqual([config.slots[0].bufferMin, config.slots[0].bufferMax], [4, 4])
         XCTAssertEqual(config.slots[0].format, .interstitial, "keys the drop-in does not name stay")
     }
 
