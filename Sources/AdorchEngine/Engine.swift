@@ -137,10 +137,11 @@ public struct Engine: Sendable {
                paces[ad.plugin, default: NetworkPace()].rateLimited(loadStartedAt: ad.startedAt, at: now, pause: settings.rateLimitPause) {
                 // The network asked us to slow down: no load to it from any slot for a while,
                 // then no more than it took before it said so.
-                ads.timers.set(.pause(ad.plugin), at: now + settings.rateLimitPause)
-                let limit = paces[ad.plugin]?.limit(at: now).map { ", then at most \($0) loads per \(NetworkPace.window)" } ?? ""
+                let pace = paces[ad.plugin]!
+                ads.timers.set(.pause(ad.plugin), at: pace.pausedUntil)
+                let limit = pace.limit(at: now).map { ", then at most \($0) loads per \(NetworkPace.window)" } ?? ""
                 effects.append(.emit(EngineEvent(.networkPaused, slot: ad.slot, network: ad.plugin, errorCode: code,
-                                                 networkCode: networkCode, message: "paused for \(settings.rateLimitPause)\(limit)")))
+                                                 networkCode: networkCode, message: "paused for \(pace.pausedUntil - now)\(limit)")))
             }
             effects += attemptFailed(ad, code: code, now: now)
             return effects + refillWanting(now: now)

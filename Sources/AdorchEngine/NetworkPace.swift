@@ -4,8 +4,10 @@
 /// A `rate_limited` answer pauses the network for every slot; it also teaches the scheduler
 /// the network's limit: four fifths of the loads it was sent in the window before the
 /// answer. After the pause, loads go to it only while fewer than that many were started in
-/// the window, so it is not asked past its limit again; a second `rate_limited` answer to a
-/// load started after a pause lowers the limit once more. Every six hours without one raise
+/// the window, so it is not asked past its limit again. A second `rate_limited` answer to a
+/// load started after a pause lowers the limit once more, unless that load was one of only
+/// a few (under half the limit): then the network is still punishing the first excess, and
+/// its pause, not its limit, was too short: the pause doubles (to an hour at most). Every six hours without one raise
 /// it by one load, so a limit that was lifted is found again. It is kept across restarts.
 public struct NetworkPace: Sendable, Equatable {
     /// The window the limit counts loads in.
@@ -23,6 +25,9 @@ public struct NetworkPace: Sendable, Equatable {
     public private(set) var pausedUntil: Moment = .zero
     /// When the last pause began: answers to loads started before it taught us already.
     private var pausedAt: Moment?
+    /// The pause this network needs, once one proved too short.
+    private var learnedPause: Duration?
+    static let longestPause: Duration = .seconds(3600)
 
     /// A pace restored from the state directory: its limit counts as learned at `now`.
     public init(limit: Int? = nil, at now: Moment = .zero) {
@@ -63,11 +68,15 @@ public struct NetworkPace: Sendable, Equatable {
         if let pausedAt, startedAt < pausedAt { return false }
         trim(at: now)
         let sent = starts.filter { $0 > startedAt - Self.window && $0 <= startedAt }.count
-        let fresh = max(1, Int((Double(sent) * Self.backOff).rounded(.down)))
-        learned = min(limit(at: now) ?? fresh, fresh)
-        learnedAt = now
+        if let limit = limit(at: now), sent * 2 < limit {
+            learnedPause = min(max(learnedPause ?? pause, pause) * 2, Self.longestPause)
+        } else {
+            let fresh = max(1, Int((Double(sent) * Self.backOff).rounded(.down)))
+            learned = min(limit(at: now) ?? fresh, fresh)
+            learnedAt = now
+        }
         pausedAt = now
-        pausedUntil = now + pause
+        pausedUntil = now + max(learnedPause ?? pause, pause)
         return true
     }
 

@@ -194,6 +194,28 @@ final class DemandAwareBufferTests: XCTestCase {
         XCTAssertGreaterThan(day.status().entries[0].fills, 1000, "a kept serving, below its limit")
     }
 
+    /// A network that punishes longer than the configured pause: the answer after the pause
+    /// comes to one of only a few loads, so the pause doubles and the limit stays.
+    func testANetworkStillPunishingAfterThePauseLengthensThePauseNotTheLimit() {
+        var starts: [Moment] = []
+        var punishedUntil = Moment.zero
+        var day = Day([demandSlot(min: 2, max: 10, entries: ["a", "b"])], settings: .init(backoffJitter: 0, rateLimitPause: .seconds(120))) { day, order in
+            guard order.plugin == "a" else { return .loaded(payloadJSON: "{}", expiresIn: nil, price: nil) }
+            // Network a allows 12 loads in any 60 s, then refuses everything for 10 minutes.
+            starts = starts.filter { $0 > day.now - .seconds(60) } + [day.now]
+            if starts.count > 12 { punishedUntil = max(punishedUntil, day.now + .seconds(600)) }
+            if day.now < punishedUntil { return .failed(.rateLimited, networkCode: 40020, message: "slow down") }
+            return .loaded(payloadJSON: "{}", expiresIn: nil, price: nil)
+        }
+        day.shows(every: .seconds(2), for: .seconds(3600))
+        let pauses = day.events.filter { $0.kind == .networkPaused }.compactMap(\.message)
+        XCTAssertEqual(pauses.count, 3, "120 s, then 240 s, then 480 s, which outlasts the 10 minutes: \(pauses)")
+        XCTAssertTrue(pauses.last?.hasPrefix("paused for 480.0 seconds") == true, "\(pauses)")
+        let limit = day.engine.networkStatuses(at: day.now).first { $0.name == "a" }?.learnedLimit
+        XCTAssertNotNil(limit)
+        XCTAssertGreaterThan(limit ?? 0, 6, "the limit learned from the first answer stands: \(pauses)")
+    }
+
     /// The engine's estimates survive a restart: a new engine that restores them plans the
     /// same demand before it sees any Show.
     func testEstimatesRestoredIntoANewEngineKeepTheDemand() {
