@@ -37,7 +37,7 @@ struct DayOptions: ParsableArguments {
         let started = ContinuousClock.now
         let day = DayBenchmark.run(w)
         return BenchSection(title: "2. A day of traffic", text: """
-            The standard day of `\(workload)` (../shared/data/preload-workload.md) replayed to adorch's engine and to the \
+            The standard day of `\(workload)` replayed to adorch's engine and to the \
             reference policies of `Sources/AdorchBench/Policies.swift`, simulated in \(ContinuousClock.now - started).
 
             \(day.table)
