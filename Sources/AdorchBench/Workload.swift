@@ -26,6 +26,8 @@ public struct Workload: Sendable {
     public var seed: UInt64
     public var hours: Double
     public var dayAmplitude: Double
+    /// The hour of the day curve's peak (its low is 12 h away): 12 unless the file says.
+    public var peakHour: Double = 12
     public var burstsPerDay: Int
     public var burstFactor: Double
     public var burstSeconds: Double
@@ -71,6 +73,7 @@ public struct Workload: Sendable {
             networks.append(network)
         }
         return Workload(seed: UInt64(try number(table, "seed")), hours: try number(table, "hours"), dayAmplitude: try number(table, "day_amplitude"),
+                        peakHour: table["peak_hour"] == nil ? 12 : try number(table, "peak_hour"),
                         burstsPerDay: Int(try number(bursts, "per_day")), burstFactor: try number(bursts, "factor"),
                         burstSeconds: try number(bursts, "minutes") * 60, slots: slots, networks: networks)
     }
@@ -117,7 +120,8 @@ public struct Trace: Sendable {
             while true {
                 t += -log(max(random.nextUnit(), 1e-12)) / highest
                 if t >= end { break }
-                var rate = base * (1 + workload.dayAmplitude * sin(2 * .pi * (t - 6 * 3600) / 86400))
+                // The sine's zero crossing 6 h before the peak: t − 6 h for the standard noon peak.
+                var rate = base * (1 + workload.dayAmplitude * sin(2 * .pi * (t - (workload.peakHour - 6) * 3600) / 86400))
                 if bursts.contains(where: { t >= $0 && t < $0 + workload.burstSeconds }) { rate *= workload.burstFactor }
                 if random.nextUnit() < rate / highest { times.append(t) }
             }
