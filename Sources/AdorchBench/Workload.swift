@@ -2,15 +2,22 @@ import AdorchEngine
 import Foundation
 
 /// A simulated day's parameters: the standard day (bench/workload.toml) or a generated one.
-public struct Workload: Sendable {
-    public struct Slot: Sendable {
+public struct Workload: Sendable, Equatable {
+    public struct Slot: Sendable, Equatable {
         public var id: String
         public var format: AdFormat
         public var basePerHour: Double
         public var buffer: Int
     }
 
-    public struct Network: Sendable {
+    /// More than `loads` in any `window` seconds: rate_limited for `pause` seconds.
+    public struct RateLimit: Sendable, Equatable {
+        public var loads: Int
+        public var window: Double
+        public var pause: Double
+    }
+
+    public struct Network: Sendable, Equatable {
         public var name: String
         public var fill: Double
         public var medianSeconds: Double
@@ -18,8 +25,7 @@ public struct Workload: Sendable {
         public var errors: Double
         public var ttlSeconds: Double
         public var timeoutSeconds: Double
-        /// More than `loads` in any `window` seconds: rate_limited for `pause` seconds.
-        public var rateLimit: (loads: Int, window: Double, pause: Double)?
+        public var rateLimit: RateLimit?
     }
 
     public var seed: UInt64
