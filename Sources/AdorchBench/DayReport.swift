@@ -1,7 +1,7 @@
 import Foundation
 
 /// The day benchmark: every policy on the same trace, and the table with the targets.
-public struct DayBenchmark {
+public struct DayBenchmark: Sendable {
     public var workload: Workload
     public var results: [DayResult]
 
@@ -9,7 +9,12 @@ public struct DayBenchmark {
     public static func run(_ workload: Workload) -> DayBenchmark {
         let trace = Trace(workload)
         let policies: [PreloadPolicy] = [AdorchPolicy(), ClassicPolicy(), BufferedPolicy(), SmartPolicy(), OraclePolicy()]
-        return DayBenchmark(workload: workload, results: policies.map { DaySimulator.run($0, workload: workload, trace: trace) })
+        return DayBenchmark(workload: workload, results: policies.map { policy in
+            let started = ContinuousClock.now
+            var result = DaySimulator.run(policy, workload: workload, trace: trace)
+            result.elapsed = ContinuousClock.now - started
+            return result
+        })
     }
 
     public var table: String {
