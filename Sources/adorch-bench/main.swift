@@ -41,7 +41,7 @@ struct DayOptions: ParsableArguments {
             reference policies of `Sources/AdorchBench/Policies.swift`, simulated in \(ContinuousClock.now - started).
 
             \(day.table)
-            """, targets: [])
+            """, targets: day.targets)
     }
 }
 

@@ -25,7 +25,8 @@ final class DayBenchmarkTests: XCTestCase {
             XCTAssertEqual([a.hits, a.fills, a.wasted, a.loadCalls, a.rateLimitHits], [b.hits, b.fills, b.wasted, b.loadCalls, b.rateLimitHits],
                            "\(a.policy): the same seed gives the same day")
         }
-        XCTAssertTrue(first.table.contains("Targets:"), first.table)
+        XCTAssertTrue(first.table.contains("| adorch "), first.table)
+        XCTAssertEqual(first.targets.count, 5, "hit, waste, rate limit, requests per show, engine cost")
     }
 
     /// A policy that never loads misses everything; one that hammers network B trips its limit.
