@@ -206,26 +206,44 @@ public final class OraclePolicy: PreloadPolicy {
     public let name = "oracle"
     private var runs: Waterfalls!
     private var held: Held!
+    /// Each slot's request times, and how many of them have come (shown or missed).
     private var upcoming: [[Double]] = []
+    private var served: [Int] = []
     private let horizon: Double
 
     public init(horizon: Double = 120) { self.horizon = horizon }
 
     public func start(_ sim: DaySimulator) {
         let n = sim.workload.slots.count
-        (runs, held, upcoming) = (Waterfalls(slots: n), Held(slots: n), sim.trace.requests)
+        (runs, held, upcoming, served) = (Waterfalls(slots: n), Held(slots: n), sim.trace.requests, Array(repeating: 0, count: n))
         for times in upcoming { for t in times { sim.wake(at: t - horizon) } }
         wake(sim)
     }
 
+    /// Requests still to come in [now, now + horizon]: two binary searches over the sorted
+    /// times, not a scan, since a busy slot has thousands of them and this runs on every event.
+    private func due(_ slot: Int, _ now: Double) -> Int {
+        let times = upcoming[slot]
+        func firstIndex(from start: Int, where before: (Double) -> Bool) -> Int {
+            var (lo, hi) = (start, times.count)
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if before(times[mid]) { lo = mid + 1 } else { hi = mid }
+            }
+            return lo
+        }
+        let first = firstIndex(from: served[slot]) { $0 < now }
+        return firstIndex(from: first) { $0 <= now + horizon } - first
+    }
+
     private func topUp(_ slot: Int, _ sim: DaySimulator) {
         held.prune(slot, sim)
-        let due = upcoming[slot].filter { $0 >= sim.now && $0 <= sim.now + horizon }.count
+        let due = due(slot, sim.now)
         while held.ads[slot].count + runs.running[slot] < due { runs.start(slot, sim) }
     }
 
     public func show(slot: Int, _ sim: DaySimulator) -> Int? {
-        if let first = upcoming[slot].first, first <= sim.now { upcoming[slot].removeFirst() }
+        if served[slot] < upcoming[slot].count, upcoming[slot][served[slot]] <= sim.now { served[slot] += 1 }
         return held.take(slot, sim)
     }
 
