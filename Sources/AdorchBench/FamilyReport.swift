@@ -62,10 +62,10 @@ public struct FamilyBenchmark: Sendable {
         for k in worst {
             let run = runs[k - 1]
             guard let adorch = run.results.first(where: { $0.policy == "adorch" }) else { continue }
-            let buffered = run.results.first { $0.policy == "buffered" }
+            let others = run.results.filter { ["buffered", "oracle"].contains($0.policy) }
+                .map { "\($0.policy) \(percent($0.hitRate)), \(percent($0.waste))" }
             out += "- day \(k): hit \(percent(adorch.hitRate)), waste \(percent(adorch.waste))"
-                + (buffered.map { " (buffered \(percent($0.hitRate)), \(percent($0.waste)))" } ?? "")
-                + "; \(DayFamily.describe(run.workload))\n"
+                + (others.isEmpty ? "" : " (\(others.joined(separator: "; ")))") + "; \(DayFamily.describe(run.workload))\n"
         }
         return out
     }
@@ -116,7 +116,8 @@ extension DayFamily {
                 + (n.rateLimit.map { " limit \($0.loads)/\(String(format: "%g", $0.window)) s pause \(String(format: "%g", $0.pause / 60)) min" } ?? "")
         }.joined(separator: ", ")
         return "\(w.slots.count) slots (\(slots)); curve ±\(String(format: "%g", w.dayAmplitude * 100)) % peak \(String(format: "%g", w.peakHour)) h; "
-            + "\(w.burstsPerDay) bursts a day ×\(String(format: "%g", w.burstFactor)) for \(String(format: "%g", w.burstSeconds / 60)) min; "
+            + (w.burstsPerDay == 0 ? "no bursts; "
+                : "\(w.burstsPerDay) burst\(w.burstsPerDay == 1 ? "" : "s") a day ×\(String(format: "%g", w.burstFactor)) for \(String(format: "%g", w.burstSeconds / 60)) min; ")
             + "networks \(networks)"
     }
 }
