@@ -33,7 +33,7 @@ func emit(_ section: BenchSection) {
 }
 
 struct All: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Every part: redis, the day, the footprint, the scale.")
+    static let configuration = CommandConfiguration(abstract: "Every part: redis, the day and its family, the footprint, the scale.")
     @OptionGroup var daemon: DaemonOptions
     @OptionGroup var day: DayOptions
 
