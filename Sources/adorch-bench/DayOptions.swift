@@ -80,19 +80,19 @@ struct DayOptions: ParsableArguments {
 
     /// One day of the family, in full: to look into a day the summary singles out.
     private func oneDay(_ k: Int) throws -> BenchSection {
-        let w: Workload
+        let w: Workload, origin: String
         if let familyFile {
-            w = withHours(try Workload.load(path: familyFile, day: k))
+            (w, origin) = (withHours(try Workload.load(path: familyFile, day: k)), "From `\(familyFile)`")
         } else {
             var ranges = try DayFamily.load(path: familyRanges)
             if let familySeed { ranges.seed = familySeed }
             if let hours { ranges.hours = hours }
             ranges.count = k
-            w = ranges.days()[k - 1]
+            (w, origin) = (ranges.days()[k - 1], "Drawn from `\(familyRanges)` with seed \(ranges.seed)")
         }
         let run = DayBenchmark.run(w)
         return BenchSection(title: "Day \(k) of the family", text: """
-            \(familyFile.map { "From `\($0)`" } ?? "Drawn from `\(familyRanges)`"): \(DayFamily.describe(w)).
+            \(origin): \(DayFamily.describe(w)).
 
             \(run.table.trimmingCharacters(in: .newlines))
             """, targets: [])
