@@ -44,7 +44,7 @@ public struct FamilyBenchmark: Sendable {
             rows.append([name, percent(percentile(hit, 0.5)), percent(percentile(hit, 0.1)), percent(percentile(hit, 0)),
                          percent(percentile(waste, 0.5)), percent(percentile(waste, 0.9)), percent(percentile(waste, 1)),
                          decimal(percentile(r.map(\.requestsPerShow), 0.5)),
-                         String(format: "%g", percentile(limited, 0.5)), String(format: "%g", percentile(limited, 1))])
+                         String(format: "%.0f", percentile(limited, 0.5)), String(format: "%.0f", percentile(limited, 1))])
         }
         let n = runs.count
         var out = "Family of \(n) generated days (\(totalRequests) show requests in all), simulated in \(seconds(elapsed)) s on "
