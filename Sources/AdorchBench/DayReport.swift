@@ -1,7 +1,7 @@
 import Foundation
 
-/// The day benchmark: every policy on the same trace, and the table with the targets.
-public struct DayBenchmark {
+/// The day benchmark: every policy on the same trace, the table and adorch's targets.
+public struct DayBenchmark: Sendable {
     public var workload: Workload
     public var results: [DayResult]
 
@@ -9,7 +9,12 @@ public struct DayBenchmark {
     public static func run(_ workload: Workload) -> DayBenchmark {
         let trace = Trace(workload)
         let policies: [PreloadPolicy] = [AdorchPolicy(), ClassicPolicy(), BufferedPolicy(), SmartPolicy(), OraclePolicy()]
-        return DayBenchmark(workload: workload, results: policies.map { DaySimulator.run($0, workload: workload, trace: trace) })
+        return DayBenchmark(workload: workload, results: policies.map { policy in
+            let started = ContinuousClock.now
+            var result = DaySimulator.run(policy, workload: workload, trace: trace)
+            result.elapsed = ContinuousClock.now - started
+            return result
+        })
     }
 
     public var table: String {
@@ -27,19 +32,26 @@ public struct DayBenchmark {
         for r in results where r.policy != "adorch" {
             ratios.append([r.policy, ratio(adorch.hitRate, r.hitRate), ratio(adorch.waste, r.waste), ratio(adorch.requestsPerShow, r.requestsPerShow)])
         }
-        out += markdownTable(ratios) + "\n\nTargets:\n\n"
-        let references = results.filter { ["classic", "buffered", "smart"].contains($0.policy) }
-        let classic = results.first { $0.policy == "classic" }
-        let targets: [(String, Bool)] = [
-            ("ready-hit rate ≥ 99.5 % (\(percent(adorch.hitRate)))", adorch.hitRate >= 0.995),
-            ("waste ≤ 2 % (\(percent(adorch.waste)))", adorch.waste <= 0.02),
-            ("hit rate ahead of every reference policy at no more waste",
-             references.allSatisfy { adorch.hitRate > $0.hitRate && adorch.waste <= $0.waste }),
-            ("fewer network requests per show than classic (\(String(format: "%.2f", adorch.requestsPerShow)) vs \(String(format: "%.2f", classic?.requestsPerShow ?? 0)))",
-             adorch.requestsPerShow < (classic?.requestsPerShow ?? 0)),
-        ]
-        out += targets.map { "- [\($0.1 ? "met" : "MISSED")] \($0.0)" }.joined(separator: "\n") + "\n"
+        out += markdownTable(ratios) + "\n"
         return out
+    }
+
+    /// The standard day's targets for adorch (BenchSection prints them): near-perfect readiness, almost no waste, no
+    /// rate limit tripped, and no more network requests per show than the oracle; and the
+    /// engine's cost, its run of the day in under a second.
+    public var targets: [(String, Bool)] {
+        guard let adorch = results.first(where: { $0.policy == "adorch" }) else { return [] }
+        let oracle = results.first { $0.policy == "oracle" }
+        let seconds = Double(adorch.elapsed.components.seconds) + Double(adorch.elapsed.components.attoseconds) / 1e18
+        return [
+            ("standard day: hit rate ≥ 99.9 % (\(percent(adorch.hitRate)))", adorch.hitRate >= 0.999),
+            ("standard day: waste ≤ 0.5 % (\(percent(adorch.waste)))", adorch.waste <= 0.005),
+            ("standard day: no rate-limit hits (\(adorch.rateLimitHits))", adorch.rateLimitHits == 0),
+            ("standard day: requests per show ≤ the oracle's (\(String(format: "%.2f", adorch.requestsPerShow)) vs \(String(format: "%.2f", oracle?.requestsPerShow ?? 0)))",
+                   adorch.requestsPerShow <= (oracle?.requestsPerShow ?? 0)),
+            ("engine cost: adorch simulates the \(String(format: "%g", workload.hours)) h standard day in under a second (\(String(format: "%.3f", seconds)) s)",
+                   seconds < 1),
+        ]
     }
 
     private func percent(_ x: Double) -> String { String(format: "%.2f %%", x * 100) }

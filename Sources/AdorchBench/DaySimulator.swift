@@ -28,6 +28,8 @@ public struct DayResult: Sendable {
     public var loadCalls = 0
     public var rateLimitHits = 0
     public var waits: [Double] = []
+    /// The wall-clock time the policy's run of the day took (the simulator's share included).
+    public var elapsed: Duration = .zero
 
     public var hitRate: Double { requests == 0 ? 0 : Double(hits) / Double(requests) }
     public var waste: Double { fills == 0 ? 0 : Double(wasted) / Double(fills) }

@@ -3,28 +3,36 @@ import AdorchEngine
 /// The reference policies' loads: the waterfall A, B, C in order until one fills. Every step
 /// is one network request; a rate-limited answer is just another failure to them.
 final class Waterfalls {
-    private var jobs: [Int: (slot: Int, network: Int)] = [:]
+    /// Each step in flight: its slot, its network, and whether every step before it was
+    /// answered rate_limited.
+    private var jobs: [Int: (slot: Int, network: Int, limitedSoFar: Bool)] = [:]
     private(set) var running: [Int]
+    /// Whether the waterfall that ended last failed with every one of its networks answering
+    /// rate_limited: no network did any work for it.
+    private(set) var lastFailedAllRateLimited = false
 
     init(slots: Int) { running = Array(repeating: 0, count: slots) }
 
     func start(_ slot: Int, _ sim: DaySimulator) {
-        jobs[sim.load(slot: slot, network: 0)] = (slot, 0)
+        jobs[sim.load(slot: slot, network: 0)] = (slot, 0, true)
         running[slot] += 1
     }
 
     /// The waterfall's end (a fill, or the last network's failure), or nil while it goes on.
     func finished(_ load: Int, _ result: LoadResult, _ sim: DaySimulator) -> (slot: Int, ad: (id: Int, expiresAt: Double)?)? {
         guard let job = jobs.removeValue(forKey: load) else { return nil }
+        let limitedSoFar = job.limitedSoFar && result == .rateLimited
         if case .fill(let ad, let expiresAt) = result {
             running[job.slot] -= 1
+            lastFailedAllRateLimited = false
             return (job.slot, (ad, expiresAt))
         }
         if job.network + 1 < sim.workload.networks.count {
-            jobs[sim.load(slot: job.slot, network: job.network + 1)] = (job.slot, job.network + 1)
+            jobs[sim.load(slot: job.slot, network: job.network + 1)] = (job.slot, job.network + 1, limitedSoFar)
             return nil
         }
         running[job.slot] -= 1
+        lastFailedAllRateLimited = limitedSoFar
         return (job.slot, nil)
     }
 }
@@ -201,37 +209,69 @@ public final class SmartPolicy: PreloadPolicy {
 
 /// oracle: knows when every show request will come (not what the networks will answer) and
 /// holds exactly as many ads as requests in the next `horizon` seconds: the upper bound a
-/// real scheduler can approach.
+/// real scheduler can approach. A waterfall that every network answered rate_limited is
+/// retried after 2^min(6, n) s, n such waterfalls in a row, not at once: else the oracle
+/// would hammer the networks into a lockout for the rest of the day, an answer every 50 ms
+/// per ad it wants (the standard day's last network has no limit: no waterfall fails so).
 public final class OraclePolicy: PreloadPolicy {
     public let name = "oracle"
     private var runs: Waterfalls!
     private var held: Held!
+    /// Each slot's request times, and how many of them have come (shown or missed).
     private var upcoming: [[Double]] = []
+    private var served: [Int] = []
+    private var limitedEnds: [Int] = []
+    private var pausedUntil: [Double] = []
     private let horizon: Double
 
     public init(horizon: Double = 120) { self.horizon = horizon }
 
     public func start(_ sim: DaySimulator) {
         let n = sim.workload.slots.count
-        (runs, held, upcoming) = (Waterfalls(slots: n), Held(slots: n), sim.trace.requests)
+        (runs, held, upcoming, served) = (Waterfalls(slots: n), Held(slots: n), sim.trace.requests, Array(repeating: 0, count: n))
+        (limitedEnds, pausedUntil) = (Array(repeating: 0, count: n), Array(repeating: 0, count: n))
         for times in upcoming { for t in times { sim.wake(at: t - horizon) } }
         wake(sim)
     }
 
+    /// Requests still to come in [now, now + horizon]: two binary searches over the sorted
+    /// times, not a scan, since a busy slot has thousands of them and this runs on every event.
+    private func due(_ slot: Int, _ now: Double) -> Int {
+        let times = upcoming[slot]
+        func firstIndex(from start: Int, where before: (Double) -> Bool) -> Int {
+            var (lo, hi) = (start, times.count)
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if before(times[mid]) { lo = mid + 1 } else { hi = mid }
+            }
+            return lo
+        }
+        let first = firstIndex(from: served[slot]) { $0 < now }
+        return firstIndex(from: first) { $0 <= now + horizon } - first
+    }
+
     private func topUp(_ slot: Int, _ sim: DaySimulator) {
         held.prune(slot, sim)
-        let due = upcoming[slot].filter { $0 >= sim.now && $0 <= sim.now + horizon }.count
+        guard sim.now >= pausedUntil[slot] else { return }
+        let due = due(slot, sim.now)
         while held.ads[slot].count + runs.running[slot] < due { runs.start(slot, sim) }
     }
 
     public func show(slot: Int, _ sim: DaySimulator) -> Int? {
-        if let first = upcoming[slot].first, first <= sim.now { upcoming[slot].removeFirst() }
+        if served[slot] < upcoming[slot].count, upcoming[slot][served[slot]] <= sim.now { served[slot] += 1 }
         return held.take(slot, sim)
     }
 
     public func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator) {
         guard let (slot, ad) = runs.finished(load, result, sim) else { return }
         if let ad { held.add(slot, ad) }
+        if ad == nil, runs.lastFailedAllRateLimited {
+            limitedEnds[slot] += 1
+            pausedUntil[slot] = sim.now + Double(1 << min(6, limitedEnds[slot]))
+            sim.wake(at: pausedUntil[slot])
+        } else {
+            limitedEnds[slot] = 0
+        }
         topUp(slot, sim)
     }
 

@@ -1,17 +1,23 @@
 import AdorchEngine
 import Foundation
-import TOMLKit
 
-/// The standard day's parameters (bench/workload.toml).
-public struct Workload: Sendable {
-    public struct Slot: Sendable {
+/// A simulated day's parameters: the standard day (bench/workload.toml) or a generated one.
+public struct Workload: Sendable, Equatable {
+    public struct Slot: Sendable, Equatable {
         public var id: String
         public var format: AdFormat
         public var basePerHour: Double
         public var buffer: Int
     }
 
-    public struct Network: Sendable {
+    /// More than `loads` in any `window` seconds: rate_limited for `pause` seconds.
+    public struct RateLimit: Sendable, Equatable {
+        public var loads: Int
+        public var window: Double
+        public var pause: Double
+    }
+
+    public struct Network: Sendable, Equatable {
         public var name: String
         public var fill: Double
         public var medianSeconds: Double
@@ -19,13 +25,14 @@ public struct Workload: Sendable {
         public var errors: Double
         public var ttlSeconds: Double
         public var timeoutSeconds: Double
-        /// More than `loads` in any `window` seconds: rate_limited for `pause` seconds.
-        public var rateLimit: (loads: Int, window: Double, pause: Double)?
+        public var rateLimit: RateLimit?
     }
 
     public var seed: UInt64
     public var hours: Double
     public var dayAmplitude: Double
+    /// The hour of the day curve's peak (its low is 12 h away): 12 unless the file says.
+    public var peakHour: Double = 12
     public var burstsPerDay: Int
     public var burstFactor: Double
     public var burstSeconds: Double
@@ -36,43 +43,6 @@ public struct Workload: Sendable {
 
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
-    }
-
-    public static func load(path: String) throws -> Workload {
-        let table = try TOMLTable(string: try String(contentsOfFile: path, encoding: .utf8))
-        func number(_ t: TOMLTable, _ key: String) throws -> Double {
-            if let d = t[key]?.double { return d }
-            if let i = t[key]?.int { return Double(i) }
-            throw Failure(description: "\(path): \(key) must be a number")
-        }
-        func text(_ t: TOMLTable, _ key: String) throws -> String {
-            guard let s = t[key]?.string else { throw Failure(description: "\(path): \(key) must be a string") }
-            return s
-        }
-        guard let bursts = table["bursts"]?.table, let slotArray = table["slots"]?.array, let networkArray = table["networks"]?.array else {
-            throw Failure(description: "\(path): needs [bursts], [[slots]] and [[networks]]")
-        }
-        var slots: [Slot] = []
-        for case let s as TOMLTable in slotArray.map({ $0.table as Any }) {
-            let formatName = try text(s, "format")
-            guard let format = AdFormat(rawValue: formatName), format.isPreloaded else {
-                throw Failure(description: "\(path): slot format \(formatName) is not a preloaded format")
-            }
-            slots.append(Slot(id: try text(s, "id"), format: format, basePerHour: try number(s, "base_per_hour"), buffer: Int(try number(s, "buffer"))))
-        }
-        var networks: [Network] = []
-        for case let n as TOMLTable in networkArray.map({ $0.table as Any }) {
-            var network = Network(name: try text(n, "name"), fill: try number(n, "fill"), medianSeconds: try number(n, "median_s"),
-                                  p99Seconds: try number(n, "p99_s"), errors: try number(n, "errors"),
-                                  ttlSeconds: try number(n, "ttl_minutes") * 60, timeoutSeconds: try number(n, "timeout_s"))
-            if n["rate_limit_loads"] != nil {
-                network.rateLimit = (Int(try number(n, "rate_limit_loads")), try number(n, "rate_limit_window_s"), try number(n, "rate_limit_pause_minutes") * 60)
-            }
-            networks.append(network)
-        }
-        return Workload(seed: UInt64(try number(table, "seed")), hours: try number(table, "hours"), dayAmplitude: try number(table, "day_amplitude"),
-                        burstsPerDay: Int(try number(bursts, "per_day")), burstFactor: try number(bursts, "factor"),
-                        burstSeconds: try number(bursts, "minutes") * 60, slots: slots, networks: networks)
     }
 }
 
@@ -117,7 +87,8 @@ public struct Trace: Sendable {
             while true {
                 t += -log(max(random.nextUnit(), 1e-12)) / highest
                 if t >= end { break }
-                var rate = base * (1 + workload.dayAmplitude * sin(2 * .pi * (t - 6 * 3600) / 86400))
+                // The sine's zero crossing 6 h before the peak: t − 6 h for the standard noon peak.
+                var rate = base * (1 + workload.dayAmplitude * sin(2 * .pi * (t - (workload.peakHour - 6) * 3600) / 86400))
                 if bursts.contains(where: { t >= $0 && t < $0 + workload.burstSeconds }) { rate *= workload.burstFactor }
                 if random.nextUnit() < rate / highest { times.append(t) }
             }

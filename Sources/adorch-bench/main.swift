@@ -27,31 +27,13 @@ struct DaemonOptions: ParsableArguments {
     }
 }
 
-struct DayOptions: ParsableArguments {
-    @Option(help: "The workload file.") var workload = "bench/workload.toml"
-    @Option(help: "Simulate this many hours instead of the file's (a smoke run).") var hours: Double?
-
-    func section() throws -> BenchSection {
-        var w = try Workload.load(path: workload)
-        if let hours { w.hours = hours }
-        let started = ContinuousClock.now
-        let day = DayBenchmark.run(w)
-        return BenchSection(title: "2. A day of traffic", text: """
-            The standard day of `\(workload)` (../shared/data/preload-workload.md) replayed to adorch's engine and to the \
-            reference policies of `Sources/AdorchBench/Policies.swift`, simulated in \(ContinuousClock.now - started).
-
-            \(day.table)
-            """, targets: [])
-    }
-}
-
 /// Prints a section as soon as it is measured, so a long run shows progress.
 func emit(_ section: BenchSection) {
     FileHandle.standardOutput.write(Data((section.markdown + "\n").utf8))
 }
 
 struct All: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Every part: redis, the day, the footprint, the scale.")
+    static let configuration = CommandConfiguration(abstract: "Every part: redis, the day and its family, the footprint, the scale.")
     @OptionGroup var daemon: DaemonOptions
     @OptionGroup var day: DayOptions
 
@@ -72,7 +54,12 @@ struct Control: ParsableCommand {
 
 struct Day: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "A simulated day of show requests against adorch's scheduler and the classic preload policies."
+        abstract: "A simulated day of show requests against adorch's scheduler and the classic preload policies.",
+        discussion: """
+            The standard day (--workload), then a family of days generated from the ranges of --family-ranges: \
+            the summary over the family, adorch against each reference, its worst days and the targets. \
+            The family is written to a file first; --family-file replays it, --day K runs one of its days in full.
+            """
     )
     @OptionGroup var day: DayOptions
     func run() throws { emit(try day.section()) }

@@ -6,8 +6,10 @@ import XCTest
 /// rot; and the simulator's own rules on small cases. The figures themselves are printed by
 /// `make bench`, never asserted.
 final class DayBenchmarkTests: XCTestCase {
-    private let workloadPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("bench/workload.toml").path
+    private static let bench = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("bench")
+    private let workloadPath = bench.appendingPathComponent("workload.toml").path
+    private let familyPath = bench.appendingPathComponent("family.toml").path
 
     func testASmokeDayRunsEveryPolicyOnTheSameTraceAndRepeatsExactly() throws {
         var workload = try Workload.load(path: workloadPath)
@@ -25,7 +27,116 @@ final class DayBenchmarkTests: XCTestCase {
             XCTAssertEqual([a.hits, a.fills, a.wasted, a.loadCalls, a.rateLimitHits], [b.hits, b.fills, b.wasted, b.loadCalls, b.rateLimitHits],
                            "\(a.policy): the same seed gives the same day")
         }
-        XCTAssertTrue(first.table.contains("Targets:"), first.table)
+        XCTAssertTrue(first.table.contains("| adorch "), first.table)
+        XCTAssertEqual(first.targets.count, 5, "hit, waste, rate limit, requests per show, engine cost")
+    }
+
+    /// A small family (3 days of 3 hours) from bench/family.toml: the same seed draws the same
+    /// days and figures, another seed other days; the family file reads back to the same
+    /// days; every policy sees every request of every day.
+    func testASmallFamilyIsReproducibleKeptExactlyAndSeenWholeByEveryPolicy() throws {
+        var family = try DayFamily.load(path: familyPath)
+        (family.count, family.hours) = (3, 3)
+        let days = family.days()
+        XCTAssertEqual(days.count, 3)
+        XCTAssertEqual(days, family.days(), "the same seed draws the same days")
+        var reseeded = family
+        reseeded.seed &+= 1
+        XCTAssertNotEqual(reseeded.days(), days, "another seed draws other days")
+        XCTAssertEqual(Set(days.map(\.seed)).count, 3, "each day has its own trace")
+        var larger = family
+        larger.count = 5
+        XCTAssertEqual(Array(larger.days().prefix(3)), days, "a smaller family is the start of a larger one")
+
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-family-\(getpid())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("family.toml").path, single = folder.appendingPathComponent("day.toml").path
+        try Workload.familyTOML(days, comment: "a test family\nthree days").write(toFile: file, atomically: true, encoding: .utf8)
+        XCTAssertEqual(try Workload.loadDays(path: file), days, "the family file reads back to the same days, to the bit")
+        XCTAssertEqual(try Workload.load(path: file, day: 2), days[1])
+        XCTAssertThrowsError(try Workload.load(path: file), "a family of three needs a day picked")
+        XCTAssertThrowsError(try Workload.load(path: file, day: 4))
+        try days[2].toml().write(toFile: single, atomically: true, encoding: .utf8)
+        XCTAssertEqual(try Workload.load(path: single), days[2], "a day alone is a workload file")
+        let standard = try Workload.load(path: workloadPath)
+        try standard.toml().write(toFile: single, atomically: true, encoding: .utf8)
+        XCTAssertEqual(try Workload.load(path: single), standard, "the standard day written out reads back the same")
+
+        let first = FamilyBenchmark.run(days), second = FamilyBenchmark.run(days)
+        XCTAssertEqual(first.policies, ["adorch", "classic", "buffered", "smart", "oracle"])
+        for (day, (a, b)) in zip(days, zip(first.runs, second.runs)) {
+            let requests = Trace(day).requests.map(\.count).reduce(0, +)
+            XCTAssertEqual(a.workload, day)
+            for (x, y) in zip(a.results, b.results) {
+                XCTAssertEqual(x.requests, requests, "\(x.policy) saw every request of day seed \(day.seed)")
+                XCTAssertEqual([x.hits, x.fills, x.wasted, x.loadCalls, x.rateLimitHits], [y.hits, y.fills, y.wasted, y.loadCalls, y.rateLimitHits],
+                               "\(x.policy): the same day gives the same figures, in parallel too")
+            }
+        }
+        XCTAssertEqual(first.targets.count, 4)
+        let report = first.report(file: file)
+        for policy in first.policies { XCTAssertTrue(report.contains("| \(policy) "), report) }
+        XCTAssertTrue(report.contains("--family-file \(file) --day K"), report)
+    }
+
+    /// Every value of 50 drawn days lies within bench/family.toml's ranges, and the draws
+    /// spread over them (no range is stuck at one end).
+    func testEveryDrawnValueLiesWithinTheRangesOfFamilyToml() throws {
+        let family = try DayFamily.load(path: familyPath)
+        XCTAssertEqual(family.count, 50)
+        var generated = family
+        generated.count = 50
+        let days = generated.days()
+        var seen: [String: [Double]] = [:]
+        // Derived values (a rate per hour from one per day, p99 from the median) to rounding.
+        func check(_ name: String, _ x: Double, _ r: DayFamily.Range, slack: Double = 0) {
+            XCTAssertTrue(x >= r.min * (1 - slack) && x <= r.max * (1 + slack), "\(name) = \(x) outside \(r.min)...\(r.max)")
+            seen[name, default: []].append((x - r.min) / (r.max - r.min))
+        }
+        func check(_ name: String, _ x: Int, _ c: DayFamily.Count) {
+            XCTAssertTrue(c.contains(x), "\(name) = \(x) outside \(c.min)...\(c.max)")
+            seen[name, default: []].append(c.max == c.min ? 0 : Double(x - c.min) / Double(c.max - c.min))
+        }
+        var limited = 0, networks = 0
+        for day in days {
+            XCTAssertEqual(day.hours, family.hours)
+            check("amplitude", day.dayAmplitude, family.amplitude)
+            check("peak_hour", day.peakHour, family.peakHour)
+            check("bursts", day.burstsPerDay, family.bursts)
+            check("factor", day.burstFactor, family.burstFactor)
+            check("minutes", day.burstSeconds / 60, family.burstMinutes)
+            check("slots", day.slots.count, family.slots)
+            XCTAssertEqual(Set(day.slots.map(\.id)).count, day.slots.count, "slot ids are unique")
+            for slot in day.slots {
+                XCTAssertTrue(family.formats.contains(slot.format))
+                check("base_per_day", slot.basePerHour * 24, family.basePerDay, slack: 1e-12)
+                check("buffer", slot.buffer, family.buffer)
+            }
+            check("networks", day.networks.count, family.networks)
+            XCTAssertEqual(Set(day.networks.map(\.name)).count, day.networks.count, "network names are unique")
+            for n in day.networks {
+                check("fill", n.fill, family.fill)
+                check("median_s", n.medianSeconds, family.medianSeconds)
+                check("p99_over_median", n.p99Seconds / n.medianSeconds, family.p99OverMedian, slack: 1e-12)
+                check("errors", n.errors, family.errors)
+                check("ttl_minutes", n.ttlSeconds / 60, family.ttlMinutes)
+                check("timeout_s", n.timeoutSeconds, family.timeoutSeconds)
+                networks += 1
+                guard let limit = n.rateLimit else { continue }
+                limited += 1
+                check("loads", limit.loads, family.rateLimitLoads)
+                check("window_s", limit.window, family.rateLimitWindowSeconds)
+                check("pause_minutes", limit.pause / 60, family.rateLimitPauseMinutes)
+            }
+        }
+        XCTAssertEqual(Set(days.flatMap { $0.slots.map(\.format) }), Set(family.formats), "every format is drawn")
+        XCTAssertGreaterThan(limited, networks / 4, "about half the networks limit")
+        XCTAssertLessThan(limited, networks * 3 / 4)
+        for (name, spots) in seen {
+            XCTAssertLessThan(spots.min()!, 0.25, "\(name) never drawn near its minimum")
+            XCTAssertGreaterThan(spots.max()!, 0.75, "\(name) never drawn near its maximum")
+        }
     }
 
     /// A policy that never loads misses everything; one that hammers network B trips its limit.
