@@ -675,7 +675,14 @@ public struct Engine: Sendable {
         // A rate_limited answer says nothing of the network's fill: its pace deals with it.
         if code != .rateLimited { slots[ad.slot]!.entries[ad.entryIndex].estimate.note(attempt: now - ad.startedAt, lifetime: nil) }
         let failures = slots[ad.slot]!.entries[ad.entryIndex].failuresInRow + 1
-        let doubling = Double(UInt64(1) << UInt64(min(failures - 1, 30)))
+        // A no-fill is a network's normal answer: a demand-aware slot does not start doubling
+        // until the run of no-fills is longer than the entry's learned fill rate explains
+        // (docs/scheduler.md, "Networks"); errors and timeouts double from the first.
+        var excess = failures - 1
+        if code == .noFill, let slot = slots[ad.slot], slot.config.isDemandAware {
+            excess = max(0, failures - slot.entries[ad.entryIndex].estimate.expectedNoFillRun)
+        }
+        let doubling = Double(UInt64(1) << UInt64(min(excess, 30)))
         let raw = min(settings.backoffMax.seconds, settings.backoffBase.seconds * doubling)
         let spread = 1 + settings.backoffJitter * (2 * random.nextUnit() - 1)
         slots[ad.slot]!.entries[ad.entryIndex].failuresInRow = failures

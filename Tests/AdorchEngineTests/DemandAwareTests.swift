@@ -216,6 +216,25 @@ final class DemandAwareBufferTests: XCTestCase {
         XCTAssertGreaterThan(limit ?? 0, 6, "the limit learned from the first answer stands: \(pauses)")
     }
 
+    /// A network that fills one load in five is asked again after a no-fill at the base
+    /// backoff, not an ever-doubling one: its runs of no-fills are what its fill rate says.
+    func testALowFillNetworkIsNotBackedOffForItsOrdinaryNoFills() {
+        var count = 0
+        var day = Day([demandSlot(min: 1, max: 10)]) { _, _ in
+            count += 1
+            return count % 5 == 0 ? .loaded(payloadJSON: "{}", expiresIn: nil, price: nil) : .failed(.noFill, networkCode: 0, message: "")
+        }
+        var found = 0
+        for _ in 0..<360 {
+            // Time passes a second at a time, so backoffs that end are seen when they end.
+            for _ in 0..<10 { day.advance(.seconds(1)) }
+            if day.show() { found += 1 }
+        }
+        XCTAssertEqual(day.status().entries[0].estimate.fillRate, 0.2, accuracy: 0.05)
+        XCTAssertGreaterThanOrEqual(found, 350, "a Show every 10 s, an ad every 5 loads a second apart")
+        XCTAssertLessThanOrEqual(day.status().entries[0].backoff, .seconds(2))
+    }
+
     /// The engine's estimates survive a restart: a new engine that restores them plans the
     /// same demand before it sees any Show.
     func testEstimatesRestoredIntoANewEngineKeepTheDemand() {
