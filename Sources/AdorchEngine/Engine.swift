@@ -675,11 +675,12 @@ public struct Engine: Sendable {
         // A rate_limited answer says nothing of the network's fill: its pace deals with it.
         if code != .rateLimited { slots[ad.slot]!.entries[ad.entryIndex].estimate.note(attempt: now - ad.startedAt, lifetime: nil) }
         let failures = slots[ad.slot]!.entries[ad.entryIndex].failuresInRow + 1
-        // A no-fill is a network's normal answer: a demand-aware slot does not start doubling
-        // until the run of no-fills is longer than the entry's learned fill rate explains
-        // (docs/scheduler.md, "Networks"); errors and timeouts double from the first.
+        // A demand-aware slot does not start doubling until the run of failures is longer
+        // than the entry's learned fill rate explains (docs/scheduler.md, "Networks"): a
+        // low-fill network's ordinary runs are not a failing network. Fixed-buffer slots, and
+        // rate_limited answers, double from the first.
         var excess = failures - 1
-        if code == .noFill, let slot = slots[ad.slot], slot.config.isDemandAware {
+        if code != .rateLimited, let slot = slots[ad.slot], slot.config.isDemandAware {
             excess = max(0, failures - slot.entries[ad.entryIndex].estimate.expectedNoFillRun)
         }
         let doubling = Double(UInt64(1) << UInt64(min(excess, 30)))

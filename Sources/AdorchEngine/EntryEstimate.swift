@@ -24,8 +24,8 @@ public struct EntryEstimate: Sendable, Equatable, Codable {
         lifetimeSeconds = ttl.seconds
     }
 
-    /// How many no-fills in a row are ordinary for this entry: the mean run before a fill,
-    /// 1 / fill rate, counted up to 20 (a network that never fills is not asked on forever).
+    /// How many failed loads in a row are ordinary for this entry: the mean run before a
+    /// fill, 1 / fill rate, counted up to 20 (a network that never fills is not asked on forever).
     var expectedNoFillRun: Int { Int((1 / max(fillRate, 0.05)).rounded(.up)) }
 
     /// One load ended after `attempt`; `lifetime` is the ad's, if it filled.
