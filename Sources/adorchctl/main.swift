@@ -102,13 +102,14 @@ struct Slots: ParsableCommand {
     func run() throws {
         let reply = try connection.call("io.adorch.Ads.ListSlots")
         if connection.json { return connection.printJSON(reply) }
-        var rows = [["SLOT", "FORMAT", "BUFFER", "BOUNDS", "READY", "LOADING", "DEMAND/MIN", "WHY"]]
+        // New columns go last: scripts that read the first five keep working.
+        var rows = [["SLOT", "FORMAT", "BUFFER", "READY", "LOADING", "BOUNDS", "DEMAND/MIN", "WHY"]]
         for slot in reply["slots"]?.arrayValue ?? [] {
             let (low, high) = (slot["buffer_min"]?.intValue ?? 0, slot["buffer_max"]?.intValue ?? 0)
             let demand = slot["demand"]
             rows.append([slot["id"]?.stringValue ?? "?", slot["format"]?.stringValue ?? "?", String(slot["buffer"]?.intValue ?? 0),
-                         low == high ? "fixed" : "\(low)-\(high)",
                          String(slot["ready"]?.intValue ?? 0), String(slot["loading"]?.intValue ?? 0),
+                         high == 0 ? "-" : low == high ? "fixed" : "\(low)-\(high)",
                          demand?["per_minute"]?.doubleValue.map { String(format: "%.2f", $0) } ?? "-",
                          demand?["reason"]?.stringValue ?? "-"])
         }
