@@ -30,7 +30,9 @@ extension TableReader {
             return (Int(fixed), Int(fixed))
         }
         guard low != nil || high != nil else { return (BufferBounds.defaultFixed, BufferBounds.defaultFixed) }
-        let (min, max) = (Int(low ?? 0), Int(high ?? Int64(Swift.max(SlotConfig.defaultBufferMax, Int(low ?? 0)))))
+        // Without buffer_max: the default, or twice buffer_min if that is more, so a slot that
+        // names only its floor stays demand-aware.
+        let (min, max) = (Int(low ?? 0), Int(high ?? Int64(Swift.min(Int(BufferBounds.ceiling), Swift.max(SlotConfig.defaultBufferMax, 2 * Int(low ?? 0))))))
         guard min <= max else { throw error("buffer_min", "buffer_min (\(min)) is above buffer_max (\(max))") }
         return (min, max)
     }

@@ -118,7 +118,11 @@ public final class Daemon: @unchecked Sendable {
             engine = Engine(slots: config.slots, plugins: Set(plugins.keys), settings: config.scheduler,
                             seed: UInt64.random(in: 1...UInt64.max))
             timer = makeTimer { [unowned self] in advance() }
-            if let (kept, away) = estimatesFile.load(logger: logger) { apply(engine.restore(kept, away: away, now: now())) }
+            if let (kept, away) = estimatesFile.load(logger: logger) {
+                let (effects, refused) = engine.restore(kept, away: away, now: now())
+                if refused > 0 { logger.warning("scheduler estimates: \(refused) values out of range in \(estimatesFile.path) were not taken") }
+                apply(effects)
+            }
             advance()
             estimatesTicker = makeTimer(every: EstimatesFile.interval) { [unowned self] in saveEstimates() }
         }

@@ -9,6 +9,8 @@ import Logging
 /// Nothing about it is ever fatal.
 struct EstimatesFile {
     static let name = "scheduler-estimates.json"
+    /// A larger file is not read: a real one is kilobytes (a slot is a few hundred bytes).
+    static let largest = 16 << 20
     /// How often the running daemon writes it.
     static let interval: Duration = .seconds(60)
 
@@ -32,13 +34,18 @@ struct EstimatesFile {
             return nil
         }
         do {
+            let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue ?? 0
+            guard size <= Self.largest else {
+                logger.warning("ignoring scheduler estimates \(path): \(size) bytes, more than \(Self.largest) a real one could have")
+                return nil
+            }
             let contents = try JSONDecoder().decode(Contents.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
             guard contents.version == 1 else {
                 logger.warning("ignoring scheduler estimates \(path): version \(contents.version), expected 1")
                 return nil
             }
             let away = Duration.seconds(max(0, Date().timeIntervalSince1970 - contents.savedAt))
-            logger.info("scheduler estimates restored from \(path), saved \(away) ago")
+            logger.info("scheduler estimates restored from \(path), saved \(Int(away.seconds)) s ago")
             return (contents.estimates, away)
         } catch {
             logger.warning("ignoring scheduler estimates \(path), which cannot be read: \(inWords(error)); demand is learned from now on")

@@ -5,7 +5,7 @@ private let demandTypeIDL = """
 type Demand (
   # Shows per minute planned for: the higher of the two rates below
   per_minute: float,
-  # over the last hour (with a prior of one Show an hour)
+  # over the shortest of 10 min, 1 h and 6 h windows that has seen 8 Shows (docs/scheduler.md)
   long_per_minute: float,
   # over the last few Shows: a burst shows here first
   short_per_minute: float,

@@ -27,18 +27,16 @@ public struct BufferTarget: Sendable, Equatable {
     /// Why the count is what it is, in a few words: what `adorchctl slots` shows.
     public var reason: String
 
-    /// A fixed buffer: `buffer = N` in the config.
-    static func fixed(_ config: SlotConfig) -> BufferTarget {
-        BufferTarget(count: config.bufferMin, demandPerMinute: 0, longPerMinute: 0, shortPerMinute: 0,
-                     refillSeconds: 0, lifetimeSeconds: config.ttl.seconds, reason: "fixed buffer")
-    }
-
-    /// The target for a demand-aware slot, from its demand and what its usable entries,
-    /// in waterfall order, have shown.
-    static func demandAware(_ config: SlotConfig, demand: DemandEstimate, entries: [EntryEstimate], now: Moment) -> BufferTarget {
+    /// The target for a slot, from its demand and what its usable entries, in waterfall
+    /// order, have shown. A fixed buffer keeps its count; its demand is shown all the same.
+    static func of(_ config: SlotConfig, demand: DemandEstimate, entries: [EntryEstimate], now: Moment) -> BufferTarget {
         let long = demand.longRate(at: now), short = demand.shortRate(at: now)
         let rate = max(long, short)
         let (refill, lifetime) = chain(entries, ttl: config.ttl)
+        guard config.isDemandAware else {
+            return BufferTarget(count: config.bufferMin, demandPerMinute: rate * 60, longPerMinute: long * 60, shortPerMinute: short * 60,
+                                refillSeconds: refill, lifetimeSeconds: lifetime, reason: "fixed buffer")
+        }
         // Counts above buffer_max change nothing, so neither search goes past it.
         let needed = smallestCount(mean: rate * refill, tailAtMost: missChance, upTo: config.bufferMax + 1)
         let usable = largestCount(mean: rate * lifetime, tailAtLeast: useChance, upTo: config.bufferMax + 1)
@@ -53,7 +51,7 @@ public struct BufferTarget: Sendable, Equatable {
         } else if short > 2 * long {
             reason = "burst: \(perMinute(short)) over the last \(DemandEstimate.recentCount) Shows"
         } else {
-            reason = "demand \(perMinute(long)), refill \(format1(refill)) s"
+            reason = "demand \(perMinute(rate)), refill \(format1(refill)) s"
         }
         return BufferTarget(count: count, demandPerMinute: rate * 60, longPerMinute: long * 60, shortPerMinute: short * 60,
                             refillSeconds: refill, lifetimeSeconds: lifetime, reason: reason)
@@ -61,7 +59,7 @@ public struct BufferTarget: Sendable, Equatable {
 
     /// The waterfall as one refill sees it: entry i is asked when every entry before it
     /// failed; a refill that fails everywhere starts again. Returns the expected seconds to
-    /// an ad and the expected lifetime of that ad.
+    /// an ad (at most an hour) and the expected lifetime of that ad.
     static func chain(_ entries: [EntryEstimate], ttl: Duration) -> (refill: Double, lifetime: Double) {
         var reach = 1.0, time = 0.0, lifeWeighted = 0.0
         for entry in entries {
@@ -70,8 +68,10 @@ public struct BufferTarget: Sendable, Equatable {
             reach *= 1 - entry.fillRate
         }
         let fills = 1 - reach
-        // No entry that fills: nothing to plan with; an hour stands for "very long".
-        guard fills > 1e-6 else { return (3600, 0) }
+        // No entry fills lately: refills are very slow, and the ads they may bring are taken
+        // to live as long as the slot allows, so the slot keeps asking (within its entries'
+        // backoffs) and sees a network that fills again.
+        guard fills > 1e-6 else { return (3600, ttl.seconds) }
         return (min(time / fills, 3600), lifeWeighted / fills)
     }
 
@@ -100,9 +100,12 @@ public struct BufferTarget: Sendable, Equatable {
     }
 }
 
+/// One decimal, for reasons; never traps (estimates restored from a file are checked, but
+/// a reason must not be what stops the daemon).
 private func format1(_ x: Double) -> String {
-    let tenths = Int((x * 10).rounded())
-    return "\(tenths / 10).\(tenths % 10)"
+    guard x.isFinite, abs(x) < 1e12 else { return x.isNaN ? "?" : x < 0 ? "-∞" : "∞" }
+    let tenths = Int((abs(x) * 10).rounded())
+    return "\(x < 0 ? "-" : "")\(tenths / 10).\(tenths % 10)"
 }
 
 private func perMinute(_ perSecond: Double) -> String { "\(format1(perSecond * 60))/min" }

@@ -90,4 +90,15 @@ public struct DemandEstimate: Sendable, Equatable {
 public struct SavedDemand: Sendable, Equatable, Codable {
     public var shows: [Double]
     public var exposureSeconds: [Double]
+
+    /// What a run could have written: as many values as windows, finite, not negative, no
+    /// more Shows than a million a second over a window, no more exposure than the window.
+    var isSane: Bool {
+        shows.count == DemandEstimate.windows.count && exposureSeconds.count == DemandEstimate.windows.count
+            && zip(DemandEstimate.windows, zip(shows, exposureSeconds)).allSatisfy { window, sums in
+                let (shows, exposure) = sums
+                return shows.isFinite && exposure.isFinite && shows >= 0 && exposure >= 0
+                    && shows <= 1e6 * window.seconds && exposure <= window.seconds * (1 + 1e-9)
+            }
+    }
 }

@@ -1,19 +1,19 @@
 /// The scheduler's demand-aware choices (docs/scheduler.md): how many ads a slot keeps and
 /// which waterfall entry a preload asks.
 extension Engine {
-    /// A demand-aware slot's target now; a fixed slot's buffer.
+    /// A demand-aware slot's target now; a fixed slot's buffer (with its demand, for operators).
     func target(of slotID: String, now: Moment) -> BufferTarget {
-        guard let slot = slots[slotID] else { return BufferTarget.fixed(SlotConfig(id: slotID, format: .interstitial, buffer: 0, waterfall: [])) }
-        guard slot.config.isDemandAware else { return .fixed(slot.config) }
+        let slot = slots[slotID]!
         let usable = slot.config.waterfall.indices.filter { availablePlugins.contains(slot.config.waterfall[$0].plugin) }
-        return .demandAware(slot.config, demand: slot.demand, entries: usable.map { slot.entries[$0].estimate }, now: now)
+        return .of(slot.config, demand: slot.demand, entries: usable.map { slot.entries[$0].estimate }, now: now)
     }
 
     /// Of the usable entries (in waterfall order), the first whose ad is likely to be shown
     /// before it expires, given the `holding` ads the slot has or awaits already: a slot
     /// with rare demand is not filled from a network whose ads would expire unseen. If such
     /// an entry exists but rests now (backoff, pause), nil: the slot waits for it, since its
-    /// demand is low. If no entry's ads live long enough, the longest-lived usable one.
+    /// demand is low; but only for an entry whose ads were seen to live that long, and never
+    /// while the slot is below buffer_min. Otherwise the longest-lived usable one.
     func lastingEntry(of slot: SlotState, among usable: [Int], holding: Int, now: Moment) -> Int? {
         let rate = max(slot.demand.longRate(at: now), slot.demand.shortRate(at: now))
         func lifetime(_ index: Int) -> Double { min(slot.entries[index].estimate.lifetimeSeconds, slot.config.ttl.seconds) }
@@ -22,7 +22,7 @@ extension Engine {
         }
         if let lasting = usable.first(where: lasts) { return lasting }
         let present = slot.config.waterfall.indices.filter { availablePlugins.contains(slot.config.waterfall[$0].plugin) }
-        if present.contains(where: lasts) { return nil }
+        if holding >= slot.config.bufferMin, present.contains(where: { slot.entries[$0].estimate.fillSamples > 0 && lasts($0) }) { return nil }
         return usable.max { lifetime($0) < lifetime($1) }
     }
 }

@@ -24,6 +24,13 @@ public struct EntryEstimate: Sendable, Equatable, Codable {
         lifetimeSeconds = ttl.seconds
     }
 
+    /// What a run could have written: finite, in range (a load answers within an hour, an ad
+    /// lives at most a year).
+    var isSane: Bool {
+        attemptSeconds.isFinite && (0...3600).contains(attemptSeconds) && fillRate.isFinite && (0...1).contains(fillRate)
+            && lifetimeSeconds.isFinite && (0...31_536_000).contains(lifetimeSeconds) && samples >= 1 && fillSamples >= 0
+    }
+
     /// How many failed loads in a row are ordinary for this entry: the mean run before a
     /// fill, 1 / fill rate, counted up to 20 (a network that never fills is not asked on forever).
     var expectedNoFillRun: Int { Int((1 / max(fillRate, 0.05)).rounded(.up)) }

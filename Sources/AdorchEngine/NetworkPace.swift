@@ -28,6 +28,8 @@ public struct NetworkPace: Sendable, Equatable {
     /// The pause this network needs, once one proved too short.
     private var learnedPause: Duration?
     static let longestPause: Duration = .seconds(3600)
+    /// The highest limit a restored file may name: more loads a minute than any network takes.
+    public static let highestLimit = 1_000_000
 
     /// A pace restored from the state directory: its limit counts as learned at `now`.
     public init(limit: Int? = nil, at now: Moment = .zero) {

@@ -38,23 +38,28 @@ extension Engine {
     }
 
     /// Estimates kept by an earlier run, saved `away` ago: slots and entries that still exist
-    /// take theirs; the rest start from the priors.
-    public mutating func restore(_ saved: SchedulerEstimates, away: Duration, now: Moment) -> [Effect] {
+    /// take theirs; the rest start from the priors. A value no run could have produced
+    /// (negative, not finite, out of its range) is not taken: the second result counts them.
+    public mutating func restore(_ saved: SchedulerEstimates, away: Duration, now: Moment) -> ([Effect], refused: Int) {
+        var refused = 0
         for (id, kept) in saved.slots {
             guard var slot = slots[id] else { continue }
-            slot.demand = DemandEstimate(restoring: kept.demand, away: away, at: now)
+            if kept.demand.isSane {
+                slot.demand = DemandEstimate(restoring: kept.demand, away: away, at: now)
+            } else {
+                refused += 1
+            }
             for (index, entry) in slot.config.waterfall.enumerated() {
-                if let match = kept.entries.first(where: {
+                guard let match = kept.entries.first(where: {
                     $0.plugin == entry.plugin && $0.adUnitID == entry.adUnitID && $0.serverParameter == entry.serverParameter
-                }) {
-                    slot.entries[index].estimate = match.estimate
-                }
+                }) else { continue }
+                if match.estimate.isSane { slot.entries[index].estimate = match.estimate } else { refused += 1 }
             }
             slots[id] = slot
         }
-        for (name, limit) in saved.networkLimits where limit > 0 {
-            paces[name] = NetworkPace(limit: limit, at: now)
+        for (name, limit) in saved.networkLimits {
+            if (1...NetworkPace.highestLimit).contains(limit) { paces[name] = NetworkPace(limit: limit, at: now) } else { refused += 1 }
         }
-        return advance(to: now)
+        return (advance(to: now), refused)
     }
 }

@@ -115,6 +115,9 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual([onlyMax.bufferMin, onlyMax.bufferMax], [0, 3])
         let onlyMin = try DaemonConfig.parse(toml: withKeys("buffer_min = 2"), source: "test.toml").slots[0]
         XCTAssertEqual([onlyMin.bufferMin, onlyMin.bufferMax], [2, SlotConfig.defaultBufferMax])
+        let highMin = try DaemonConfig.parse(toml: withKeys("buffer_min = 11"), source: "test.toml").slots[0]
+        XCTAssertEqual([highMin.bufferMin, highMin.bufferMax], [11, 22], "a floor alone stays demand-aware: its maximum is twice it")
+        XCTAssertTrue(highMin.isDemandAware)
         let fixed = try DaemonConfig.parse(toml: withKeys("buffer = 3"), source: "test.toml").slots[0]
         XCTAssertEqual([fixed.bufferMin, fixed.bufferMax], [3, 3])
         XCTAssertFalse(fixed.isDemandAware)

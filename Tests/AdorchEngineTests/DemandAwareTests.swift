@@ -244,11 +244,66 @@ final class DemandAwareBufferTests: XCTestCase {
         let saved = day.engine.estimates(at: day.now)
         var fresh = Day([demandSlot()])
         XCTAssertLessThan(fresh.status().target.longPerMinute, 1)
-        fresh.take(fresh.engine.restore(saved, away: .seconds(5), now: fresh.now))
+        let (effects, refused) = fresh.engine.restore(saved, away: .seconds(5), now: fresh.now)
+        fresh.take(effects)
+        XCTAssertEqual(refused, 0)
         let after = fresh.status().target
         XCTAssertEqual(after.longPerMinute, before.longPerMinute, accuracy: before.longPerMinute * 0.05)
         XCTAssertEqual(after.count, before.count)
         XCTAssertEqual(fresh.status().entries[0].estimate, day.status().entries[0].estimate)
+    }
+}
+
+/// What an outside test found: a crafted estimates file, a floor that waited for a paused
+/// network, a network that stopped filling and was never asked again.
+final class DemandAwareEdgeTests: XCTestCase {
+    func testRestoredValuesNoRunCouldWriteAreRefusedAndNothingTraps() throws {
+        var day = Day([demandSlot()])
+        day.shows(every: .seconds(10), for: .seconds(600))
+        let good = day.engine.estimates(at: day.now)
+        var bad = good
+        bad.slots["s"]!.demand = SavedDemand(shows: [1e308, .infinity, -1], exposureSeconds: [1, 1, 1])
+        let json = try JSONEncoder().encode(bad.slots["s"]!.entries[0].estimate)
+        var fields = try JSONSerialization.jsonObject(with: json) as! [String: Any]
+        fields["attemptSeconds"] = -10
+        bad.slots["s"]!.entries[0].estimate = try JSONDecoder().decode(EntryEstimate.self, from: JSONSerialization.data(withJSONObject: fields))
+        bad.networkLimits = ["a": Int.max, "b": 0]
+        var fresh = Day([demandSlot()])
+        let (_, refused) = fresh.engine.restore(bad, away: .zero, now: fresh.now)
+        XCTAssertEqual(refused, 4, "the demand, the entry and both limits")
+        let target = fresh.status().target
+        XCTAssertTrue(target.longPerMinute.isFinite && target.refillSeconds >= 0, "\(target)")
+        XCTAssertNil(fresh.engine.networkStatuses(at: fresh.now).first { $0.name == "a" }?.learnedLimit)
+        XCTAssertTrue(fresh.show(), "the slot serves on its priors")
+    }
+
+    func testASlotBelowItsFloorDoesNotWaitForAPausedNetworkItNeverSawFill() {
+        // a has answered nothing but rate_limited; b fills with ads of 10 minutes; the
+        // slot's TTL is an hour, the prior of an entry that never filled.
+        let slot = SlotConfig(id: "s", format: .interstitial, buffer: 1, bufferMax: 4, ttl: .seconds(3600),
+                              waterfall: ["a", "b"].map { WaterfallEntry(plugin: $0, adUnitID: "unit-\($0)", timeout: .seconds(5)) })
+        var day = Day([slot], settings: .init(backoffJitter: 0, rateLimitPause: .seconds(300))) { _, order in
+            order.plugin == "a" ? .failed(.rateLimited, networkCode: 40020, message: "no") : .loaded(payloadJSON: "{}", expiresIn: .seconds(600), price: nil)
+        }
+        for _ in 0..<10 {
+            day.advance(.seconds(30))
+            XCTAssertTrue(day.show(), "every Show finds the ad b refilled: \(day.status().target.reason)")
+            day.advance(.seconds(1))
+            XCTAssertGreaterThanOrEqual(day.status().ready, 1, "back at buffer_min or above within a second")
+        }
+    }
+
+    func testANetworkThatStoppedFillingIsAskedAgainAndFillsWhenItRecovers() {
+        var filling = false
+        var day = Day([demandSlot(min: 0, max: 5)], settings: .init(backoffBase: .milliseconds(1), backoffMax: .seconds(1), backoffJitter: 0)) { _, _ in
+            filling ? .loaded(payloadJSON: "{}", expiresIn: nil, price: nil) : .failed(.noFill, networkCode: 0, message: "")
+        }
+        day.shows(every: .seconds(1), for: .seconds(600))
+        XCTAssertLessThan(day.status().entries[0].estimate.fillRate, 0.001, "it learned the network fills nothing")
+        filling = true
+        day.shows(every: .seconds(1), for: .seconds(60))
+        XCTAssertGreaterThan(day.status().entries[0].fills, 10, "asked again, and served: \(day.status().target.reason)")
+        XCTAssertTrue(day.show())
     }
 }
 
