@@ -8,6 +8,11 @@ extension Engine {
         return .of(slot.config, demand: slot.demand, entries: usable.map { slot.entries[$0].estimate }, now: now)
     }
 
+    /// The count alone, on the Show path: a fixed slot's is its buffer, with no estimate to read.
+    func targetCount(of slot: SlotState, now: Moment) -> Int {
+        slot.config.isDemandAware ? target(of: slot.config.id, now: now).count : slot.config.bufferMin
+    }
+
     /// Of the usable entries (in waterfall order), the first whose ad is likely to be shown
     /// before it expires, given the `holding` ads the slot has or awaits already: a slot
     /// with rare demand is not filled from a network whose ads would expire unseen. If such

@@ -435,7 +435,7 @@ public struct Engine: Sendable {
         let ready = ads.inSlot(slotID, .ready)
         let fresh = ready.filter { $0.isValid(at: now) && $0.refreshAt > now }.count
         let loading = ads.count(in: slotID, .loading)
-        var deficit = target(of: slotID, now: now).count - fresh - loading
+        var deficit = targetCount(of: slot, now: now) - fresh - loading
         var effects: [Effect] = []
         if deficit > 0, slot.config.parallel > 1 {
             // One round: the first N usable entries at once, each a distinct network offer.
@@ -553,8 +553,8 @@ public struct Engine: Sendable {
     /// A replacement arrived while the ad it replaces is still valid: the slot now holds one
     /// more than its buffer, so the one closest to expiry goes.
     private mutating func retireSurplus(in slotID: String, now: Moment) -> [Effect] {
-        guard slots[slotID] != nil else { return [] }
-        let buffer = target(of: slotID, now: now).count
+        guard let slot = slots[slotID] else { return [] }
+        let buffer = targetCount(of: slot, now: now)
         let valid = ads.inSlot(slotID, .ready).filter { $0.isValid(at: now) }
         guard valid.count > buffer else { return [] }
         let doomed = valid.filter { $0.refreshAt <= now }.sorted { ($0.expiresAt!, $0.id) < ($1.expiresAt!, $1.id) }
