@@ -235,9 +235,10 @@ extension DaemonConfig {
                                     extra: try s.string("reward_extra") ?? ""),
                 testMode: try s.bool("test_mode") ?? daemonTargeting["test_mode"]?.boolValue ?? false,
                 targetingJSON: JSONValue.object(Targeting.merge(daemonTargeting, try s.targeting("targeting") ?? [:])).jsonString,
-                width: Int(try s.int("width", min: 0, max: 10_000) ?? 0), height: Int(try s.int("height", min: 0, max: 10_000) ?? 0),
-                count: Int(try s.int("count", min: 1, max: 10) ?? (format == .native ? 3 : 1)),
-                loadTimeout: try s.int("load_timeout_ms", min: 1, max: 60_000).map { .milliseconds($0) },
+                width: Int(try s.int("width", in: LoadBounds.size) ?? 0), height: Int(try s.int("height", in: LoadBounds.size) ?? 0),
+                count: Int(try s.int("count", in: LoadBounds.count) ?? (format == .native ? 3 : 1)),
+                loadTimeout: try s.int("load_timeout_ms", min: LoadBounds.timeoutMilliseconds.lowerBound,
+                                       max: LoadBounds.timeoutMilliseconds.upperBound).map { .milliseconds($0) },
                 variant: variant,
                 imageOptionsJSON: try s.imageOptions() ?? "{}",
                 parallel: Int(parallel ?? 1),
@@ -296,6 +297,10 @@ struct TableReader {
     func requiredString(_ name: String) throws(ConfigError) -> String {
         guard let s = try string(name) else { throw error(name, "missing; expected a string") }
         return s
+    }
+
+    func int(_ name: String, in bounds: ClosedRange<Int>) throws(ConfigError) -> Int64? {
+        try int(name, min: Int64(bounds.lowerBound), max: Int64(bounds.upperBound))
     }
 
     func int(_ name: String, min: Int64? = nil, max: Int64? = nil) throws(ConfigError) -> Int64? {

@@ -33,6 +33,8 @@ public enum AdErrorCode: String, Sendable, CaseIterable {
 public enum ShowError: Error, Equatable, Sendable {
     case slotNotFound(String)
     case noAdReady(slot: String)
+    /// The plugins could not present any of the `tries` ads the call took (`Engine.showAttempts`).
+    case displayFailed(slot: String, tries: Int)
     case invalidParameter(name: String, reason: String)
 }
 

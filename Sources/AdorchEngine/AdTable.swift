@@ -9,6 +9,8 @@ enum EngineTimer: Hashable, Comparable, Sendable {
     case pause(String)
     /// A retired ad's memory can go.
     case forget(AdID)
+    /// A Show call stops waiting for its plugin's answer on this ad.
+    case showAnswer(AdID)
 }
 
 /// The live ads with the indexes the scheduler asks by: per slot, loads in flight per

@@ -201,6 +201,8 @@ public enum Effect: Sendable, Equatable {
     case destroy(AdID, plugin: String)
     /// Tell subscribers and the log.
     case emit(EngineEvent)
+    /// A Show call ended: the ad its plugin presented, or why there is none.
+    case completeShow(RequestID, Result<ShownAd, ShowError>)
     /// A Load request ended: its ads (already handed to the app), or why there are none.
     case completeLoad(RequestID, Result<[ShownAd], LoadFailure>)
     /// A reward was earned: write it to the ledger, and only then tell anyone.

@@ -1,0 +1,126 @@
+// What plugins report on their ads: loads completing, events, rewards; anything the
+// contract does not allow is ignored and counted.
+
+extension Engine {
+    /// like one for an ad that does not exist.
+    public mutating func pluginReported(_ report: PluginReport, for id: AdID, from plugin: String, now: Moment) -> [Effect] {
+        if report == .destroyed {
+            retired[id]?.destroyConfirmed = true
+            return []
+        }
+        if let object = handedOut[id], object.plugin == plugin {
+            switch report {
+            case .mediaCached, .other:
+                // The object's ads are with the app: its events are theirs.
+                let kind: EngineEvent.Kind = report == .mediaCached ? .mediaCached : .adEvent
+                var event = EngineEvent(kind, slot: object.slot, adID: id, network: plugin)
+                if case .other(let name, let detail) = report { (event.message, event.detailJSON) = (name, detail) }
+                return [.emit(event)]
+            default:
+                return ignored(report, for: id, from: plugin)
+            }
+        }
+        guard let ad = ads[id], ad.plugin == plugin else { return ignored(report, for: id, from: plugin) }
+        switch (report, ad.state) {
+        case (.loaded(_, let expiresIn, let price, let tracksItself, let items, _), .loading) where ad.requestID != nil:
+            return loadRequestFilled(ad, items: items, expiresIn: expiresIn, price: price, tracksItself: tracksItself, now: now)
+
+        case (.loaded(let payload, let expiresIn, let price, let tracksItself, _, let rewardByNetwork), .loading):
+            let lifetime = min(expiresIn ?? ad.ttl, ad.ttl)
+            let expiresAt = now + lifetime
+            let margin = min(settings.refreshAhead, lifetime / 5)
+            ads[id]!.state = .ready(expiresAt: expiresAt)
+            ads[id]!.loadedAt = now
+            ads[id]!.payloadJSON = payload
+            ads[id]!.price = price ?? 0
+            ads[id]!.tracksItself = tracksItself
+            ads[id]!.rewardByNetwork = rewardByNetwork
+            ads[id]!.refreshAt = expiresAt - margin
+            slots[ad.slot]?.counters.fills += 1
+            entrySucceeded(ad, lifetime: lifetime, now: now)
+            var effects: [Effect] = [.emit(EngineEvent(.adLoaded, slot: ad.slot, adID: id, network: ad.plugin))]
+            effects += retireSurplus(in: ad.slot, now: now)
+            return effects + refillWanting(now: now)
+
+        case (.loadedInvalid(let reason), .loading):
+            slots[ad.slot]?.counters.errors += 1
+            slots[ad.slot]?.counters.contractViolations += 1
+            noteFailure(of: ad, code: .pluginFault, now: now)
+            var effects = end(id, as: .failed, now: now)
+            effects.append(.emit(EngineEvent(.contractViolation, slot: ad.slot, adID: id, network: ad.plugin,
+                                             errorCode: .pluginFault, message: reason)))
+            effects += attemptFailed(ad, code: .pluginFault, now: now)
+            return effects + refillWanting(now: now)
+
+        case (.failed(let code, let networkCode, let message), .loading):
+            switch code {
+            case .noFill: slots[ad.slot]?.counters.noFills += 1
+            case .timeout: slots[ad.slot]?.counters.timeouts += 1
+            default: slots[ad.slot]?.counters.errors += 1
+            }
+            noteFailure(of: ad, code: code, now: now)
+            var effects = end(id, as: .failed, now: now)
+            effects.append(.emit(EngineEvent(.adFailed, slot: ad.slot, adID: id, network: ad.plugin,
+                                             errorCode: code, networkCode: networkCode, message: message)))
+            if code == .rateLimited,
+               paces[ad.plugin, default: NetworkPace()].rateLimited(loadStartedAt: ad.startedAt, at: now, pause: settings.rateLimitPause) {
+                // The network asked us to slow down: no load to it from any slot for a while,
+                // then no more than it took before it said so.
+                let pace = paces[ad.plugin]!
+                ads.timers.set(.pause(ad.plugin), at: pace.pausedUntil)
+                let limit = pace.limit(at: now).map { ", then at most \($0) loads per \(NetworkPace.window)" } ?? ""
+                effects.append(.emit(EngineEvent(.networkPaused, slot: ad.slot, network: ad.plugin, errorCode: code,
+                                                 networkCode: networkCode, message: "paused for \(pace.pausedUntil - now)\(limit)")))
+            }
+            effects += attemptFailed(ad, code: code, now: now)
+            return effects + refillWanting(now: now)
+
+        case (.loaded, _), (.loadedInvalid, _), (.failed, _):
+            // Rule 3: a load completes once; this object already did.
+            return ignored(report, for: id, from: plugin)
+
+        case (.mediaCached, _):
+            return [.emit(EngineEvent(.mediaCached, slot: ad.slot, adID: id, network: ad.plugin))]
+
+        case (.reward(let transID), _):
+            return grant(id, networkTransID: transID)
+
+        case (.other(let name, let detail), _):
+            var event = EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: name)
+            event.detailJSON = detail
+            return [.emit(event)]
+
+        case (.destroyed, _):
+            return []  // handled above: a live ad is never destroyed
+        }
+    }
+
+    mutating func ignored(_ report: PluginReport, for id: AdID, from plugin: String) -> [Effect] {
+        let what: String
+        switch report {
+        case .loaded, .loadedInvalid: what = "loaded"
+        case .failed: what = "failed"
+        case .mediaCached: what = "media cached"
+        case .other(let name, _): what = name
+        case .reward: what = "reward"
+        case .destroyed: what = "destroyed"
+        }
+        if let ad = ads[id], ad.plugin == plugin {
+            slots[ad.slot]?.counters.ignoredCallbacks += 1
+            return [.emit(EngineEvent(.callbackIgnored, slot: ad.slot, adID: id, network: plugin,
+                                      message: "second completion (\(what)) ignored"))]
+        }
+        if let memory = retired[id], memory.plugin == plugin {
+            // The host ended the ad but the plugin's ad_destroy has not returned yet: this
+            // report crossed it on the way, which the contract allows. After a deadline,
+            // though, an answer is late whenever it comes (rule 3).
+            if !memory.destroyConfirmed, memory.reason != .timedOut { return [] }
+            slots[memory.slot]?.counters.ignoredCallbacks += 1
+            return [.emit(EngineEvent(.callbackIgnored, slot: memory.slot, adID: id, network: plugin,
+                                      message: "\(what) after the ad ended (\(memory.reason.rawValue)) ignored"))]
+        }
+        unattributedCallbacks += 1
+        return [.emit(EngineEvent(.callbackIgnored, adID: id, network: plugin,
+                                  message: "\(what) for ad \(id), which is not one of this plugin's, ignored"))]
+    }
+}

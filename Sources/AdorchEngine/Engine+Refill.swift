@@ -1,0 +1,190 @@
+// The preload scheduler: which slot loads next, from which entry, and how failures back off.
+
+extension Engine {
+    // MARK: The scheduler
+
+    mutating func addSlot(_ config: SlotConfig) {
+        slotRank[config.id] = slotOrder.count
+        slotOrder.append(config.id)
+        slots[config.id] = SlotState(config: config, entries: EntryState.fresh(for: config))
+        ads.wanting.insert(config.id)
+    }
+
+    /// Rule 6: keep the slot's target of fresh ads (docs/scheduler.md), starting at most
+    /// `maxLoads` loads. An ad inside its refresh margin still counts as valid for Show but
+    /// no longer as fresh, so its replacement is already on the way.
+    mutating func refill(_ slotID: String, now: Moment, maxLoads: Int = .max) -> [Effect] {
+        guard let slot = slots[slotID], slot.config.format.isPreloaded else {
+            if let rank = slotRank[slotID] { wanting.remove(rank) }
+            return []
+        }
+        let ready = ads.inSlot(slotID, .ready)
+        let fresh = ready.filter { $0.isValid(at: now) && $0.refreshAt > now }.count
+        let loading = ads.count(in: slotID, .loading)
+        var deficit = targetCount(of: slot, now: now) - fresh - loading
+        var effects: [Effect] = []
+        if deficit > 0, slot.config.parallel > 1 {
+            // One round: the first N usable entries at once, each a distinct network offer.
+            for entryIndex in usableEntries(slot, now: now).prefix(max(slot.config.parallel, deficit)) {
+                effects.append(startLoad(slotID, entryIndex: entryIndex, now: now))
+            }
+            deficit = 0
+        }
+        while deficit > 0, effects.count < maxLoads,
+              let entryIndex = pickEntry(slot, holding: fresh + loading + effects.count, now: now) {
+            effects.append(startLoad(slotID, entryIndex: entryIndex, now: now))
+            deficit -= 1
+        }
+        if ready.contains(where: { $0.isValid(at: now) }) { slots[slotID]!.dry = false }
+        if deficit > 0 {
+            // Short because a network is pacing itself: look again when it admits a load.
+            for plugin in Set(slot.config.waterfall.map(\.plugin)) {
+                if let at = paces[plugin]?.nextAdmission(at: now) { ads.timers.set(.pause(plugin), at: at) }
+            }
+        }
+        // A slot still short (backoffs, pauses, network caps) is looked at again on every input.
+        if deficit <= 0, let rank = slotRank[slotID] { wanting.remove(rank) }
+        return effects
+    }
+
+    /// The waterfall: the first entry whose plugin is there and that is not backing off; for
+    /// a demand-aware slot, the first whose ad is likely to be shown before it expires.
+    func pickEntry(_ slot: SlotState, holding: Int, now: Moment) -> Int? {
+        let usable = usableEntries(slot, now: now)
+        return slot.config.isDemandAware ? lastingEntry(of: slot, among: usable, holding: holding, now: now) : usable.first
+    }
+
+    /// Entries in waterfall order whose plugin is there, not backing off, not paused and not
+    /// at its cap of loads in flight.
+    func usableEntries(_ slot: SlotState, now: Moment) -> [Int] {
+        var inFlight: [String: Int] = [:]
+        return slot.config.waterfall.indices.filter { index in
+            let plugin = slot.config.waterfall[index].plugin
+            let load = inFlight[plugin, default: loadsInFlight(to: plugin)]
+            guard availablePlugins.contains(plugin), slot.entries[index].backoffUntil <= now,
+                  paces[plugin]?.admits(at: now) ?? true, load < settings.maxLoadsInFlightPerNetwork
+            else { return false }
+            inFlight[plugin] = load + 1
+            return true
+        }
+    }
+
+    func loadsInFlight(to plugin: String) -> Int { ads.loadsInFlight(to: plugin) }
+
+    /// Slots that may be below their buffer: those whose ads changed and those still short,
+    /// since a load that ended may have freed a network's cap. Round by round, one load per
+    /// slot a round in the config's order, so a burst on one slot cannot take every load a
+    /// network admits before the other slots had theirs.
+    mutating func refillWanting(now: Moment) -> [Effect] {
+        for slot in ads.wanting {
+            if let rank = slotRank[slot] { wanting.insert(rank) }
+        }
+        ads.wanting.removeAll(keepingCapacity: true)
+        var effects: [Effect] = []
+        var started = true
+        while started {
+            started = false
+            var cursor = 0
+            while let rank = wanting.next(from: cursor) {
+                cursor = rank + 1
+                let round = refill(slotOrder[rank], now: now, maxLoads: 1)
+                started = started || !round.isEmpty
+                effects += round
+                // Every network at its cap: no other slot can start a load either. Those left
+                // short stay wanting until a load ends.
+                if round.isEmpty, !availablePlugins.contains(where: { loadsInFlight(to: $0) < settings.maxLoadsInFlightPerNetwork }) {
+                    return effects
+                }
+            }
+        }
+        return effects
+    }
+
+    /// An entry's backoff moments as timers, after its slot's entries were rebuilt.
+    mutating func setBackoffTimers(of slotID: String, to entries: [EntryState]) {
+        for index in slots[slotID]?.entries.indices ?? 0..<0 { ads.timers.remove(.backoff(slot: slotID, entry: index)) }
+        for (index, entry) in entries.enumerated() where entry.backoffUntil > .zero {
+            ads.timers.set(.backoff(slot: slotID, entry: index), at: entry.backoffUntil)
+        }
+    }
+
+    /// A load filled with an ad that lives `lifetime`.
+    mutating func entrySucceeded(_ ad: AdRecord, lifetime: Duration, now: Moment) {
+        slots[ad.slot]?.entries[ad.entryIndex].succeeded()
+        slots[ad.slot]?.entries[ad.entryIndex].estimate.note(attempt: now - ad.startedAt, lifetime: lifetime)
+        ads.timers.remove(.backoff(slot: ad.slot, entry: ad.entryIndex))
+    }
+
+    /// Rule 1: every load is a new object with a new id, loaded once. Rule 4: a deadline.
+    mutating func startLoad(_ slotID: String, entryIndex: Int, now: Moment) -> Effect {
+        let config = slots[slotID]!.config
+        let entry = config.waterfall[entryIndex]
+        let id = nextID
+        nextID += 1
+        let deadline = now + entry.timeout
+        ads[id] = AdRecord(
+            id: id, slot: slotID, format: config.format, plugin: entry.plugin, entryIndex: entryIndex,
+            ttl: config.ttl, state: .loading(deadline: deadline), startedAt: now
+        )
+        slots[slotID]!.counters.loads += 1
+        slots[slotID]!.entries[entryIndex].loads += 1
+        paces[entry.plugin, default: NetworkPace()].noteStart(at: now)
+        return .load(LoadOrder(
+            adID: id, plugin: entry.plugin, slotID: slotID, format: config.format, entry: entry,
+            deadline: deadline, reward: config.format == .rewarded ? config.reward : nil,
+            testMode: config.testMode, targetingJSON: config.targetingJSON
+        ))
+    }
+
+    /// A replacement arrived while the ad it replaces is still valid: the slot now holds one
+    /// more than its buffer, so the one closest to expiry goes.
+    mutating func retireSurplus(in slotID: String, now: Moment) -> [Effect] {
+        guard let slot = slots[slotID] else { return [] }
+        let buffer = targetCount(of: slot, now: now)
+        let valid = ads.inSlot(slotID, .ready).filter { $0.isValid(at: now) }
+        guard valid.count > buffer else { return [] }
+        let doomed = valid.filter { $0.refreshAt <= now }.sorted { ($0.expiresAt!, $0.id) < ($1.expiresAt!, $1.id) }
+        var effects: [Effect] = []
+        for ad in doomed.prefix(valid.count - buffer) {
+            slots[slotID]!.counters.replaced += 1
+            effects += end(ad.id, as: .replaced, now: now)
+            effects.append(.emit(EngineEvent(.adReplaced, slot: slotID, adID: ad.id, network: ad.plugin)))
+        }
+        return effects
+    }
+
+
+    mutating func noteFailure(of ad: AdRecord, code: AdErrorCode, now: Moment) {
+        guard slots[ad.slot]?.entries.indices.contains(ad.entryIndex) == true else { return }
+        slots[ad.slot]!.entries[ad.entryIndex].lastError = code
+        // A rate_limited answer says nothing of the network's fill: its pace deals with it.
+        if code != .rateLimited { slots[ad.slot]!.entries[ad.entryIndex].estimate.note(attempt: now - ad.startedAt, lifetime: nil) }
+        let failures = slots[ad.slot]!.entries[ad.entryIndex].failuresInRow + 1
+        // A demand-aware slot does not start doubling until the run of failures is longer
+        // than the entry's learned fill rate explains (docs/scheduler.md, "Networks"): a
+        // low-fill network's ordinary runs are not a failing network. Fixed-buffer slots, and
+        // rate_limited answers, double from the first.
+        var excess = failures - 1
+        if code != .rateLimited, let slot = slots[ad.slot], slot.config.isDemandAware {
+            excess = max(0, failures - slot.entries[ad.entryIndex].estimate.expectedNoFillRun)
+        }
+        let doubling = Double(UInt64(1) << UInt64(min(excess, 30)))
+        let raw = min(settings.backoffMax.seconds, settings.backoffBase.seconds * doubling)
+        let spread = 1 + settings.backoffJitter * (2 * random.nextUnit() - 1)
+        slots[ad.slot]!.entries[ad.entryIndex].failuresInRow = failures
+        slots[ad.slot]!.entries[ad.entryIndex].backoffUntil = now + .nanoseconds(Int64(raw * spread * 1e9))
+        ads.timers.set(.backoff(slot: ad.slot, entry: ad.entryIndex), at: slots[ad.slot]!.entries[ad.entryIndex].backoffUntil)
+    }
+
+    /// A slot runs dry when its last valid ad goes (shown or expired) or a Show finds none.
+    mutating func markDryIfEmpty(_ slotID: String, now: Moment) -> [Effect] {
+        ads.inSlot(slotID, .ready).contains { $0.isValid(at: now) } ? [] : markDry(slotID)
+    }
+
+    mutating func markDry(_ slotID: String) -> [Effect] {
+        guard slots[slotID]?.dry == false else { return [] }
+        slots[slotID]!.dry = true
+        slots[slotID]!.counters.ranDry += 1
+        return [.emit(EngineEvent(.slotEmpty, slot: slotID, message: "no valid ad ready"))]
+    }
+}

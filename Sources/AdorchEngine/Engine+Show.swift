@@ -1,0 +1,128 @@
+// Show: an app takes the best valid ad of a preloaded slot. The engine decides the whole
+// call (docs/rules.md, "Show"): which ad, what follows when its plugin cannot present it,
+// and when to give up. The shell only carries out `.show` and says how the plugin answered.
+
+extension Engine {
+    /// Ads one Show call may hand to plugins before it gives up: each one a plugin could not
+    /// present ends, and the next valid ad of the slot is tried in the same call.
+    public static let showAttempts = 10
+    /// How long a plugin has to answer ad_show before its ad counts as not presented (a
+    /// plugin stuck in another call must not hold the app's Show).
+    public static let showAnswerTimeout: Duration = .milliseconds(500)
+
+    /// An app asks for an ad to show now: the ad is taken (no longer valid for anyone else)
+    /// and `.show` asks its plugin to present it. A Show call goes through `requestShow`,
+    /// which also follows the plugin's answer.
+    public mutating func show(slot slotID: String, userID: String?, reward: RewardModel? = nil, now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
+        guard let slot = slots[slotID] else { return (.failure(.slotNotFound(slotID)), []) }
+        guard slot.config.format.isPreloaded else {
+            return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is a \(slot.config.format.rawValue) slot: \(slot.config.format.howToUse)")), [])
+        }
+        if slot.config.format == .rewarded, (userID ?? "").isEmpty {
+            // docs/rules.md, "Rewards": the reward goes to a user, so a rewarded Show names one.
+            return (.failure(.invalidParameter(name: "user_id", reason: "a rewarded slot needs a non-empty user_id")), [])
+        }
+        // Demand is every Show asked, found or not.
+        slots[slotID]!.demand.noteShow(at: now)
+        let effects = advance(to: now)
+        let (result, taken) = take(from: slotID, userID: userID, reward: reward, now: now)
+        return (result, effects + taken)
+    }
+
+    /// A Show call: like `show`, and its answer comes as one `.completeShow(request, …)`:
+    /// the ad its plugin presented, or why there is none. `.show` is the last effect, so
+    /// whatever its answer sets off comes after the call's own events.
+    public mutating func requestShow(slot slotID: String, userID: String?, reward: RewardModel? = nil, request: RequestID,
+                                     now: Moment) -> [Effect] {
+        var (result, effects) = show(slot: slotID, userID: userID, reward: reward, now: now)
+        guard case .success(let ad) = result else { return effects + [.completeShow(request, result)] }
+        return awaitAnswer(PendingShow(request: request, userID: userID, reward: reward, tries: 1, ad: ad), effects: &effects, now: now)
+    }
+
+    /// The plugin answered ad_show for `id`. Presented: the call gets the ad. Not: the ad
+    /// ends as failed to display and the call takes the next valid one, up to
+    /// `showAttempts` ads. An answer no call waits for (a Load's object, a late one) is dropped.
+    public mutating func showAnswered(_ id: AdID, presented: Bool, now: Moment) -> [Effect] {
+        guard let pending = showing.removeValue(forKey: id) else { return [] }
+        ads.timers.remove(.showAnswer(id))
+        if presented { return [.completeShow(pending.request, .success(pending.ad))] }
+        return displayFailed(id, reason: "the plugin could not present it", now: now) + retry(pending, now: now)
+    }
+
+    /// The plugin could not present an ad a Show just took (failedToDisplayAd): the ad ends.
+    public mutating func displayFailed(_ id: AdID, reason: String, now: Moment) -> [Effect] {
+        guard let ad = ads[id], case .shown = ad.state else { return [] }
+        slots[ad.slot]?.counters.displayFailures += 1
+        var effects = end(id, as: .failedToDisplay, now: now)
+        effects.append(.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: "failed_to_display")))
+        effects.append(.emit(EngineEvent(.adFailed, slot: ad.slot, adID: id, network: ad.plugin, errorCode: .notReady, message: reason)))
+        return effects + refill(ad.slot, now: now)
+    }
+
+    /// No answer to ad_show in time: as if the plugin said it could not.
+    mutating func showAnswerMissed(_ id: AdID, now: Moment) -> [Effect] {
+        guard let pending = showing.removeValue(forKey: id) else { return [] }
+        let reason = "no answer to ad_show within \(Self.showAnswerTimeout)"
+        return displayFailed(id, reason: reason, now: now) + retry(pending, now: now)
+    }
+
+    /// The next valid ad for a call whose last one failed to display, or its final answer.
+    private mutating func retry(_ pending: PendingShow, now: Moment) -> [Effect] {
+        let slotID = pending.ad.slot
+        guard pending.tries < Self.showAttempts else {
+            return [.completeShow(pending.request, .failure(.displayFailed(slot: slotID, tries: pending.tries)))]
+        }
+        var (result, effects) = take(from: slotID, userID: pending.userID, reward: pending.reward, now: now)
+        guard case .success(let ad) = result else { return effects + [.completeShow(pending.request, result)] }
+        var next = pending
+        (next.tries, next.ad) = (pending.tries + 1, ad)
+        return awaitAnswer(next, effects: &effects, now: now)
+    }
+
+    /// Waits for the plugin's answer on the call's ad, with `.show` moved to the end of `effects`.
+    private mutating func awaitAnswer(_ pending: PendingShow, effects: inout [Effect], now: Moment) -> [Effect] {
+        let id = pending.ad.id
+        showing[id] = pending
+        ads.timers.set(.showAnswer(id), at: now + Self.showAnswerTimeout)
+        if let index = effects.firstIndex(where: { if case .show(id, _, _) = $0 { true } else { false } }) {
+            effects.append(effects.remove(at: index))
+        }
+        return effects
+    }
+
+    /// Takes the best valid ad of the slot: out of validity at once (docs/rules.md,
+    /// "adValid"), before anything else can pick it again.
+    private mutating func take(from slotID: String, userID: String?, reward: RewardModel?, now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
+        let candidates = ads.inSlot(slotID, .ready).filter { $0.isValid(at: now) }
+        // The highest price, then the earliest expiry (the one that would be wasted first).
+        guard let pick = candidates.min(by: { a, b in
+            (-a.price, a.expiresAt!, a.id) < (-b.price, b.expiresAt!, b.id)
+        }) else {
+            // The Show raised the slot's demand: its target may have risen with it.
+            return (.failure(.noAdReady(slot: slotID)), markDry(slotID) + refill(slotID, now: now))
+        }
+        ads[pick.id]!.state = .shown(endsAt: now + settings.shownLifetime)
+        ads[pick.id]!.userID = userID
+        ads[pick.id]!.rewardOverride = reward
+        slots[slotID]!.counters.shows += 1
+        let shown = ShownAd(
+            id: pick.id, slot: slotID, network: pick.plugin, format: pick.format,
+            payloadJSON: pick.payloadJSON, expiresAt: pick.expiresAt!, price: pick.price
+        )
+        var effects: [Effect] = [.show(pick.id, plugin: pick.plugin, userID: userID)]
+        effects.append(.emit(EngineEvent(.adShown, slot: slotID, adID: pick.id, network: pick.plugin, userID: userID)))
+        effects += markDryIfEmpty(slotID, now: now)
+        effects += refill(slotID, now: now)
+        return (.success(shown), effects)
+    }
+}
+
+/// A Show call waiting for its plugin's answer on `ad`.
+struct PendingShow: Sendable {
+    var request: RequestID
+    var userID: String?
+    var reward: RewardModel?
+    /// Ads handed to plugins so far in this call, this one included.
+    var tries: Int
+    var ad: ShownAd
+}

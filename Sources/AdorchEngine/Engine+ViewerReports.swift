@@ -1,0 +1,55 @@
+// What apps report their viewers did with shown ads, and the rewards those earn.
+
+extension Engine {
+    /// An app reports what its viewer did with a shown ad.
+    public mutating func report(_ event: ViewerEvent, for id: AdID, now: Moment) -> (Result<Void, ReportError>, [Effect]) {
+        guard let ad = ads[id] else {
+            let reason = retired[id].map { "ad \(id) has ended (\($0.reason.rawValue))" } ?? "no ad \(id) is known"
+            return (.failure(.adNotValid(reason: reason)), [])
+        }
+        guard case .shown = ad.state else {
+            return (.failure(.adNotValid(reason: "ad \(id) has not been shown")), [])
+        }
+        if event.once, ad.reported.contains(event) {
+            return (.failure(.adNotValid(reason: "ad \(id) already reported \(event.rawValue)")), [])
+        }
+        if event == .click, ad.reported.contains(.click) {
+            // One click per ad is billed; later ones are accepted and dropped.
+            slots[ad.slot]?.counters.duplicateReports += 1
+            return (.success(()), [])
+        }
+        ads[id]!.reported.insert(event)
+        switch event {
+        case .impression: slots[ad.slot]?.counters.impressions += 1
+        case .click: slots[ad.slot]?.counters.clicks += 1
+        default: break
+        }
+        var effects: [Effect] = [.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, viewerEvent: event))]
+        // A plugin that tracks impressions and clicks itself is not told again: never both.
+        if !(ad.tracksItself && (event == .impression || event == .click)) {
+            effects.insert(.notify(ad.objectID ?? id, plugin: ad.plugin, event: event), at: 0)
+        }
+        // A network that leaves the reward to the host: the viewer finishing the video earns it.
+        if event == .complete, ad.format == .rewarded, !ad.rewardByNetwork { effects += grant(id, networkTransID: nil) }
+        if event == .close { effects += end(id, as: .closed, now: now) }
+        return (.success(()), effects)
+    }
+
+
+    // MARK: Rewards
+
+    /// The reward of a shown rewarded ad, once: the first of the network's reward event and
+    /// the app's complete wins; any later one is refused and counted.
+    mutating func grant(_ id: AdID, networkTransID: String?) -> [Effect] {
+        guard let ad = ads[id], ad.format == .rewarded, case .shown = ad.state else { return [] }
+        guard !ad.rewarded else {
+            slots[ad.slot]?.counters.duplicateRewards += 1
+            return []
+        }
+        ads[id]!.rewarded = true
+        slots[ad.slot]?.counters.rewards += 1
+        let model = ad.rewardOverride ?? slots[ad.slot]?.config.reward ?? RewardModel()
+        return [.grantReward(RewardGrant(adID: id, slot: ad.slot, network: ad.plugin, userID: ad.userID ?? "",
+                                         reward: model, networkTransID: networkTransID))]
+    }
+}

@@ -1,0 +1,90 @@
+// The engine's own records: slots, waterfall entries, ads, Load requests.
+
+
+struct SlotState: Sendable {
+    var config: SlotConfig
+    var entries: [EntryState]
+    var counters = SlotCounters()
+    var dry = false
+    var demand = DemandEstimate()
+}
+
+struct EntryState: Sendable {
+    var failuresInRow = 0
+    var backoffUntil = Moment.zero
+    var loads = 0
+    var fills = 0
+    var lastError: AdErrorCode?
+    var estimate: EntryEstimate
+
+    init(_ entry: WaterfallEntry, of config: SlotConfig) {
+        estimate = EntryEstimate(timeout: entry.timeout, ttl: config.ttl)
+    }
+
+    static func fresh(for config: SlotConfig) -> [EntryState] { config.waterfall.map { EntryState($0, of: config) } }
+
+    mutating func succeeded() {
+        failuresInRow = 0
+        backoffUntil = .zero
+        fills += 1
+    }
+}
+
+struct AdRecord: Sendable {
+    enum State: Sendable {
+        case loading(deadline: Moment)
+        case ready(expiresAt: Moment)
+        case shown(endsAt: Moment)
+    }
+
+    var id: AdID
+    var slot: String
+    var format: AdFormat
+    var plugin: String
+    var entryIndex: Int
+    var ttl: Duration
+    var state: State
+    var payloadJSON = ""
+    var price = 0.0
+    var refreshAt = Moment.zero
+    var loadedAt: Moment?
+    var tracksItself = false
+    /// The network decides the reward itself (its reward event), not the app's complete.
+    var rewardByNetwork = false
+    var rewarded = false
+    var rewardOverride: RewardModel?
+    var userID: String?
+    var startedAt = Moment.zero
+    /// The Load request this load serves, if any.
+    var requestID: RequestID?
+    /// For one of a Load's ads: the plugin object it came from.
+    var objectID: AdID?
+    var reported: Set<ViewerEvent> = []
+
+    var expiresAt: Moment? {
+        if case .ready(let expiresAt) = state { expiresAt } else { nil }
+    }
+
+    /// Rule 2, adValid: loaded with data, not yet shown, not expired.
+    func isValid(at now: Moment) -> Bool {
+        if case .ready(let expiresAt) = state { expiresAt > now } else { false }
+    }
+}
+
+struct LoadRequest: Sendable {
+    var slot: String
+    var count: Int
+    var width: Int
+    var height: Int
+    var deadline: Moment
+    var targetingJSON: String?
+    var nextEntry = 0
+    var attempts: [LoadFailure.Attempt] = []
+}
+
+/// A loaded object whose ads an app holds; destroyed when the last of them ends.
+struct HandedOutObject: Sendable {
+    var slot: String
+    var plugin: String
+    var children: Set<AdID>
+}
