@@ -1,0 +1,271 @@
+import AdorchEngine
+import AdorchVarlink
+import Foundation
+
+/// [Varlink queue] io.adorch.Ads: what apps call. Each handler gets its parameters parsed
+/// and hands the call to the engine runtime, which answers through the replier.
+struct AdsMethods {
+    let runtime: EngineRuntime
+
+    func register(in routes: inout Routes) {
+        let runtime = runtime
+        let ids = runtime.ids
+        let gate = runtime.gate
+        let json = StatusJSON(ids: ids)
+        routes.add("io.adorch.Ads.ListSlots", NoParameters.self) { _, _, replier in
+            runtime.slotStatuses { replier.reply(["slots": .array($0.map(json.listedSlotJSON))]) }
+        }
+        routes.add("io.adorch.Ads.Show", ShowCall.self) { p, call, replier in
+            if let refusal = gate.showRefusal(call.peer?.uid) { return replier.fail(refusal) }
+            runtime.show(slot: p.slot, userID: p.userID, reward: p.reward, holder: call.peer?.uid) { result in
+                switch result {
+                case .success(let (ad, expiresAt)): replier.reply(["ad": adJSON(ad, expiresAt: expiresAt, ids)])
+                case .failure(let error): replier.fail(showError(error))
+                }
+            }
+        }
+        routes.add("io.adorch.Ads.Load", LoadCall.self) { p, call, replier in
+            runtime.load(slot: p.slot, p.parameters, targeting: p.targeting, holder: call.peer?.uid,
+                         refused: { replier.fail(showError($0)) }) { result in
+                switch result {
+                case .success(let ads):
+                    replier.reply(["ads": .array(ads.map { adJSON($0.ad, expiresAt: $0.expiresAt, ids) })])
+                case .failure(let failure):
+                    replier.fail(VarlinkError("io.adorch.Ads.LoadFailed", [
+                        "slot": .string(p.slot), "error": .string(failure.code.rawValue), "message": .string(failure.message),
+                        "attempts": .array(failure.attempts.map {
+                            ["network": .string($0.plugin), "ad_unit_id": .string($0.adUnitID), "error": .string($0.code.rawValue)]
+                        }),
+                    ]))
+                }
+            }
+        }
+        routes.add("io.adorch.Ads.Report", ReportCall.self) { p, call, replier in
+            runtime.report(p.event, adID: p.adID, caller: call.peer?.uid, denied: { replier.fail(gate.denied(call, $0)) }) { result in
+                switch result {
+                case .success: replier.reply([:])
+                case .failure(.adNotValid(let reason)):
+                    replier.fail(VarlinkError("io.adorch.Ads.AdNotValid", ["ad_id": .string(p.adID), "message": .string(reason)]))
+                }
+            }
+        }
+        routes.add("io.adorch.Ads.Subscribe", SubscribeCall.self) { p, _, replier in
+            runtime.subscribe(slots: p.slots, replier: replier)
+        }
+        routes.add("io.adorch.Ads.ListEvents", ListEventsCall.self) { p, _, replier in
+            runtime.recentEvents(slots: p.slots, limit: p.limit) { replier.reply(["events": .array($0)]) }
+        }
+        routes.add("io.adorch.Ads.ListRewards", ListRewardsCall.self) { p, _, replier in
+            runtime.withRewards({ $0.unacknowledged(userID: p.userID, since: p.since) }) { result in
+                switch result {
+                case .success(let rows): replier.reply(["rewards": .array(rows)])
+                case .failure(let error): replier.fail(error)
+                }
+            }
+        }
+        routes.add("io.adorch.Ads.AckReward", AckRewardCall.self) { p, call, replier in
+            runtime.withRewards({ $0.acknowledge(p.transID, caller: call.peer?.uid) }) { result in
+                switch result {
+                case .success: replier.reply([:])
+                case .failure(.denied(let reason)): replier.fail(gate.denied(call, reason))
+                case .failure(.error(let error)): replier.fail(error)
+                }
+            }
+        }
+        routes.add("io.adorch.Ads.InitInteractive", InitInteractiveCall.self) { p, _, replier in
+            runtime.initInteractive(slot: p.slot, p.request) { result in
+                switch result {
+                case .success(let id): replier.reply(["session_id": .string(id)])
+                case .failure(let error): replier.fail(sessionError(error, sessionID: nil))
+                }
+            }
+        }
+        for operation in [SessionCall.start, .pause, .resume, .stop] {
+            routes.add("io.adorch.Ads.\(operation.rawValue.capitalized)", SessionIDCall.self) { p, _, replier in
+                runtime.session(operation, p.sessionID) { result in
+                    switch result {
+                    case .success: replier.reply([:])
+                    case .failure(let error): replier.fail(sessionError(error, sessionID: p.sessionID))
+                    }
+                }
+            }
+        }
+    }
+}
+
+// MARK: Parameters
+
+struct ShowCall: CallParameters {
+    static let names: Set<String> = ["slot", "user_id", "reward"]
+    var slot: String
+    var userID: String?
+    var reward: RewardModel?
+
+    init(_ call: VarlinkCall) throws(VarlinkError) {
+        slot = try call.string("slot")
+        userID = try call.optionalString("user_id")
+        switch call.parameters["reward"] {
+        case nil, .null?: break
+        case .object(let r)?:
+            guard r.keys.allSatisfy(["name", "amount", "extra"].contains),
+                  r["name"].map({ $0.stringValue != nil }) ?? true, r["extra"].map({ $0.stringValue != nil }) ?? true,
+                  r["amount"].map({ ($0.intValue ?? -1) >= 0 }) ?? true
+            else { throw invalidParameter("reward", "expected {name: string, amount: int >= 0, extra: string}") }
+            reward = RewardModel(name: r["name"]?.stringValue ?? "", amount: r["amount"]?.intValue ?? 0, extra: r["extra"]?.stringValue ?? "")
+        default: throw invalidParameter("reward", "expected an object")
+        }
+    }
+}
+
+/// Counts, sizes and the timeout are bounded by the engine (`LoadBounds`), against the slot's defaults.
+struct LoadCall: CallParameters {
+    static let names: Set<String> = ["slot", "count", "width", "height", "timeout_ms", "targeting"]
+    var slot: String
+    var parameters: LoadParameters
+    var targeting: [String: JSONValue]?
+
+    init(_ call: VarlinkCall) throws(VarlinkError) {
+        slot = try call.string("slot")
+        switch call.parameters["targeting"] {
+        case nil, .null?: break
+        case .object(let object)?:
+            if let (key, message) = Targeting.problem(object) { throw invalidParameter("targeting.\(key)", message) }
+            targeting = object
+        default: throw invalidParameter("targeting", "expected an object")
+        }
+        parameters = LoadParameters(
+            count: try call.optionalInt("count").map { Int(clamping: $0) },
+            width: try call.optionalInt("width").map { Int(clamping: $0) },
+            height: try call.optionalInt("height").map { Int(clamping: $0) },
+            timeout: try call.optionalInt("timeout_ms").map { .milliseconds($0) }
+        )
+    }
+}
+
+struct ReportCall: CallParameters {
+    static let names: Set<String> = ["ad_id", "event"]
+    var adID: String
+    var event: ViewerEvent
+
+    init(_ call: VarlinkCall) throws(VarlinkError) {
+        adID = try call.string("ad_id")
+        let name = try call.string("event")
+        guard let event = ViewerEvent(rawValue: name) else {
+            throw invalidParameter("event", "expected one of \(ViewerEvent.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(name)\"")
+        }
+        self.event = event
+    }
+}
+
+struct SubscribeCall: CallParameters {
+    static let names: Set<String> = ["slots"]
+    var slots: Set<String>?
+
+    init(_ call: VarlinkCall) throws(VarlinkError) {
+        guard call.more else { throw .expectedMore }
+        slots = try call.optionalStringArray("slots").map(Set.init)
+    }
+}
+
+struct ListEventsCall: CallParameters {
+    static let names: Set<String> = ["slots", "limit"]
+    var slots: Set<String>?
+    var limit: Int
+
+    init(_ call: VarlinkCall) throws(VarlinkError) {
+        let limit = try call.optionalInt("limit") ?? 50
+        guard (1...Int64(EventFeed.recentKept)).contains(limit) else {
+            throw invalidParameter("limit", "expected 1 to \(EventFeed.recentKept), got \(limit)")
+        }
+        self.limit = Int(limit)
+        slots = try call.optionalStringArray("slots").map(Set.init)
+    }
+}
+
+struct ListRewardsCall: CallParameters {
+    static let names: Set<String> = ["user_id", "since"]
+    var userID: String?
+    var since: Date?
+
+    init(_ call: VarlinkCall) throws(VarlinkError) {
+        if let text = try call.optionalString("since") {
+            guard let date = try? Date(text, strategy: .iso8601) else { throw invalidParameter("since", "expected an RFC 3339 time, got \"\(text)\"") }
+            since = date
+        }
+        userID = try call.optionalString("user_id")
+    }
+}
+
+struct AckRewardCall: CallParameters {
+    static let names: Set<String> = ["trans_id"]
+    var transID: String
+
+    init(_ call: VarlinkCall) throws(VarlinkError) { transID = try call.string("trans_id") }
+}
+
+struct InitInteractiveCall: CallParameters {
+    static let names: Set<String> = ["slot", "creative_url", "ad_parameters", "slot_type"]
+    /// The longest creative URL accepted.
+    static let maxURLBytes = 8192
+    var slot: String
+    var request: InteractiveRequest
+
+    init(_ call: VarlinkCall) throws(VarlinkError) {
+        slot = try call.string("slot")
+        let creativeURL = try call.string("creative_url")
+        guard !creativeURL.isEmpty, creativeURL.utf8.count <= Self.maxURLBytes else {
+            throw invalidParameter("creative_url", "expected a URL of 1 to \(Self.maxURLBytes) bytes")
+        }
+        guard case .object(let adParameters)? = call.parameters["ad_parameters"] else {
+            throw invalidParameter("ad_parameters", "expected an object (the ad's AdParameters, {} if it has none)")
+        }
+        let typeName = try call.string("slot_type")
+        guard let slotType = InteractiveRequest.SlotType(rawValue: typeName) else {
+            throw invalidParameter("slot_type", "expected preroll or midroll, got \"\(typeName)\"")
+        }
+        request = InteractiveRequest(creativeURL: creativeURL, adParametersJSON: JSONValue.object(adParameters).jsonString, slotType: slotType)
+    }
+}
+
+struct SessionIDCall: CallParameters {
+    static let names: Set<String> = ["session_id"]
+    var sessionID: String
+
+    init(_ call: VarlinkCall) throws(VarlinkError) { sessionID = try call.string("session_id") }
+}
+
+// MARK: Replies
+
+private func adJSON(_ ad: ShownAd, expiresAt: Date, _ ids: ExternalIDs) -> JSONValue {
+    let payload = JSONValue.parse(Data(ad.payloadJSON.utf8)) ?? .object([:])
+    return [
+        "id": .string(ids.external(ad.id)), "slot": .string(ad.slot), "network": .string(ad.network),
+        "format": .string(ad.format.rawValue), "payload": payload,
+        "expires_at": .string(timestamp(expiresAt)), "price": .double(ad.price),
+    ]
+}
+
+private func showError(_ error: ShowError) -> VarlinkError {
+    switch error {
+    case .slotNotFound(let slot):
+        VarlinkError("io.adorch.Ads.SlotNotFound", ["slot": .string(slot), "message": .string("no slot \"\(slot)\" is configured")])
+    case .noAdReady(let slot):
+        VarlinkError("io.adorch.Ads.NoAdReady", ["slot": .string(slot), "message": .string("no valid ad is ready in \(slot); it is being refilled")])
+    case .displayFailed(let slot, let tries):
+        VarlinkError("io.adorch.Ads.NoAdReady", ["slot": .string(slot), "message": .string(
+            "the plugins could not present any of the \(tries) ads of \(slot) this call took; it is being refilled")])
+    case .invalidParameter(let name, let reason):
+        invalidParameter(name, reason)
+    }
+}
+
+private func sessionError(_ error: SessionCallError, sessionID: String?) -> VarlinkError {
+    switch error {
+    case .slotNotFound(let slot): showError(.slotNotFound(slot))
+    case .session(.sessionNotFound):
+        VarlinkError("io.adorch.Ads.SessionNotFound", ["session_id": .string(sessionID ?? ""),
+                                                       "message": "no live session has this id: it never existed or has ended"])
+    case .session(.invalidParameter(let name, let reason)): invalidParameter(name, reason)
+    case .session(.unavailable(let slot, let reason)): VarlinkError("io.adorch.Ads.NoAdReady", ["slot": .string(slot), "message": .string(reason)])
+    }
+}

@@ -1,0 +1,39 @@
+import AdorchEngine
+import AdorchLocking
+import AdorchPluginHost
+import AdorchVarlink
+
+/// A snapshot for io.adorch.Manager.GetStatus.
+struct DaemonStatus: Sendable {
+    struct Plugin: Sendable {
+        var info: PluginInfo?
+        var refusal: PluginRefusal?
+        var statsJSON: String?
+    }
+
+    var version: String
+    var pid: Int32
+    var uptime: Double
+    var socket: String
+    var configSource: String
+    var connections: (open: Int, accepted: Int, refused: Int)
+    var limits: VarlinkLimits
+    var showRate: ShowRate
+    var showsRateLimited: Int
+    var plugins: [Plugin]
+    var slots: [SlotStatus]
+    var networks: [NetworkStatus]
+    var unattributedCallbacks: Int
+    var subscribers: Int
+    /// Interactive slots: live sessions and counters.
+    var sessions: [String: (live: Int, counters: SessionCounters)]
+}
+
+/// Plugin stats arriving from several plugin queues.
+final class StatsCollector: Sendable {
+    private let values = LockedValue<[String: String]>([:])
+
+    func set(_ name: String, _ json: String?) { values.withLock { $0[name] = json } }
+
+    func get(_ name: String) -> String? { values.withLock { $0[name] } }
+}

@@ -1,0 +1,167 @@
+import AdorchEngine
+import AdorchPluginHost
+import AdorchVarlink
+import Dispatch
+import Foundation
+
+// [engine queue] What the control API asks of the engine side. Each call hops onto the
+// engine queue once and answers through its completion: the Varlink queue never waits for
+// the engine queue, so neither can deadlock the other.
+
+extension EngineRuntime {
+    func slotStatuses(completion: @escaping @Sendable ([SlotStatus]) -> Void) {
+        queue.async { [self] in completion(engine.slotStatuses(at: now())) }
+    }
+
+    /// A Show call, decided by the engine (its fallbacks and retry limit included); the
+    /// answer carries the ad's expiry as wall-clock time.
+    func show(slot: String, userID: String?, reward: RewardModel?, holder: UInt32?,
+              completion: @escaping @Sendable (Result<(ad: ShownAd, expiresAt: Date), ShowError>) -> Void) {
+        queue.async { [self] in
+            let request = issueRequest()
+            pendingShows[request] = (holder, { [self] result in completion(result.map { ($0, wallTime($0.expiresAt)) }) })
+            apply(engine.requestShow(slot: slot, userID: userID, reward: reward, request: request, now: now()))
+        }
+    }
+
+    /// An on-demand Load: `refused` answers at once (bad parameters), `completion` when the
+    /// waterfall gave ads or ran out. `targeting` is the app's: its keys go over the slot's
+    /// (which holds the daemon-wide ones).
+    func load(slot: String, _ asked: LoadParameters, targeting: [String: JSONValue]?, holder: UInt32?,
+              refused: @escaping @Sendable (ShowError) -> Void,
+              completion: @escaping @Sendable (Result<[(ad: ShownAd, expiresAt: Date)], LoadFailure>) -> Void) {
+        queue.async { [self] in
+            var parameters = asked
+            if let targeting {
+                let base = config.slots.first { $0.id == slot }.flatMap { JSONValue.parse(Data($0.targetingJSON.utf8))?.objectValue } ?? [:]
+                parameters.targetingJSON = JSONValue.object(Targeting.merge(base, targeting)).jsonString
+            }
+            let request = issueRequest()
+            pendingLoads[request] = (holder, { [self] result in completion(result.map { $0.map { ($0, wallTime($0.expiresAt)) } }) })
+            let (result, effects) = engine.load(slot: slot, parameters, request: request, now: now())
+            if case .failure(let error) = result {
+                pendingLoads[request] = nil
+                refused(error)
+            }
+            apply(effects)
+        }
+    }
+
+    /// A viewer report; `denied` answers instead when the ad was handed to another uid than `caller`'s.
+    func report(_ event: ViewerEvent, adID: String, caller: UInt32?, denied: @escaping @Sendable (String) -> Void,
+                completion: @escaping @Sendable (Result<Void, ReportError>) -> Void) {
+        guard let id = ids.internal(adID) else {
+            return completion(.failure(.adNotValid(reason: "\(adID) is not an ad id of this daemon run")))
+        }
+        queue.async { [self] in
+            // Root may always; an ad no one holds (already destroyed) is left to the engine to judge.
+            if let holder = holders[id], let caller, caller != 0, caller != holder {
+                return denied("not the user ad \(adID) was handed to (uid \(holder))")
+            }
+            let (result, effects) = engine.report(event, for: id, now: now())
+            apply(effects)
+            completion(result)
+        }
+    }
+
+    /// InitInteractive: a new session in the slot, fetching at once; answers its id.
+    func initInteractive(slot slotID: String, _ request: InteractiveRequest,
+                         completion: @escaping @Sendable (Result<String, SessionCallError>) -> Void) {
+        queue.async { [self] in
+            guard let slot = config.slots.first(where: { $0.id == slotID }) else { return completion(.failure(.slotNotFound(slotID))) }
+            let entry = slot.waterfall.first { plugins[$0.plugin]?.info.formats.contains(.interactive) == true }
+            let id = engine.issueID()
+            switch sessions.initiate(id, slot: slot, plugin: entry, request: request, now: now()) {
+            case .success(let effects):
+                logger.info("session \(ids.external(id)) initialized in \(slotID) (\(request.slotType.rawValue)) with \(entry?.plugin ?? "?")",
+                            metadata: ["slot": "\(slotID)", "session_id": "\(ids.external(id))"])
+                apply(effects)
+                completion(.success(ids.external(id)))
+            case .failure(let error):
+                completion(.failure(.session(error)))
+            }
+        }
+    }
+
+    /// Start, Pause, Resume or Stop on a session.
+    func session(_ call: SessionCall, _ sessionID: String, completion: @escaping @Sendable (Result<Void, SessionCallError>) -> Void) {
+        queue.async { [self] in
+            guard let id = ids.internal(sessionID) else { return completion(.failure(.session(.sessionNotFound(0)))) }
+            let result = switch call {
+            case .start: sessions.start(id, now: now())
+            case .pause: sessions.control(.pause, id)
+            case .resume: sessions.control(.resume, id)
+            case .stop: sessions.stop(id, now: now())
+            }
+            switch result {
+            case .success(let effects):
+                logger.debug("session \(sessionID): \(call.rawValue)", metadata: ["session_id": "\(sessionID)"])
+                apply(effects)
+                completion(.success(()))
+            case .failure(let error):
+                completion(.failure(.session(error)))
+            }
+        }
+    }
+
+    func recentEvents(slots: Set<String>?, limit: Int, completion: @escaping @Sendable ([JSONValue]) -> Void) {
+        queue.async { [self] in completion(feed.recentEvents(slots: slots, limit: limit)) }
+    }
+
+    /// Streams events to `replier`, starting with the rewards no app acknowledged yet.
+    func subscribe(slots: Set<String>?, replier: VarlinkReplier) {
+        queue.async { [self] in
+            feed.subscribe(slots: slots, replier: replier)
+            for event in rewards?.redeliveries(slots: slots) ?? [] { replier.reply(["event": event], continues: true) }
+        }
+    }
+
+    /// The ledger's calls run on the engine queue, behind the grants already being written.
+    func withRewards<T: Sendable>(_ body: @escaping @Sendable (RewardDesk) -> T, completion: @escaping @Sendable (T) -> Void) {
+        queue.async { [self] in completion(body(rewards!)) }
+    }
+
+    /// Everything GetStatus reports; plugin counters are asked of each plugin's own queue.
+    func status(server: VarlinkServer?, socket: String, completion: @escaping @Sendable (DaemonStatus) -> Void) {
+        queue.async { [self] in
+            let loaded = plugins.loaded.values.sorted { $0.info.name < $1.info.name }
+            let base = DaemonStatus(
+                version: Daemon.version, pid: getpid(), uptime: Date().timeIntervalSince(startedAt), socket: socket,
+                configSource: config.source, connections: server?.connectionCounts ?? (0, 0, 0),
+                limits: server?.limits ?? config.limits, showRate: config.showRate,
+                showsRateLimited: gate.showsRateLimited,
+                plugins: loaded.map { .init(info: $0.info, refusal: nil, statsJSON: nil) }
+                    + plugins.refusals.values.sorted { $0.name < $1.name }.map { .init(info: nil, refusal: $0, statsJSON: nil) },
+                slots: engine.slotStatuses(at: now()), networks: engine.networkStatuses(at: now()),
+                unattributedCallbacks: engine.unattributedCallbacks, subscribers: feed.subscriberCount,
+                sessions: Dictionary(uniqueKeysWithValues: config.slots.filter { $0.format == .interactive }.map { slot in
+                    (slot.id, (sessions.liveCount(in: slot.id), sessions.counters[slot.id] ?? SessionCounters()))
+                })
+            )
+            let group = DispatchGroup()
+            let stats = StatsCollector()
+            for plugin in loaded {
+                group.enter()
+                plugin.stats(timeout: .seconds(1)) { json in
+                    stats.set(plugin.info.name, json)
+                    group.leave()
+                }
+            }
+            group.notify(queue: queue) {
+                var status = base
+                for i in status.plugins.indices {
+                    if let name = status.plugins[i].info?.name { status.plugins[i].statsJSON = stats.get(name) }
+                }
+                completion(status)
+            }
+        }
+    }
+}
+
+enum SessionCall: String { case start, pause, resume, stop }
+
+/// Why a session call was refused, as the control API names it.
+enum SessionCallError: Error {
+    case slotNotFound(String)
+    case session(SessionError)
+}

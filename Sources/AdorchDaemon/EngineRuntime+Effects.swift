@@ -1,0 +1,62 @@
+import AdorchEngine
+import AdorchPluginHost
+import Dispatch
+
+// [engine queue] The engine's effects carried out: plugin calls, events, rewards and the
+// answers to waiting calls; and what plugins report, fed back to the engine.
+
+extension EngineRuntime {
+    /// Carries out the effects in order, then re-arms the timer.
+    func apply(_ effects: [Effect]) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        for effect in effects {
+            switch effect {
+            case .load(let order): plugins[order.plugin]?.load(order)
+            case .show(let id, let plugin, let userID): present(id, plugin: plugin, userID: userID)
+            case .notify(let id, let plugin, let event): plugins[plugin]?.notify(id, event: event)
+            case .destroy(let id, let plugin):
+                holders[id] = nil
+                plugins[plugin]?.destroy(id)
+            case .emit(let event): feed.publish(event)
+            case .completeShow(let request, let result):
+                guard let call = pendingShows.removeValue(forKey: request) else { continue }
+                if case .success(let ad) = result, let holder = call.holder { holders[ad.id] = holder }
+                call.answer(result)
+            case .completeLoad(let request, let result):
+                guard let call = pendingLoads.removeValue(forKey: request) else { continue }
+                if case .success(let ads) = result, let holder = call.holder { for ad in ads { holders[ad.id] = holder } }
+                call.answer(result)
+            case .grantReward(let grant):
+                // docs/rules.md, "Rewards": the ledger row is on disk before anyone hears of it.
+                if let event = rewards?.record(grant, holder: holders[grant.adID], ids: ids) { feed.publish(event) }
+            case .startSession(let id, let plugin):
+                // A plugin stuck for longer than this is as good as a refusal; the start timeout covers the rest.
+                plugins[plugin]?.show(id, userID: nil, timeout: .seconds(5)) { [self] started in
+                    guard !started else { return }
+                    queue.async { [self] in apply(sessions.startRefused(id, now: now())) }
+                }
+            case .controlSession(let id, let plugin, let control): plugins[plugin]?.control(id, control)
+            }
+        }
+        rearm()
+    }
+
+    /// ad_show, and its answer back to the engine, which decides what the Show call gets.
+    private func present(_ id: AdID, plugin name: String, userID: String?) {
+        guard let plugin = plugins[name] else { return apply(engine.showAnswered(id, presented: false, now: now())) }
+        plugin.show(id, userID: userID) { [self] shown in
+            queue.async { [self] in apply(engine.showAnswered(id, presented: shown, now: now())) }
+        }
+    }
+
+    /// What plugins report, from their own threads: one hop to the engine queue.
+    var reportHandler: PluginReportHandler {
+        { [weak self] plugin, id, report in
+            guard let self else { return }
+            queue.async { [self] in
+                apply(sessions.owns(id) ? sessions.pluginReported(report, for: id, from: plugin, now: now())
+                                        : engine.pluginReported(report, for: id, from: plugin, now: now()))
+            }
+        }
+    }
+}

@@ -1,0 +1,243 @@
+import AdorchEngine
+import AdorchPluginHost
+import AdorchSystemd
+import AdorchVarlink
+import Dispatch
+import Foundation
+import Logging
+
+/// [engine queue] The only owner of the engine queue: the pure engine and the interactive
+/// sessions, the plugins, events and rewards they drive, the timers that wake them, and
+/// start, stop and reload. Calls from the Varlink side hop here once and answer through a
+/// completion; nothing here ever waits for the Varlink queue.
+///
+/// @unchecked Sendable: every mutable field is touched only on `queue` (asserted where a
+/// function must be on it); the rest is immutable after init.
+final class EngineRuntime: @unchecked Sendable {
+    let queue = DispatchQueue(label: "adorch.engine")
+    let logger: Logger
+    let options: DaemonOptions
+    let ids = ExternalIDs()
+    let gate: CallGate
+    let feed: EventFeed
+    let plugins: PluginRegistry
+    let stateDir: String
+    private(set) var config: DaemonConfig
+    var engine: Engine
+    var sessions = InteractiveSessions()
+    /// Rewards, durably; opened by start.
+    private(set) var rewards: RewardDesk?
+    /// Who each ad was handed to (Show, Load): only that uid may report on it or acknowledge
+    /// its reward. An entry lives as long as the ad's plugin object.
+    var holders: [AdID: UInt32] = [:]
+    /// Show and Load calls waiting for the engine's answer, by request.
+    var pendingShows: [RequestID: (holder: UInt32?, answer: @Sendable (Result<ShownAd, ShowError>) -> Void)] = [:]
+    var pendingLoads: [RequestID: (holder: UInt32?, answer: @Sendable (Result<[ShownAd], LoadFailure>) -> Void)] = [:]
+    private var nextRequest: RequestID = 1
+    private var estimatesFile: EstimatesFile
+    /// Wakes the engine when it asked to be.
+    var timer: DispatchSourceTimer?
+    private var tickers: [DispatchSourceTimer] = []
+    private var lastStatus = ""
+    let startedAt = Date()
+
+    init(config: DaemonConfig, options: DaemonOptions, stateDir: String, gate: CallGate, logger: Logger) {
+        self.config = config
+        self.options = options
+        self.stateDir = stateDir
+        self.gate = gate
+        self.logger = logger
+        engine = Engine(slots: [], plugins: [], settings: config.scheduler)
+        estimatesFile = EstimatesFile(stateDir: stateDir)
+        feed = EventFeed(queue: queue, logger: logger, ids: ids)
+        plugins = PluginRegistry(queue: queue, logger: logger, options: options)
+    }
+
+    /// Opens the ledger, loads the plugins, builds the engine (with the estimates kept from
+    /// the last run) and starts its timers. Throws only if the state directory or the
+    /// ledger cannot be used: a refused plugin is logged and the daemon runs on.
+    func start() throws {
+        try prepareStateDirectory()
+        rewards = try RewardDesk(stateDir: stateDir, config: config, logger: logger)
+        queue.sync {
+            plugins.load(config.plugins, dirs: config.pluginDir, onReport: reportHandler)
+            engine = Engine(slots: config.slots, plugins: Set(plugins.loaded.keys), settings: config.scheduler,
+                            seed: UInt64.random(in: 1...UInt64.max))
+            timer = makeTimer { [unowned self] in advance() }
+            if let (kept, away) = estimatesFile.load(logger: logger) {
+                let (effects, refused) = engine.restore(kept, away: away, now: now())
+                if refused > 0 { logger.warning("scheduler estimates: \(refused) values out of range in \(estimatesFile.path) were not taken") }
+                apply(effects)
+            }
+            advance()
+            tickers.append(makeTimer(every: EstimatesFile.interval) { [unowned self] in saveEstimates() })
+        }
+    }
+
+    /// The socket is served: events reach subscribers, systemd hears READY=1 with the
+    /// summary, and STATUS= and the watchdog pings start.
+    func serving(_ server: VarlinkServer, at socketPath: String) {
+        queue.sync {
+            feed.server = server
+            let summary = summary()
+            lastStatus = summary
+            ServiceNotifier.ready(status: summary)
+            logger.notice("adorchd \(Daemon.version) ready on \(socketPath): \(summary)", metadata: MessageID.daemonReady.metadata)
+            tickers.append(makeTimer(every: .seconds(1)) { [unowned self] in publishStatus() })
+            if let interval = ServiceNotifier.watchdogInterval {
+                // From the engine queue itself: a stuck engine stops the pings.
+                tickers.append(makeTimer(every: interval / 2) { ServiceNotifier.watchdog() })
+                logger.info("watchdog: pinging every \(interval / 2)")
+            }
+        }
+    }
+
+    /// Sessions and ads end (every object destroyed through its plugin), subscriptions end
+    /// with a final reply, the estimates are saved, then the plugins' deinit.
+    func stop() {
+        queue.sync {
+            for source in tickers + [timer].compactMap({ $0 }) { source.cancel() }
+            saveEstimates()
+            apply(sessions.endAll(where: { _, _ in true }, reason: "the daemon is stopping", now: now()) + engine.shutdown(now: now()))
+            feed.endSubscriptions()
+            plugins.shutdownAll()
+        }
+    }
+
+    /// Reads the config again and applies it; on any error the running config stays and
+    /// the reply and the journal say why. systemd hears RELOADING=1 and READY=1 around it.
+    func reload(completion: @escaping @Sendable (Result<String, ConfigError>) -> Void) {
+        queue.async { [self] in
+            ServiceNotifier.reloading()
+            let result = applyConfig()
+            ServiceNotifier.ready(status: summary())
+            switch result {
+            case .success(let summary): logger.notice("reload done: \(summary)", metadata: MessageID.reloadDone.metadata)
+            case .failure(let error): logger.error("reload failed, keeping the running config: \(error)", metadata: MessageID.reloadFailed.metadata)
+            }
+            completion(result)
+        }
+    }
+
+    private func applyConfig() -> Result<String, ConfigError> {
+        let next: DaemonConfig
+        do throws(ConfigError) {
+            next = try options.configPath.map { path throws(ConfigError) in try DaemonConfig.load(path: path) } ?? .embeddedDefault()
+        } catch {
+            return .failure(error)
+        }
+        // A config naming no plugins keeps the ones found in the plugin directories.
+        let wanted = Set(next.plugins.map(\.name))
+        let removed = next.plugins.isEmpty ? [] : plugins.loaded.keys.filter { !wanted.contains($0) }
+        plugins.load(next.plugins.filter { plugins[$0.name] == nil }, dirs: next.pluginDir, onReport: reportHandler)
+        if !next.plugins.isEmpty { plugins.forgetRefusals(except: wanted) }
+        apply(engine.setAvailablePlugins(Set(plugins.loaded.keys).subtracting(removed), now: now()))
+        apply(engine.reconfigure(slots: next.slots, settings: next.scheduler, now: now()))
+        let interactive = Set(next.slots.filter { $0.format == .interactive }.map(\.id))
+        apply(sessions.endAll(where: { slot, plugin in !interactive.contains(slot) || removed.contains(plugin) },
+                              reason: "the reload removed its slot or its plugin", now: now()))
+        for name in removed.sorted() { plugins.remove(name) }
+        if next.limits != config.limits || next.socketPath != config.socketPath {
+            logger.notice("reload: socket, max_message_bytes and connection [limits] changes take effect at the next start")
+        }
+        config = next
+        gate.update(next)
+        return .success(summary())
+    }
+
+    /// The state directory (ledger, estimates) must exist and be writable: said in words,
+    /// as a config error, before anything else starts.
+    private func prepareStateDirectory() throws(StateDirectoryError) {
+        do {
+            try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+        } catch {
+            throw StateDirectoryError(path: stateDir, reason: "cannot be created: \(inWords(error))")
+        }
+        guard access(stateDir, W_OK | X_OK) == 0 else {
+            throw StateDirectoryError(path: stateDir, reason: "is not writable by uid \(getuid()): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Blocks the engine queue (io.adorch.Debug, tests only): the watchdog pings must stop.
+    func freeze(for duration: Duration) {
+        logger.warning("debug: freezing the engine queue for \(duration)")
+        queue.async { Thread.sleep(forTimeInterval: duration.seconds) }
+    }
+
+    /// A new request id for a Show or Load call.
+    func issueRequest() -> RequestID {
+        dispatchPrecondition(condition: .onQueue(queue))
+        defer { nextRequest += 1 }
+        return nextRequest
+    }
+
+    // MARK: Timers
+
+    /// A timer on the engine queue, once at `every` intervals or, without, re-armed by `rearm`.
+    private func makeTimer(every interval: Duration? = nil, _ body: @escaping () -> Void) -> DispatchSourceTimer {
+        let source = DispatchSource.makeTimerSource(queue: queue)
+        source.setEventHandler(handler: body)
+        if let interval {
+            let nanoseconds = Int(interval.nanosecondsClamped)
+            source.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(nanoseconds), leeway: .milliseconds(10))
+        }
+        source.resume()
+        return source
+    }
+
+    /// Deadlines, expiries and backoffs of ads and sessions that are due.
+    private func advance() {
+        let moment = now()
+        apply(engine.advance(to: moment) + sessions.advance(to: moment))
+    }
+
+    func rearm() {
+        guard let timer else { return }
+        let current = now()
+        if let wake = [engine.nextWakeup(after: current), sessions.nextWakeup(after: current)].compactMap({ $0 }).min() {
+            timer.schedule(deadline: .now() + .nanoseconds(Int((wake - current).nanosecondsClamped)), leeway: .milliseconds(2))
+        } else {
+            timer.schedule(deadline: .distantFuture)
+        }
+    }
+
+    private func saveEstimates() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        estimatesFile.save(engine.estimates(at: now()), logger: logger)
+    }
+
+    /// STATUS= for systemd, sent when the summary changed, at most once a second.
+    private func publishStatus() {
+        let summary = summary()
+        guard summary != lastStatus else { return }
+        lastStatus = summary
+        ServiceNotifier.status(summary)
+    }
+
+    // MARK: Helpers
+
+    func now() -> Moment {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Moment(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
+    }
+
+    /// The wall-clock time of a monotonic moment, for apps (reads only the clock: any thread).
+    func wallTime(_ moment: Moment) -> Date { Date(timeIntervalSinceNow: (moment - now()).seconds) }
+
+    /// One line: slots, ready ads, plugins.
+    func summary() -> String {
+        let statuses = engine.slotStatuses(at: now())
+        let ready = statuses.map(\.ready).reduce(0, +)
+        let wanted = statuses.map(\.target.count).reduce(0, +)
+        return "\(statuses.count) slots, \(ready)/\(wanted) ads ready, \(plugins.loaded.count) plugins"
+            + (plugins.refusals.isEmpty ? "" : ", \(plugins.refusals.count) refused")
+    }
+}
+
+/// The state directory cannot be used: a config error (exit 78), never a crash.
+public struct StateDirectoryError: Error, CustomStringConvertible {
+    public var path: String
+    public var reason: String
+    public var description: String { "state directory \(path) \(reason) (set [daemon] state_dir or --state-dir)" }
+}

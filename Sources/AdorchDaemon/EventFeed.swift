@@ -1,0 +1,105 @@
+import AdorchEngine
+import AdorchVarlink
+import Dispatch
+import Foundation
+import Logging
+
+/// [engine queue] Where engine events go: the journal, the latest events for ListEvents,
+/// and the Subscribe streams. An event's JSON is made only when someone reads it.
+///
+/// @unchecked Sendable: confined to the engine queue (asserted), created before it runs.
+final class EventFeed: @unchecked Sendable {
+    /// Events ListEvents can still return.
+    static let recentKept = 512
+
+    private let queue: DispatchQueue
+    private let logger: Logger
+    private let ids: ExternalIDs
+    /// Set once the socket is served; events before that reach only the journal and `recent`.
+    var server: VarlinkServer?
+    private var recent = RecentEvents(capacity: recentKept)
+    private var subscribers: [UInt64: Subscriber] = [:]
+    private var nextSubscriber: UInt64 = 1
+
+    init(queue: DispatchQueue, logger: Logger, ids: ExternalIDs) {
+        self.queue = queue
+        self.logger = logger
+        self.ids = ids
+    }
+
+    var subscriberCount: Int {
+        dispatchPrecondition(condition: .onQueue(queue))
+        return subscribers.count
+    }
+
+    func publish(_ reported: EngineEvent) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        var event = reported
+        if event.kind == .session, event.message == nil,
+           let message = event.detailJSON.flatMap({ JSONValue.parse(Data($0.utf8)) })?.objectValue?["message"]?.stringValue {
+            event.message = message  // a renderer's error, from its detail
+        }
+        let level = event.logLevel
+        if logger.logLevel <= level { logger.log(level: level, "\(event.logLine(ids))", metadata: event.logMetadata(ids)) }
+        let now = Date()
+        recent.append((event, now))
+        let listening = subscribers.values.filter { $0.wants(event.slot) }
+        guard !listening.isEmpty, let server else { return }
+        server.broadcast(["event": event.json(at: now, ids)], to: listening.map(\.replier))
+    }
+
+    /// The latest `limit` events of `slots` (all if nil), oldest first.
+    func recentEvents(slots: Set<String>?, limit: Int) -> [JSONValue] {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let matching = recent.elements.filter { event, _ in slots.map { s in event.slot.map(s.contains) ?? false } ?? true }
+        return matching.suffix(limit).map { event, time in event.json(at: time, ids) }
+    }
+
+    /// From here on `replier` streams the events of `slots`; it is dropped when its
+    /// connection closes. The first reply says the subscription is in place.
+    func subscribe(slots: Set<String>?, replier: VarlinkReplier) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let id = nextSubscriber
+        nextSubscriber += 1
+        subscribers[id] = Subscriber(slots: slots, replier: replier)
+        replier.onClose { [weak self] in
+            guard let self else { return }
+            queue.async { self.subscribers[id] = nil }
+        }
+        replier.reply(["event": ["kind": "subscribed", "time": .string(timestamp(Date()))]], continues: true)
+    }
+
+    /// The daemon stops: every stream ends with a final error.
+    func endSubscriptions() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        for subscriber in subscribers.values { subscriber.replier.fail(VarlinkError("io.adorch.Ads.ShuttingDown")) }
+        subscribers.removeAll()
+    }
+}
+
+private struct Subscriber {
+    var slots: Set<String>?
+    var replier: VarlinkReplier
+
+    func wants(_ slot: String?) -> Bool {
+        guard let slots else { return true }
+        return slot.map(slots.contains) ?? false
+    }
+}
+
+/// The last `capacity` events, oldest first: a ring, so a full one costs no shifting.
+struct RecentEvents {
+    private var ring: [(EngineEvent, Date)] = []
+    private var start = 0
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    mutating func append(_ element: (EngineEvent, Date)) {
+        guard ring.count == capacity else { return ring.append(element) }
+        ring[start] = element
+        start = (start + 1) % capacity
+    }
+
+    var elements: [(EngineEvent, Date)] { Array(ring[start...] + ring[..<start]) }
+}

@@ -1,0 +1,62 @@
+import AdorchRewards
+import AdorchVarlink
+
+/// [Varlink queue] io.adorch.Manager (operators: status, reload, the reward callback check)
+/// and io.adorch.Debug (tests only, served with --debug-interface).
+struct ManagerMethods {
+    let runtime: EngineRuntime
+    let serving: LockedServer
+
+    func register(in routes: inout Routes) {
+        let runtime = runtime
+        let serving = serving
+        let json = StatusJSON(ids: runtime.ids)
+        routes.add("io.adorch.Manager.VerifyRewardCallback", CallbackQuery.self) { p, _, replier in
+            runtime.withRewards({ $0.verifyCallback(p.query) }) { result in
+                switch result {
+                case .success(let verdict):
+                    var reply: [String: JSONValue] = ["is_valid": .bool(verdict.valid), "body": .string(RewardCallback.body(isValid: verdict.valid))]
+                    if let reason = verdict.reason { reply["reason"] = .string(reason) }
+                    replier.reply(reply)
+                case .failure(let error): replier.fail(error)
+                }
+            }
+        }
+        routes.add("io.adorch.Manager.GetStatus", NoParameters.self) { _, _, replier in
+            runtime.status(server: serving.server, socket: serving.socketPath) { replier.reply(json.statusJSON($0)) }
+        }
+        routes.add("io.adorch.Manager.Reload", NoParameters.self) { _, _, replier in
+            runtime.reload { result in
+                switch result {
+                case .success(let summary): replier.reply(["summary": .string(summary)])
+                case .failure(let error): replier.fail(VarlinkError("io.adorch.Manager.ReloadFailed", ["message": .string(error.description)]))
+                }
+            }
+        }
+        routes.add("io.adorch.Debug.FreezeEngine", FreezeCall.self) { p, _, replier in
+            replier.reply([:])
+            runtime.freeze(for: p.duration)
+        }
+    }
+}
+
+struct CallbackQuery: CallParameters {
+    static let names: Set<String> = ["query"]
+    var query: String
+
+    init(_ call: VarlinkCall) throws(VarlinkError) { query = try call.string("query") }
+}
+
+struct FreezeCall: CallParameters {
+    static let names: Set<String> = ["seconds"]
+    /// Longer would outlast any test's patience and the watchdog tests' margins.
+    static let longest = 60.0
+    var duration: Duration
+
+    init(_ call: VarlinkCall) throws(VarlinkError) {
+        guard let seconds = call.parameters["seconds"]?.doubleValue, (0...Self.longest).contains(seconds) else {
+            throw .invalidParameter("seconds")
+        }
+        duration = .milliseconds(Int64(seconds * 1000))
+    }
+}

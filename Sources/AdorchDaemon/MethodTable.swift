@@ -1,0 +1,70 @@
+import AdorchVarlink
+
+/// [Varlink queue] The io.adorch.* methods as a table of typed handlers: a call passes the
+/// call gate, its parameters are parsed and bounded once into the method's own type, and
+/// only then does its handler run (and hop to the engine runtime if it needs to).
+struct MethodTable: Sendable {
+    typealias Handler = @Sendable (VarlinkCall, VarlinkReplier) throws(VarlinkError) -> Void
+
+    private let gate: CallGate
+    private let handlers: [String: Routes.Route]
+
+    init(runtime: EngineRuntime, serving: LockedServer) {
+        var routes = Routes()
+        AdsMethods(runtime: runtime).register(in: &routes)
+        ManagerMethods(runtime: runtime, serving: serving).register(in: &routes)
+        gate = runtime.gate
+        handlers = routes.handlers
+    }
+
+    func handle(_ call: VarlinkCall, _ replier: VarlinkReplier) {
+        guard let route = handlers[call.method] else { return replier.fail(.methodNotImplemented(call.method)) }
+        do throws(VarlinkError) {
+            // Access is checked before the parameters: a caller who may not call learns nothing more.
+            let slot = route.takesSlot ? call.parameters["slot"]?.stringValue : nil
+            if let refusal = gate.refusal(of: call, slot: slot) { throw refusal }
+            try route.handler(call, replier)
+        } catch {
+            replier.fail(error)
+        }
+    }
+}
+
+/// A method's parameters, parsed and bounded from a call; anything else in the call is an
+/// `InvalidParameter` naming it.
+protocol CallParameters: Sendable {
+    /// Every parameter the method takes.
+    static var names: Set<String> { get }
+    init(_ call: VarlinkCall) throws(VarlinkError)
+}
+
+/// Methods that take nothing.
+struct NoParameters: CallParameters {
+    static let names: Set<String> = []
+    init(_ call: VarlinkCall) {}
+}
+
+/// The table being built: a method name, its parameter type and its handler.
+struct Routes {
+    struct Route: Sendable {
+        /// The method names a slot, whose [access] rule applies too.
+        var takesSlot: Bool
+        var handler: MethodTable.Handler
+    }
+
+    private(set) var handlers: [String: Route] = [:]
+
+    mutating func add<P: CallParameters>(_ method: String, _: P.Type,
+                                         _ body: @escaping @Sendable (P, VarlinkCall, VarlinkReplier) -> Void) {
+        precondition(handlers[method] == nil, "\(method) is routed twice")
+        handlers[method] = Route(takesSlot: P.names.contains("slot")) { call, replier throws(VarlinkError) in
+            try call.onlyParameters(P.names)
+            body(try P(call), call, replier)
+        }
+    }
+}
+
+/// io.adorch.Ads.InvalidParameter: which parameter and what was expected.
+func invalidParameter(_ name: String, _ message: String) -> VarlinkError {
+    VarlinkError("io.adorch.Ads.InvalidParameter", ["parameter": .string(name), "message": .string(message)])
+}

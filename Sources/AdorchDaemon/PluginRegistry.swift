@@ -1,0 +1,107 @@
+import AdorchEngine
+import AdorchPluginHost
+import Foundation
+import Logging
+
+/// A plugin the daemon tried to load and could not.
+public struct PluginRefusal: Sendable {
+    public var name: String
+    public var path: String
+    public var reason: String
+}
+
+/// [engine queue] The plugins: found in the plugin directories or named by the config,
+/// checked (who owns the file, who may write it), loaded, and the ones refused with why.
+///
+/// @unchecked Sendable: confined to the engine queue (asserted), created before it runs.
+final class PluginRegistry: @unchecked Sendable {
+    private let queue: DispatchQueue
+    private let logger: Logger
+    private let options: DaemonOptions
+    private(set) var loaded: [String: LoadedPlugin] = [:]
+    private(set) var refusals: [String: PluginRefusal] = [:]
+
+    init(queue: DispatchQueue, logger: Logger, options: DaemonOptions) {
+        self.queue = queue
+        self.logger = logger
+        self.options = options
+    }
+
+    subscript(name: String) -> LoadedPlugin? { loaded[name] }
+
+    /// Loads `wanted`, or every plugin found in the directories when the config names none
+    /// and none is loaded yet. What a plugin reports goes to `onReport`, from its own threads.
+    func load(_ wanted: [PluginConfig], dirs configured: String?, onReport: @escaping PluginReportHandler) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        if options.insecurePlugins {
+            logger.warning("--insecure-plugins: plugin files are loaded without checking who owns them or who may write them; never run a production daemon this way")
+        }
+        let dirs = (options.pluginDir ?? configured).map { [$0] } ?? DefaultPaths.pluginDirs
+        let list = wanted.isEmpty && loaded.isEmpty ? discover(in: dirs) : wanted
+        for plugin in list {
+            let file = plugin.path ?? "libadorch-plugin-\(plugin.name).so"
+            let candidates = file.hasPrefix("/") ? [file] : dirs.map { "\($0)/\(file)" }
+            guard let path = candidates.first(where: { FileManager.default.fileExists(atPath: $0) }) else {
+                refuse(plugin.name, path: candidates.first ?? file,
+                       reason: "plugin \(plugin.name) refused: \(file) not found in \(dirs.joined(separator: ", "))")
+                continue
+            }
+            do {
+                // Root and the service's own user: the only ones who may have put code here.
+                if !options.insecurePlugins { try PluginFileTrust.check(path, owners: [0, geteuid()]) }
+                let plugin = try LoadedPlugin(name: plugin.name, path: path, configJSON: plugin.configJSON, logger: logger, onReport: onReport)
+                loaded[plugin.info.name] = plugin
+                refusals[plugin.info.name] = nil
+                let info = plugin.info
+                let newer = info.abiMinor > PluginABI.minor
+                    ? " (newer than this daemon's ABI \(PluginABI.major).\(PluginABI.minor): what \(info.abiMajor).\(info.abiMinor) added is not used)" : ""
+                logger.notice(
+                    "plugin \(info.name) loaded: \(info.declaredName) \(info.version), ABI \(info.abiMajor).\(info.abiMinor)\(newer), \(info.formats.map(\.rawValue).joined(separator: "/")), from \(path)",
+                    metadata: ["plugin": "\(info.name)"].merging(MessageID.pluginLoaded.metadata) { $1 }
+                )
+            } catch {
+                refuse(plugin.name, path: path, reason: error.description)
+            }
+        }
+    }
+
+    /// Forgets the refusals of plugins a reload no longer names.
+    func forgetRefusals(except wanted: Set<String>) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        for name in refusals.keys where !wanted.contains(name) { refusals[name] = nil }
+    }
+
+    /// Stops a plugin a reload removed, after the destroys already queued to it ran.
+    func remove(_ name: String) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        loaded.removeValue(forKey: name)?.shutdown()
+        refusals[name] = nil
+        logger.notice("plugin \(name) removed", metadata: ["plugin": "\(name)"])
+    }
+
+    /// Every plugin's deinit, in name order; one stuck in a call is left behind, said in the log.
+    func shutdownAll() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        for plugin in loaded.values.sorted(by: { $0.info.name < $1.info.name }) where !plugin.shutdown() {
+            logger.error("plugin \(plugin.info.name) did not return from a call within 5 s: stopping without its deinit",
+                         metadata: ["plugin": "\(plugin.info.name)"])
+        }
+    }
+
+    private func refuse(_ name: String, path: String, reason: String) {
+        logger.error("\(reason)", metadata: ["plugin": "\(name)"].merging(MessageID.pluginRefused.metadata) { $1 })
+        refusals[name] = PluginRefusal(name: name, path: path, reason: reason)
+    }
+
+    private func discover(in dirs: [String]) -> [PluginConfig] {
+        var found: [String: PluginConfig] = [:]
+        for dir in dirs {
+            for file in ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).sorted() where file.hasSuffix(".so") {
+                var name = String(file.dropLast(3))
+                if name.hasPrefix("libadorch-plugin-") { name = String(name.dropFirst("libadorch-plugin-".count)) }
+                if found[name] == nil { found[name] = PluginConfig(name: name, path: "\(dir)/\(file)", configJSON: "{}") }
+            }
+        }
+        return found.values.sorted { $0.name < $1.name }
+    }
+}

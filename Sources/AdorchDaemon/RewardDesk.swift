@@ -1,0 +1,129 @@
+import AdorchEngine
+import AdorchRewards
+import AdorchVarlink
+import Foundation
+import Logging
+
+/// [engine queue] Rewards (docs/rules.md, "Rewards"): the durable ledger, the app security
+/// key, and the server-to-server callback checked as the publisher's server would. Called on
+/// the engine queue so that a grant's ledger row is written before its event is published.
+final class RewardDesk: Sendable {
+    let ledger: RewardLedger
+    /// The key of the server-to-server reward callback, if one is configured.
+    private let key: String?
+    private let logger: Logger
+
+    /// Opens the ledger in `stateDir` and reads the key from [rewards] key_file or the
+    /// systemd credential reward-key (never from the socket).
+    init(stateDir: String, config: DaemonConfig, logger: Logger) throws {
+        ledger = try RewardLedger(path: stateDir + "/adorch.sqlite")
+        self.logger = logger
+        var path = config.rewardKeyFile
+        if path == nil, let credentials = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"] {
+            let credential = credentials + "/reward-key"
+            if FileManager.default.fileExists(atPath: credential) { path = credential }
+        }
+        guard let path else {
+            key = nil
+            return
+        }
+        let text = try String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !text.isEmpty else { throw ConfigError(file: path, location: "file", message: "the reward key file is empty") }
+        key = text
+    }
+
+    /// Writes the grant to the ledger; the event to publish once it is on disk, or nil if it
+    /// was not granted (a repeat, or the write failed: both logged).
+    func record(_ grant: RewardGrant, holder: UInt32?, ids: ExternalIDs) -> EngineEvent? {
+        let row = RewardRecord(
+            transID: grant.networkTransID ?? "adorch-\(UUID().uuidString.lowercased())", adID: ids.external(grant.adID),
+            userID: grant.userID, slot: grant.slot, network: grant.network, rewardName: grant.reward.name,
+            rewardAmount: grant.reward.amount, extra: grant.reward.extra, grantedAt: Date(), holderUID: holder.map(Int64.init)
+        )
+        do {
+            switch try ledger.grant(row) {
+            case .granted:
+                var event = EngineEvent(.rewardGranted, slot: row.slot, adID: grant.adID, network: row.network,
+                                        message: "\(row.rewardAmount) \(row.rewardName), transaction \(row.transID)", userID: row.userID)
+                event.detailJSON = Self.json(row).jsonString
+                return event
+            case .duplicate(let why):
+                logger.warning("reward refused: \(why)", metadata: ["slot": "\(row.slot)", "user_id": "\(row.userID)"])
+            }
+        } catch {
+            logger.error("reward ledger write failed, the reward was not granted: \(error)", metadata: ["slot": "\(row.slot)"])
+        }
+        return nil
+    }
+
+    /// Checks a callback query: the signature against the key, then that its transaction
+    /// was not accepted before (replay).
+    func verifyCallback(_ query: String) -> Result<(valid: Bool, reason: String?), VarlinkError> {
+        guard let key else {
+            return .failure(VarlinkError("io.adorch.Manager.NoRewardKey", ["message": "no [rewards] key_file or reward-key credential is configured"]))
+        }
+        let parsed: RewardCallback.Query
+        do throws(RewardCallback.Failure) { parsed = try RewardCallback.parse(query) } catch {
+            return .success((false, error.description))
+        }
+        guard RewardCallback.signatureIsValid(parsed, key: key) else { return .success((false, "the sign does not match")) }
+        do {
+            guard try ledger.acceptCallback(transID: parsed.transID, at: Date()) else {
+                return .success((false, "transaction \(parsed.transID) was accepted before (replay)"))
+            }
+        } catch {
+            return .failure(VarlinkError("io.adorch.Manager.LedgerFailed", ["message": .string("\(error)")]))
+        }
+        return .success((true, nil))
+    }
+
+    /// Rewards no app acknowledged yet.
+    func unacknowledged(userID: String?, since: Date?) -> Result<[JSONValue], VarlinkError> {
+        Result { try ledger.unacknowledged(userID: userID, since: since).map(Self.json) }.mapError(Self.ledgerFailed)
+    }
+
+    /// Acknowledges a reward for `caller`: only the uid its ad was handed to (or root) may.
+    func acknowledge(_ transID: String, caller: UInt32?) -> Result<Void, AckRefusal> {
+        do {
+            if let holder = try ledger.reward(transID: transID)?.holderUID, let caller, caller != 0, Int64(caller) != holder {
+                return .failure(.denied("not the user the rewarded ad was handed to (uid \(holder))"))
+            }
+            guard try ledger.acknowledge(transID: transID) else {
+                return .failure(.error(VarlinkError("io.adorch.Ads.RewardNotFound", [
+                    "trans_id": .string(transID), "message": "no reward has this transaction id",
+                ])))
+            }
+            return .success(())
+        } catch {
+            return .failure(.error(Self.ledgerFailed(error)))
+        }
+    }
+
+    /// The events a new subscriber of `slots` is sent first: rewards no app acknowledged yet
+    /// are delivered again until one does.
+    func redeliveries(slots: Set<String>?) -> [JSONValue] {
+        ((try? ledger.unacknowledged(slots: slots)) ?? []).map { row in
+            [
+                "kind": .string(EngineEvent.Kind.rewardGranted.rawValue), "name": "reward", "time": .string(timestamp(row.grantedAt)),
+                "slot": .string(row.slot), "ad_id": .string(row.adID), "network": .string(row.network),
+                "user_id": .string(row.userID), "detail": Self.json(row), "message": "redelivered: not acknowledged yet",
+            ]
+        }
+    }
+
+    static func json(_ row: RewardRecord) -> JSONValue {
+        ["trans_id": .string(row.transID), "ad_id": .string(row.adID), "user_id": .string(row.userID), "slot": .string(row.slot),
+         "network": .string(row.network), "reward_name": .string(row.rewardName), "reward_amount": .int(row.rewardAmount),
+         "extra": .string(row.extra), "granted_at": .string(timestamp(row.grantedAt)), "acknowledged": .bool(row.acknowledged)]
+    }
+
+    private static func ledgerFailed(_ error: Error) -> VarlinkError {
+        VarlinkError("io.adorch.Ads.LedgerFailed", ["message": .string("\(error)")])
+    }
+
+    enum AckRefusal: Error {
+        /// The caller may not: answered PermissionDenied and logged.
+        case denied(String)
+        case error(VarlinkError)
+    }
+}

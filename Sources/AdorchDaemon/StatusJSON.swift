@@ -1,0 +1,123 @@
+import AdorchEngine
+import AdorchPluginHost
+import AdorchVarlink
+import Foundation
+
+/// [Varlink queue] GetStatus and ListSlots as JSON: what operators and adorchctl read.
+struct StatusJSON {
+    let ids: ExternalIDs
+
+    /// One slot as ListSlots returns it.
+    func listedSlotJSON(_ s: SlotStatus) -> JSONValue {
+        var slot = bufferJSON(s)
+        (slot["id"], slot["format"]) = (.string(s.config.id), .string(s.config.format.rawValue))
+        (slot["ready"], slot["loading"]) = (.int(Int64(s.ready)), .int(Int64(s.loading)))
+        return .object(slot)
+    }
+
+    func statusJSON(_ s: DaemonStatus) -> [String: JSONValue] {
+        [
+            "version": .string(s.version), "pid": .int(Int64(s.pid)), "uptime_s": .double(s.uptime),
+            "socket": .string(s.socket), "config": .string(s.configSource),
+            "connections": ["open": .int(Int64(s.connections.open)), "accepted": .int(Int64(s.connections.accepted)),
+                            "refused": .int(Int64(s.connections.refused))],
+            "limits": [
+                "max_connections": .int(Int64(s.limits.maxConnections)), "max_connections_per_uid": .int(Int64(s.limits.maxConnectionsPerUID)),
+                "max_message_bytes": .int(Int64(s.limits.maxMessageSize)),
+                "partial_message_timeout_ms": .int(Int64(s.limits.partialMessageTimeout / .milliseconds(1))),
+                "max_unsent_bytes": .int(Int64(s.limits.maxUnsentBytes)),
+                "shows_per_second_per_uid": .double(s.showRate.perSecond), "show_burst_per_uid": .double(s.showRate.burst),
+                "shows_rate_limited": .int(Int64(s.showsRateLimited)),
+            ],
+            "subscribers": .int(Int64(s.subscribers)),
+            "plugins": .array(s.plugins.map(pluginJSON)),
+            "slots": .array(s.slots.map { slotJSON($0, sessions: s.sessions[$0.config.id]) }),
+            "networks": .array(s.networks.map { n in
+                var network: [String: JSONValue] = ["name": .string(n.name), "loads_in_flight": .int(Int64(n.loadsInFlight)),
+                                                    "paused_ms": .int(n.paused.nanosecondsClamped / 1_000_000)]
+                if let limit = n.learnedLimit { network["learned_limit_per_minute"] = .int(Int64(limit)) }
+                return .object(network)
+            }),
+            "unattributed_callbacks": .int(Int64(s.unattributedCallbacks)),
+        ]
+    }
+
+    func pluginJSON(_ p: DaemonStatus.Plugin) -> JSONValue {
+        if let info = p.info {
+            var object: [String: JSONValue] = [
+                "name": .string(info.name), "state": "loaded", "path": .string(info.path),
+                "version": .string(info.version), "abi": .string("\(info.abiMajor).\(info.abiMinor)"),
+                "formats": .array(info.formats.map { .string($0.rawValue) }), "description": .string(info.description),
+            ]
+            if let stats = p.statsJSON.flatMap({ JSONValue.parse(Data($0.utf8)) }) { object["stats"] = stats }
+            return .object(object)
+        }
+        let refusal = p.refusal!
+        return ["name": .string(refusal.name), "state": "refused", "path": .string(refusal.path), "formats": [],
+                "error": .string(refusal.reason)]
+    }
+
+    /// A slot's buffer as ListSlots and GetStatus show it: the target now, its bounds and,
+    /// for a preloaded slot, the demand behind it.
+    func bufferJSON(_ s: SlotStatus) -> [String: JSONValue] {
+        var object: [String: JSONValue] = [
+            "buffer": .int(Int64(s.target.count)), "buffer_min": .int(Int64(s.config.bufferMin)), "buffer_max": .int(Int64(s.config.bufferMax)),
+        ]
+        guard s.config.format.isPreloaded else { return object }
+        let t = s.target
+        object["demand"] = [
+            "per_minute": .double(t.demandPerMinute), "long_per_minute": .double(t.longPerMinute),
+            "short_per_minute": .double(t.shortPerMinute), "refill_s": .double(t.refillSeconds),
+            "ad_lifetime_s": .double(t.lifetimeSeconds), "reason": .string(t.reason),
+        ]
+        return object
+    }
+
+    func slotJSON(_ s: SlotStatus, sessions: (live: Int, counters: SessionCounters)?) -> JSONValue {
+        let c = s.counters
+        var slot = bufferJSON(s)
+        slot.merge([
+            "id": .string(s.config.id), "format": .string(s.config.format.rawValue),
+            "ready": .int(Int64(s.ready)), "loading": .int(Int64(s.loading)), "shown_open": .int(Int64(s.shownOpen)),
+            "ready_ads": .array(s.readyAds.map { .string(ids.external($0)) }),
+            "ttl_s": .int(s.config.ttl.nanosecondsClamped / 1_000_000_000), "parallel": .int(Int64(s.config.parallel)),
+            "waterfall": .array(zip(s.config.waterfall, s.entries).map { entry, state in
+                var object: [String: JSONValue] = [
+                    "plugin": .string(entry.plugin), "ad_unit_id": .string(entry.adUnitID),
+                    "timeout_ms": .int(entry.timeout.nanosecondsClamped / 1_000_000),
+                    "loads": .int(Int64(state.loads)), "fills": .int(Int64(state.fills)),
+                    "failures_in_row": .int(Int64(state.failuresInRow)),
+                    "backoff_ms": .int(state.backoff.nanosecondsClamped / 1_000_000),
+                    "estimate": [
+                        "attempt_s": .double(state.estimate.attemptSeconds), "fill_rate": .double(state.estimate.fillRate),
+                        "ad_lifetime_s": .double(state.estimate.lifetimeSeconds), "samples": .int(Int64(state.estimate.samples)),
+                    ],
+                ]
+                if let error = state.lastError { object["last_error"] = .string(error.rawValue) }
+                return .object(object)
+            }),
+            "counters": [
+                "loads": .int(Int64(c.loads)), "fills": .int(Int64(c.fills)), "no_fills": .int(Int64(c.noFills)),
+                "errors": .int(Int64(c.errors)), "timeouts": .int(Int64(c.timeouts)), "shows": .int(Int64(c.shows)),
+                "expired": .int(Int64(c.expired)), "replaced": .int(Int64(c.replaced)), "ran_dry": .int(Int64(c.ranDry)),
+                "ignored_callbacks": .int(Int64(c.ignoredCallbacks)),
+                "contract_violations": .int(Int64(c.contractViolations)),
+                "impressions": .int(Int64(c.impressions)), "clicks": .int(Int64(c.clicks)),
+                "duplicate_reports": .int(Int64(c.duplicateReports)), "display_failures": .int(Int64(c.displayFailures)),
+                "rewards": .int(Int64(c.rewards)), "duplicate_rewards": .int(Int64(c.duplicateRewards)),
+            ],
+        ]) { $1 }
+        guard s.config.format == .interactive else { return .object(slot) }
+        let i = sessions?.counters ?? SessionCounters()
+        slot["fetch_timeout_ms"] = .int(s.config.fetchTimeout.nanosecondsClamped / 1_000_000)
+        slot["start_timeout_ms"] = .int(s.config.startTimeout.nanosecondsClamped / 1_000_000)
+        slot["sessions"] = [
+            "live": .int(Int64(sessions?.live ?? 0)), "initiated": .int(Int64(i.initiated)), "completed": .int(Int64(i.completed)),
+            "no_ads_available": .int(Int64(i.noAds)), "errors": .int(Int64(i.errors)), "stopped": .int(Int64(i.stopped)),
+            "fetch_timeouts": .int(Int64(i.fetchTimeouts)), "start_timeouts": .int(Int64(i.startTimeouts)),
+            "ad_free_pods": .int(Int64(i.adFreePods)), "ignored_callbacks": .int(Int64(i.ignoredCallbacks)),
+            "contract_violations": .int(Int64(i.contractViolations)),
+        ]
+        return .object(slot)
+    }
+}
