@@ -279,7 +279,7 @@ public final class Daemon: @unchecked Sendable {
 
     // MARK: Rewards
 
-    /// Rule: the ledger row is on disk before any subscriber hears of the reward.
+    /// docs/rules.md, "Ledger first": the ledger row is on disk before any subscriber hears of the reward.
     private func record(_ grant: RewardGrant) {
         guard let ledger else { return }
         let row = RewardRecord(
@@ -322,7 +322,8 @@ public final class Daemon: @unchecked Sendable {
         return key
     }
 
-    /// The seed's server-to-server callback, checked as the publisher's server would.
+    /// A network's server-to-server reward callback, checked as the publisher's server would
+    /// (docs/rules.md, "Server-to-server callback").
     func verifyRewardCallback(_ query: String, completion: @escaping @Sendable (Result<(valid: Bool, reason: String?), VarlinkError>) -> Void) {
         queue.async { [self] in
             guard let key = rewardKey, let ledger else {
@@ -592,7 +593,7 @@ public final class Daemon: @unchecked Sendable {
     }
 
     /// Takes the best valid ad and waits (briefly) for its plugin to present it. If the plugin
-    /// cannot (failedToDisplayAd), that ad ends and the next valid one is tried, in the same call.
+    /// cannot, that ad ends and the next valid one is tried, in the same call (docs/rules.md, "Show").
     func show(slot: String, userID: String?, reward: RewardModel?, holder: UInt32?,
               completion: @escaping @Sendable (Result<ShownAd, ShowError>, Date?) -> Void) {
         queue.async { [self] in

@@ -1,7 +1,7 @@
 /// The daemon's core: slots, their ads' state machine and the preload scheduler.
 ///
 /// Pure: every input carries the time it happened at, every output is an `Effect` for the
-/// shell to carry out. It enforces DESIGN.md's rules 1–4 and 6 whatever the plugins do:
+/// shell to carry out. It enforces the rules of docs/rules.md whatever the plugins do:
 /// a fresh object per load, valid only while loaded, unshown and unexpired, completion
 /// exactly once, a deadline on every load, and a buffer kept full without hammering.
 public struct Engine: Sendable {
@@ -147,7 +147,7 @@ public struct Engine: Sendable {
             return effects + refillWanting(now: now)
 
         case (.loaded, _), (.loadedInvalid, _), (.failed, _):
-            // Rule 3: a load completes once; this object already did.
+            // docs/rules.md, "Completion exactly once": this object already did.
             return ignored(report, for: id, from: plugin)
 
         case (.mediaCached, _):
@@ -174,7 +174,7 @@ public struct Engine: Sendable {
             return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is a \(slot.config.format.rawValue) slot: \(slot.config.format.howToUse)")), [])
         }
         if slot.config.format == .rewarded, (userID ?? "").isEmpty {
-            // Seed 2.11.4: the user id is required for a rewarded ad and is never empty.
+            // docs/rules.md, "Show": the user id is required for a rewarded ad and is never empty.
             return (.failure(.invalidParameter(name: "user_id", reason: "a rewarded slot needs a non-empty user_id")), [])
         }
         // Demand is every Show asked, found or not.
@@ -189,7 +189,7 @@ public struct Engine: Sendable {
             // The Show raised the slot's demand: its target may have risen with it.
             return (.failure(.noAdReady(slot: slotID)), effects + refill(slotID, now: now))
         }
-        // Rule 2: out of validity at once, before anything else can pick it again.
+        // docs/rules.md, "adValid": out of validity at once, before anything else can pick it again.
         ads[pick.id]!.state = .shown(endsAt: now + settings.shownLifetime)
         ads[pick.id]!.userID = userID
         ads[pick.id]!.rewardOverride = reward
@@ -272,7 +272,7 @@ public struct Engine: Sendable {
         return (.success(()), attempt(request, now: now))
     }
 
-    /// The plugin could not present an ad a Show just took (failedToDisplayAd): the ad ends,
+    /// The plugin could not present an ad a Show just took (docs/rules.md, "Show"): the ad ends,
     /// and the shell asks for the next valid one in the same call.
     public mutating func displayFailed(_ id: AdID, reason: String, now: Moment) -> [Effect] {
         guard let ad = ads[id], case .shown = ad.state else { return [] }
@@ -424,7 +424,7 @@ public struct Engine: Sendable {
         ads.wanting.insert(config.id)
     }
 
-    /// Rule 6: keep the slot's target of fresh ads (docs/scheduler.md), starting at most
+    /// docs/rules.md, "Preloading": keep the slot's target of fresh ads (docs/scheduler.md), starting at most
     /// `maxLoads` loads. An ad inside its refresh margin still counts as valid for Show but
     /// no longer as fresh, so its replacement is already on the way.
     private mutating func refill(_ slotID: String, now: Moment, maxLoads: Int = .max) -> [Effect] {
@@ -529,7 +529,8 @@ public struct Engine: Sendable {
         ads.timers.remove(.backoff(slot: ad.slot, entry: ad.entryIndex))
     }
 
-    /// Rule 1: every load is a new object with a new id, loaded once. Rule 4: a deadline.
+    /// docs/rules.md, "Fresh object per load": every load is a new object with a new id, loaded
+    /// once; and "Deadlines": every load has one.
     private mutating func startLoad(_ slotID: String, entryIndex: Int, now: Moment) -> Effect {
         let config = slots[slotID]!.config
         let entry = config.waterfall[entryIndex]
@@ -753,7 +754,7 @@ public struct Engine: Sendable {
         if let memory = retired[id], memory.plugin == plugin {
             // The host ended the ad but the plugin's ad_destroy has not returned yet: this
             // report crossed it on the way, which the contract allows. After a deadline,
-            // though, an answer is late whenever it comes (rule 3).
+            // though, an answer is late whenever it comes (docs/rules.md, "Completion exactly once").
             if !memory.destroyConfirmed, memory.reason != .timedOut { return [] }
             slots[memory.slot]?.counters.ignoredCallbacks += 1
             return [.emit(EngineEvent(.callbackIgnored, slot: memory.slot, adID: id, network: plugin,
@@ -905,7 +906,7 @@ struct AdRecord: Sendable {
         if case .ready(let expiresAt) = state { expiresAt } else { nil }
     }
 
-    /// Rule 2, adValid: loaded with data, not yet shown, not expired.
+    /// docs/rules.md, "adValid": loaded with data, not yet shown, not expired.
     func isValid(at now: Moment) -> Bool {
         if case .ready(let expiresAt) = state { expiresAt > now } else { false }
     }
