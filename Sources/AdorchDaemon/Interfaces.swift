@@ -97,7 +97,7 @@ type Event (
 # The slots and how many ads each has ready.
 method ListSlots() -> (slots: []Slot)
 
-# A reward model: what the viewer earns (seed: BURewardedVideoModel).
+# A reward model: what the viewer earns (docs/rules.md, "Rewards").
 type RewardModel (name: ?string, amount: ?int, extra: ?string)
 
 # A reward in the ledger.
@@ -137,7 +137,7 @@ method Load(slot: string, count: ?int, width: ?int, height: ?int, timeout_ms: ?i
 # Each but click is accepted once per ad; close ends the ad.
 method Report(ad_id: string, event: string) -> ()
 
-# Interactive sessions (the seeds' interactive renderer). Subscribe to the slot first: the
+# Interactive sessions (docs/rules.md, "Interactive sessions"). Subscribe to the slot first: the
 # session's events, from fetch_complete to its one terminal event, come as session_event.
 type SlotType (preroll, midroll)
 
@@ -338,9 +338,9 @@ method GetStatus() -> (
   unattributed_callbacks: int
 )
 
-# Checks a reward callback's query string as the seed's server-to-server callback defines it
+# Checks a reward callback's query string as docs/rules.md, "Server-to-server callback" says
 # (sign = sha256(key + ":" + trans_id)), refuses a replayed transaction, and returns the
-# JSON body the seed specifies. The key comes from [rewards] key_file, never the socket.
+# JSON body the network expects. The key comes from [rewards] key_file, never the socket.
 method VerifyRewardCallback(query: string) -> (is_valid: bool, reason: ?string, body: string)
 
 # No reward key is configured.

@@ -1,4 +1,4 @@
-/// The host's error taxonomy (DESIGN.md rule 5). Plugins map their network's codes onto
+/// The host's error taxonomy (docs/rules.md, "Error taxonomy"). Plugins map their network's codes onto
 /// it; apps and logs see these names first, the network's own code beside them.
 public enum AdErrorCode: String, Sendable, CaseIterable {
     case `internal`

@@ -84,7 +84,7 @@ public enum ViewerEvent: String, Sendable, CaseIterable {
     /// Events that happen at most once per ad; a second report is refused.
     var once: Bool { self != .click }
 
-    /// The name in the event vocabulary (the seeds' callbacks).
+    /// The name in the event vocabulary (docs/rules.md, "Viewer reports").
     public var vocabularyName: String {
         switch self {
         case .impression: "impression"

@@ -76,7 +76,7 @@ extension Engine {
             return effects + refillWanting(now: now)
 
         case (.loaded, _), (.loadedInvalid, _), (.failed, _):
-            // Rule 3: a load completes once; this object already did.
+            // docs/rules.md, "Completion exactly once": this object already did.
             return ignored(report, for: id, from: plugin)
 
         case (.mediaCached, _):
@@ -113,7 +113,7 @@ extension Engine {
         if let memory = retired[id], memory.plugin == plugin {
             // The host ended the ad but the plugin's ad_destroy has not returned yet: this
             // report crossed it on the way, which the contract allows. After a deadline,
-            // though, an answer is late whenever it comes (rule 3).
+            // though, an answer is late whenever it comes (docs/rules.md, "Completion exactly once").
             if !memory.destroyConfirmed, memory.reason != .timedOut { return [] }
             slots[memory.slot]?.counters.ignoredCallbacks += 1
             return [.emit(EngineEvent(.callbackIgnored, slot: memory.slot, adID: id, network: plugin,

@@ -10,7 +10,7 @@ extension Engine {
         ads.wanting.insert(config.id)
     }
 
-    /// Rule 6: keep the slot's target of fresh ads (docs/scheduler.md), starting at most
+    /// docs/rules.md, "Preloading": keep the slot's target of fresh ads (docs/scheduler.md), starting at most
     /// `maxLoads` loads. An ad inside its refresh margin still counts as valid for Show but
     /// no longer as fresh, so its replacement is already on the way.
     mutating func refill(_ slotID: String, now: Moment, maxLoads: Int = .max) -> [Effect] {
@@ -115,7 +115,8 @@ extension Engine {
         ads.timers.remove(.backoff(slot: ad.slot, entry: ad.entryIndex))
     }
 
-    /// Rule 1: every load is a new object with a new id, loaded once. Rule 4: a deadline.
+    /// docs/rules.md, "Fresh object per load": every load is a new object with a new id, loaded
+    /// once; and "Deadlines": every load has one.
     mutating func startLoad(_ slotID: String, entryIndex: Int, now: Moment) -> Effect {
         let config = slots[slotID]!.config
         let entry = config.waterfall[entryIndex]

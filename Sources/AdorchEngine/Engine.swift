@@ -1,7 +1,7 @@
 /// The daemon's core: slots, their ads' state machine and the preload scheduler.
 ///
 /// Pure: every input carries the time it happened at, every output is an `Effect` for the
-/// shell to carry out. It enforces DESIGN.md's rules 1–4 and 6 whatever the plugins do:
+/// shell to carry out. It enforces the rules of docs/rules.md whatever the plugins do:
 /// a fresh object per load, valid only while loaded, unshown and unexpired, completion
 /// exactly once, a deadline on every load, and a buffer kept full without hammering.
 public struct Engine: Sendable {

@@ -65,7 +65,7 @@ struct AdRecord: Sendable {
         if case .ready(let expiresAt) = state { expiresAt } else { nil }
     }
 
-    /// Rule 2, adValid: loaded with data, not yet shown, not expired.
+    /// docs/rules.md, "adValid": loaded with data, not yet shown, not expired.
     func isValid(at now: Moment) -> Bool {
         if case .ready(let expiresAt) = state { expiresAt > now } else { false }
     }

@@ -1,7 +1,7 @@
-/// Interactive ad sessions (seed 002, the interactive renderer): init, start, pause, resume
-/// and stop, the renderer's events, and the bookkeeping the seed leaves to every app: exactly
+/// Interactive ad sessions (docs/rules.md, "Interactive sessions"): init, start, pause, resume
+/// and stop, the renderer's events, and the bookkeeping renderers leave to every app: exactly
 /// one terminal event per session, the ad-free-pod credit carried on it, and the fetch and
-/// start timeouts the seed recommends.
+/// start timeouts.
 ///
 /// Pure like `Engine`: every input carries its time, every output is an `Effect`. Session ids
 /// come from the engine's id sequence (`Engine.issueID`), so a plugin report names one thing.
@@ -168,7 +168,8 @@ public struct InteractiveSessions: Sendable {
 
     // MARK: Helpers
 
-    /// The seed's terminal events; `stopped` (the app's own Stop) ends a session too.
+    /// The renderer's terminal events (docs/rules.md, "Interactive sessions"); `stopped` (the
+    /// app's own Stop) ends a session too.
     static let terminalNames: Set<String> = ["completed", "no_ads_available", "error"]
 
     private mutating func sendStart(_ id: AdID) -> [Effect] {

@@ -2,7 +2,7 @@
 /// number in adorch/plugin.h.
 public enum AdFormat: String, Sendable, CaseIterable, Codable {
     case rewarded, fullscreen, interstitial, banner, splash, native
-    /// An interactive session (the seeds' interactive renderer): io.adorch.Ads.InitInteractive.
+    /// An interactive session (docs/rules.md, "Interactive sessions"): io.adorch.Ads.InitInteractive.
     case interactive
 
     public var abiValue: UInt32 {
@@ -17,7 +17,7 @@ public enum AdFormat: String, Sendable, CaseIterable, Codable {
         }
     }
 
-    /// Full-screen formats are kept ready (DESIGN.md rule 6); banner, splash and native are
+    /// Full-screen formats are kept ready (docs/rules.md, "Preloading"); banner, splash and native are
     /// loaded when an app asks, with io.adorch.Ads.Load.
     public var isPreloaded: Bool { self == .rewarded || self == .fullscreen || self == .interstitial }
 
@@ -32,16 +32,16 @@ public enum AdFormat: String, Sendable, CaseIterable, Codable {
     }
 
     /// How long a Load may take in all when the app does not say: a splash screen cannot
-    /// wait (the seed's tolerateTimeout, 2 s); the others get 5 s.
+    /// wait (2 s; docs/rules.md, "Deadlines"); the others get 5 s.
     public var defaultLoadTimeout: Duration { self == .splash ? .seconds(2) : .seconds(5) }
 }
 
 /// One network in a slot's waterfall: which plugin, and the opaque strings it needs.
 public struct WaterfallEntry: Sendable, Equatable {
     public var plugin: String
-    /// The network's ad unit id, opaque to the host (the adaptor protocol's idString).
+    /// The network's ad unit id, opaque to the host (docs/rules.md, "Opaque network parameters").
     public var adUnitID: String
-    /// Network-specific parameters, opaque to the host (the adaptor protocol's parameterString).
+    /// Network-specific parameters, opaque to the host (docs/rules.md, "Opaque network parameters").
     public var serverParameter: String
     /// How long one load from this entry may take before the host gives up on it.
     public var timeout: Duration
@@ -54,7 +54,7 @@ public struct WaterfallEntry: Sendable, Equatable {
     }
 }
 
-/// The reward a rewarded slot grants (seed: BURewardedVideoModel, less the user id).
+/// The reward a rewarded slot grants, less the user id (docs/rules.md, "Rewards").
 public struct RewardModel: Sendable, Equatable {
     public var name: String
     public var amount: Int64
@@ -87,7 +87,7 @@ public struct SlotConfig: Sendable, Equatable {
     /// Banner size in points (banner and native banner), 0 when it does not apply.
     public var width: Int
     public var height: Int
-    /// How many native ads one Load asks for when the app does not say (the seed recommends 3).
+    /// How many native ads one Load asks for when the app does not say (docs/rules.md, "Native ads").
     public var count: Int
     /// The overall deadline of a Load when the app does not say.
     public var loadTimeout: Duration
@@ -156,7 +156,7 @@ public struct SchedulerSettings: Sendable, Equatable {
     public var retiredMemory: Duration
     /// At most this many ended ads are remembered, the oldest forgotten first.
     public var retiredMemoryLimit: Int
-    /// A network that answers rate_limited (the seed's 40020) gets no load at all for this long.
+    /// A network that answers rate_limited (docs/rules.md, "Error taxonomy") gets no load at all for this long.
     public var rateLimitPause: Duration
     /// At most this many loads in flight to one network, over all slots.
     public var maxLoadsInFlightPerNetwork: Int

@@ -74,7 +74,7 @@ public final class LoadedPlugin: @unchecked Sendable {
 
     // MARK: Calls into the plugin, each on its queue
 
-    /// Rule 1: a fresh object for this one load, loaded once.
+    /// docs/rules.md, "Fresh object per load": a fresh object for this one load, loaded once.
     public func load(_ order: LoadOrder) {
         queue.async { [self] in
             guard initialized else { return }

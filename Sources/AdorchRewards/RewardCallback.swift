@@ -1,9 +1,9 @@
 import Crypto
 import Foundation
 
-/// The seed's server-to-server reward callback (2.11.5): the network calls the publisher's
-/// server with user_id, trans_id, reward_name, reward_amount, extra and
-/// sign = sha256(app_security_key + ":" + trans_id) as lowercase hex.
+/// A network's server-to-server reward callback (docs/rules.md, "Server-to-server callback"):
+/// the network calls the publisher's server with user_id, trans_id, reward_name,
+/// reward_amount, extra and sign = sha256(app_security_key + ":" + trans_id) as lowercase hex.
 public enum RewardCallback {
     public struct Query: Sendable, Equatable {
         public var userID: String
@@ -26,7 +26,7 @@ public enum RewardCallback {
         }
     }
 
-    /// The signature of a transaction, as the seed's Python sample computes it.
+    /// The signature of a transaction: sha256 of "key:trans_id", as lowercase hex.
     public static func sign(key: String, transID: String) -> String {
         SHA256.hash(data: Data("\(key):\(transID)".utf8)).map { String(format: "%02x", $0) }.joined()
     }
@@ -60,7 +60,7 @@ public enum RewardCallback {
         constantTimeEqual(Array(sign(key: key, transID: query.transID).utf8), Array(query.sign.utf8))
     }
 
-    /// The JSON body the seed specifies for the answer.
+    /// The JSON body the network expects as the answer (docs/rules.md, "Server-to-server callback").
     public static func body(isValid: Bool) -> String { isValid ? #"{"isValid": true}"# : #"{"isValid": false}"# }
 
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {

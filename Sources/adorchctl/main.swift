@@ -360,7 +360,7 @@ struct Reward: ParsableCommand {
 
     struct Verify: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Check a callback's query string; print the seed's JSON answer; exit 1 if it is not valid.",
+            abstract: "Check a callback's query string; print the JSON answer the network's server expects; exit 1 if it is not valid.",
             discussion: "Replays are checked by the daemon (io.adorch.Manager.VerifyRewardCallback), which remembers accepted transactions."
         )
         @OptionGroup var key: KeyFile

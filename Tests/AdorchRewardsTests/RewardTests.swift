@@ -4,7 +4,8 @@ import XCTest
 @testable import AdorchRewards
 
 final class RewardCallbackTests: XCTestCase {
-    // The seed's own example (2.11.5); the expected sign was computed with its Python sample.
+    // The network's documented example (docs/rules.md, "Server-to-server callback"); the
+    // expected sign was computed outside adorch, as the network documents it.
     let key = "7ca31ab0a59d69a42dd8abc7cf2d8fbd"
     let transID = "6FEB23ACB0374985A2A52D282EDD5361u6643"
     let expected = "a35e8d8c11c784aa2573c9480d77a3d034936560b5ec0752a4124d9fedd8fbd2"

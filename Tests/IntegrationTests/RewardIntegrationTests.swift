@@ -164,8 +164,8 @@ final class RewardIntegrationTests: XCTestCase {
         XCTAssertEqual(try daemon.slotStatus("r")["counters"]?["rewards"]?.intValue, 1)
     }
 
-    /// Acceptance 3: the seed's own example is accepted once; a wrong sign, a tampered
-    /// trans_id and a replay are not; adorchctl agrees.
+    /// Acceptance 3: the network's documented example (docs/rules.md, "Server-to-server callback")
+    /// is accepted once; a wrong sign, a tampered trans_id and a replay are not; adorchctl agrees.
     func testTheServerCallbackOfTheSeed() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-key-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

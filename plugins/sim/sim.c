@@ -2,8 +2,8 @@
  * sim — a simulated ad network for the demo, the tests and the benchmarks.
  *
  * Everything a real network does to a mediation host, on purpose and repeatably: latency,
- * no-fill, the seed SDK's error codes, ad expiry, a separate "media cached" moment (the
- * seed's VideoDidLoad), and misbehaviour on request. It also watches the host: every
+ * no-fill, a real SDK's error codes (docs/rules.md, "Error taxonomy"), ad expiry, a separate
+ * "media cached" moment, and misbehaviour on request. It also watches the host: every
  * object counts its loads and shows, and a second load or show of one object, or a show
  * of an unloaded one, is counted as a contract violation (visible in stats_json).
  *
@@ -11,7 +11,7 @@
  * key=value tokens, all optional:
  *   fill=0.9                 share of answered requests that return an ad (default 1)
  *   latency_ms=20..80        load latency, uniform in the range, or one number (default 10..50)
- *   errors=-2:0.02,40020:0.01 seed SDK error codes and their probabilities (default none)
+ *   errors=-2:0.02,40020:0.01 that SDK's error codes and their probabilities (default none)
  *   ttl_s=1800               the ad's lifetime, reported as expires_in_s (default 3600)
  *   cached_ms=100            media cached this long after the load (default 0: at once)
  *   price=1.5                the eCPM reported in the payload (default 1.0)
@@ -22,7 +22,7 @@
  *   block_ms=3000            ad_load blocks the plugin queue this long, like a stuck SDK call
  *   tracks=1                 the payload says the plugin tracks impressions and clicks itself
  *                            (it then reports the impression itself once the ad is presented)
- *   show_fail=1              ad_show fails (the adaptor protocol's failedToDisplayAd)
+ *   show_fail=1              ad_show fails (docs/rules.md, "Show")
  *   dislike=1                after presenting, the viewer "dislikes" the ad, with reasons
  *   reward=network           rewarded ads: sim decides the reward itself, reporting it (with
  *                            its own trans_id) when told the video completed; default host
@@ -32,7 +32,8 @@
  *
  * On a show, sim reports will_present and then presented, as an SDK's delegate would.
  *
- * Interactive sessions (format 7) play the seed's choice card with a scripted viewer. The
+ * Interactive sessions (format 7; docs/rules.md, "Interactive sessions") play a renderer's
+ * choice card with a scripted viewer. The
  * fetch (ad_load) takes latency_ms and reports loaded (fetch_complete) then ads_available;
  * on start (ad_show) the script's first step comes at once and each next one step_ms later.
  * PAUSE holds the script and RESUME continues it, step_ms later. Scripts:
@@ -346,7 +347,7 @@ static sim_config *config_for(const char *server_parameter) {
     return c;
 }
 
-/* The seed SDK's codes onto the host's taxonomy (seed 000, appendix "SDK Error Code"). */
+/* A real SDK's error codes onto the host's taxonomy (docs/rules.md, "Error taxonomy"). */
 static int32_t host_error_for(int64_t code) {
     switch (code) {
     case 20001: case -3: return ADORCH_ERROR_NO_FILL;
@@ -721,7 +722,7 @@ static int32_t sim_ad_load(adorch_ad *opaque) {
     }
     g.n.loads++;
     if (++ad->loads > 1) {
-        /* The host broke rule 1: one load per object. Count it and refuse. */
+        /* The host broke docs/rules.md, "Fresh object per load": one load per object. Count it and refuse. */
         g.n.second_loads++;
         g.host->log(g.host, ADORCH_LOG_ERROR, "sim: contract violation: second ad_load of one object");
         pthread_mutex_unlock(&g.lock);

@@ -50,7 +50,7 @@
  *      counts a timeout. A plugin should give up its own work when it passes.
  *   4. After ad_destroy returns, the plugin must not report anything for that ad id.
  *
- * Interactive sessions (ADORCH_FORMAT_INTERACTIVE, ABI 1.1; the seeds' interactive renderer)
+ * Interactive sessions (ADORCH_FORMAT_INTERACTIVE, ABI 1.1; docs/rules.md, "Interactive sessions")
  * reuse the ad calls, one object per session, never reused:
  *   init   ad_create + ad_load: fetch at once (request.creative_url, ad_parameters_json,
  *          slot_type). host->loaded is the renderer's fetch_complete (the payload may name
@@ -179,7 +179,7 @@ typedef enum adorch_log_level {
  * for an ended ad can never be mistaken for another ad. */
 typedef uint64_t adorch_ad_id;
 
-/* The reward model of a rewarded ad (seed: BURewardedVideoModel). */
+/* The reward model of a rewarded ad (docs/rules.md, "Rewards"). */
 typedef struct adorch_reward {
     const char *user_id;     /* the app's user id; "" while preloading, set at show time */
     const char *reward_name; /* the reward's name, "" if the slot has none */

@@ -117,7 +117,7 @@ typedef enum adorch_log_level {
  * for an ended ad can never be mistaken for another ad. */
 typedef uint64_t adorch_ad_id;
 
-/* The reward model of a rewarded ad (seed: BURewardedVideoModel). */
+/* The reward model of a rewarded ad (docs/rules.md, "Rewards"). */
 typedef struct adorch_reward {
     const char *user_id;     /* the app's user id; "" while preloading, set at show time */
     const char *reward_name; /* the reward's name, "" if the slot has none */
