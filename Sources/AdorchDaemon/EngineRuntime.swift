@@ -37,6 +37,8 @@ final class EngineRuntime: @unchecked Sendable {
     private var estimatesFile: EstimatesFile
     /// Wakes the engine when it asked to be.
     var timer: DispatchSourceTimer?
+    /// When `timer` fires next, if it is set.
+    private var armedFor: Moment?
     private var tickers: [DispatchSourceTimer] = []
     private var lastStatus = ""
     let startedAt = Date()
@@ -187,18 +189,23 @@ final class EngineRuntime: @unchecked Sendable {
 
     /// Deadlines, expiries and backoffs of ads and sessions that are due.
     private func advance() {
+        armedFor = nil
         let moment = now()
         apply(engine.advance(to: moment) + sessions.advance(to: moment))
     }
 
+    /// Moves the timer earlier if the engine or the sessions now want to wake sooner. It is
+    /// never moved later: setting a Dispatch timer wakes Dispatch's manager thread, and a
+    /// Show sets and clears a deadline every call. Waking early costs one `advance` that
+    /// finds nothing due and re-arms.
     func rearm() {
         guard let timer else { return }
         let current = now()
-        if let wake = [engine.nextWakeup(after: current), sessions.nextWakeup(after: current)].compactMap({ $0 }).min() {
-            timer.schedule(deadline: .now() + .nanoseconds(Int((wake - current).nanosecondsClamped)), leeway: .milliseconds(2))
-        } else {
-            timer.schedule(deadline: .distantFuture)
-        }
+        guard let wake = [engine.nextWakeup(after: current), sessions.nextWakeup(after: current)].compactMap({ $0 }).min(),
+              armedFor.map({ wake < $0 }) ?? true
+        else { return }
+        armedFor = wake
+        timer.schedule(deadline: .now() + .nanoseconds(Int((wake - current).nanosecondsClamped)), leeway: .milliseconds(2))
     }
 
     private func saveEstimates() {

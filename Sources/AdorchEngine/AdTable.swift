@@ -47,6 +47,25 @@ struct AdTable: Sendable {
         (bySlot[slot]?[phase] ?? []).sorted().map { records[$0]! }
     }
 
+    /// How many of a slot's ads in one state pass `test`, without sorting or collecting them
+    /// (Show and refill ask on every call, of slots that may hold a hundred ads).
+    func count(in slot: String, _ phase: AdRecord.Phase, where test: (AdRecord) -> Bool) -> Int {
+        var n = 0
+        for id in bySlot[slot]?[phase] ?? [] where test(records[id]!) { n += 1 }
+        return n
+    }
+
+    /// The slot's ad in one state that passes `test` and comes first by `isBefore`.
+    func first(in slot: String, _ phase: AdRecord.Phase, where test: (AdRecord) -> Bool,
+               by isBefore: (AdRecord, AdRecord) -> Bool) -> AdRecord? {
+        var best: AdRecord?
+        for id in bySlot[slot]?[phase] ?? [] {
+            let ad = records[id]!
+            if test(ad), best.map({ isBefore(ad, $0) }) ?? true { best = ad }
+        }
+        return best
+    }
+
     /// All of a slot's ads, oldest first.
     func inSlot(_ slot: String) -> [AdRecord] {
         (bySlot[slot]?.values.flatMap { $0 } ?? []).sorted().map { records[$0]! }

@@ -18,8 +18,7 @@ extension Engine {
             if let rank = slotRank[slotID] { wanting.remove(rank) }
             return []
         }
-        let ready = ads.inSlot(slotID, .ready)
-        let fresh = ready.filter { $0.isValid(at: now) && $0.refreshAt > now }.count
+        let fresh = ads.count(in: slotID, .ready) { $0.isValid(at: now) && $0.refreshAt > now }
         let loading = ads.count(in: slotID, .loading)
         var deficit = targetCount(of: slot, now: now) - fresh - loading
         var effects: [Effect] = []
@@ -35,7 +34,7 @@ extension Engine {
             effects.append(startLoad(slotID, entryIndex: entryIndex, now: now))
             deficit -= 1
         }
-        if ready.contains(where: { $0.isValid(at: now) }) { slots[slotID]!.dry = false }
+        if fresh > 0 || ads.count(in: slotID, .ready, where: { $0.isValid(at: now) }) > 0 { slots[slotID]!.dry = false }
         if deficit > 0 {
             // Short because a network is pacing itself: look again when it admits a load.
             for plugin in Set(slot.config.waterfall.map(\.plugin)) {
@@ -142,8 +141,9 @@ extension Engine {
     mutating func retireSurplus(in slotID: String, now: Moment) -> [Effect] {
         guard let slot = slots[slotID] else { return [] }
         let buffer = targetCount(of: slot, now: now)
+        // Every loaded ad passes here: count first, collect only when there is a surplus.
+        guard ads.count(in: slotID, .ready, where: { $0.isValid(at: now) }) > buffer else { return [] }
         let valid = ads.inSlot(slotID, .ready).filter { $0.isValid(at: now) }
-        guard valid.count > buffer else { return [] }
         let doomed = valid.filter { $0.refreshAt <= now }.sorted { ($0.expiresAt!, $0.id) < ($1.expiresAt!, $1.id) }
         var effects: [Effect] = []
         for ad in doomed.prefix(valid.count - buffer) {
@@ -179,7 +179,7 @@ extension Engine {
 
     /// A slot runs dry when its last valid ad goes (shown or expired) or a Show finds none.
     mutating func markDryIfEmpty(_ slotID: String, now: Moment) -> [Effect] {
-        ads.inSlot(slotID, .ready).contains { $0.isValid(at: now) } ? [] : markDry(slotID)
+        ads.count(in: slotID, .ready, where: { $0.isValid(at: now) }) > 0 ? [] : markDry(slotID)
     }
 
     mutating func markDry(_ slotID: String) -> [Effect] {

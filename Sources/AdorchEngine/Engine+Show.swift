@@ -93,9 +93,8 @@ extension Engine {
     /// Takes the best valid ad of the slot: out of validity at once (docs/rules.md,
     /// "adValid"), before anything else can pick it again.
     private mutating func take(from slotID: String, userID: String?, reward: RewardModel?, now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
-        let candidates = ads.inSlot(slotID, .ready).filter { $0.isValid(at: now) }
         // The highest price, then the earliest expiry (the one that would be wasted first).
-        guard let pick = candidates.min(by: { a, b in
+        guard let pick = ads.first(in: slotID, .ready, where: { $0.isValid(at: now) }, by: { a, b in
             (-a.price, a.expiresAt!, a.id) < (-b.price, b.expiresAt!, b.id)
         }) else {
             // The Show raised the slot's demand: its target may have risen with it.
