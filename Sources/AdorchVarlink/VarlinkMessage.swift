@@ -129,6 +129,25 @@ public struct VarlinkCall: Sendable {
     }
 
     private static func isQualifiedMethod(_ s: String) -> Bool {
+        // ASCII names (every real one) are judged on their bytes, by the same rule: Characters
+        // and their properties are the costly part of a small call's decoding.
+        if s.utf8.allSatisfy({ $0 < 0x80 }) {
+            var parts = 1, partLength = 0
+            for byte in s.utf8 {
+                switch byte {
+                case UInt8(ascii: "."):
+                    guard partLength > 0 else { return false }
+                    parts += 1
+                    partLength = 0
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                     UInt8(ascii: "_"), UInt8(ascii: "-"):
+                    partLength += 1
+                default:
+                    return false
+                }
+            }
+            return parts >= 2 && partLength > 0
+        }
         let parts = s.split(separator: ".", omittingEmptySubsequences: false)
         return parts.count >= 2 && parts.allSatisfy { !$0.isEmpty && $0.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" } }
     }

@@ -233,6 +233,10 @@ final class WireTests: XCTestCase {
         XCTAssertEqual(failure(#"{"method":"a.B","upgrade":true}"#), "org.varlink.service.MethodNotImplemented")
         XCTAssertEqual(failure(#"{"method":"a.B","method":5}"#), nil, "the first of duplicate keys wins")
         XCTAssertEqual(failure(#"{"method":5,"method":"a.B"}"#), "method: not an interface-qualified method name")
+        let qualified = ["a.B", "io.adorch.Ads.Show", "a_1.b-2", "é.ß", "a.\u{661}"]
+        let unqualified = ["a..B", ".a", "a.", "a b.c", "a.b/c", "a.\u{2028}", "."]
+        for name in qualified { XCTAssertNil(failure(#"{"method":"\#(name)"}"#), name) }
+        for name in unqualified { XCTAssertEqual(failure(#"{"method":"\#(name)"}"#), "method: not an interface-qualified method name", name) }
         let call = try VarlinkCall.decode(Data(#" {"m\u0065thod":"a.B","parameters":null,"oneway":null,"more":true,"x":[1]} "#.utf8)).get()
         XCTAssertEqual(call.method, "a.B")
         XCTAssertEqual(call.parameters, [:])
