@@ -79,11 +79,13 @@ let package = Package(
         ),
         // The control API's load generator: an epoll client in C, as cheap as redis-benchmark.
         .target(name: "CAdorchLoad"),
+        // A counting malloc, for the wire benchmark's allocations per message.
+        .target(name: "CAdorchMallocCount"),
         // Benchmarks: the standard day against the reference preload policies; the real daemon
         // against redis, its footprint and how Show scales.
         .target(
             name: "AdorchBench",
-            dependencies: ["AdorchEngine", "AdorchLocking", "AdorchVarlink", "CAdorchLoad", .product(name: "TOMLKit", package: "TOMLKit")]
+            dependencies: ["AdorchEngine", "AdorchLocking", "AdorchVarlink", "CAdorchLoad", "CAdorchMallocCount", .product(name: "TOMLKit", package: "TOMLKit")]
         ),
         .executableTarget(
             name: "adorch-bench",

@@ -46,19 +46,15 @@ public enum JSONValue: Sendable, Equatable, Codable, CustomStringConvertible, Ex
         self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
     }
 
-    /// Parses one JSON text; nil if it is not JSON.
-    public static func parse(_ data: Data) -> JSONValue? { try? JSONDecoder().decode(JSONValue.self, from: data) }
+    /// Parses one JSON text; nil if it is not JSON (the rules: `JSONParser`).
+    public static func parse(_ data: Data) -> JSONValue? { data.withUnsafeBytes { try? parse(bytes: $0) } }
 
-    /// Compact JSON with sorted keys.
-    public var jsonData: Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(self)) ?? Data("null".utf8)
-    }
+    /// Compact JSON with sorted keys (the bytes: `JSONWriter`).
+    public var jsonData: Data { Data(jsonBytes) }
 
-    public var jsonString: String { String(decoding: jsonData, as: UTF8.self) }
+    public var jsonString: String { String(decoding: jsonBytes, as: UTF8.self) }
 
-    /// Indented JSON with sorted keys, for people.
+    /// Indented JSON with sorted keys, for people: rare enough to stay on JSONEncoder.
     public var prettyString: String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]

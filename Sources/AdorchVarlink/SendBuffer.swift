@@ -28,7 +28,7 @@ struct SendBuffer {
         bytes.removeSubrange((end + 1)...)
     }
 
-    mutating func append(_ data: Data) {
+    mutating func append(_ data: some Collection<UInt8>) {
         if sent > 0, sent >= bytes.count / 2 {
             bytes.removeSubrange(0..<sent)
             sent = 0

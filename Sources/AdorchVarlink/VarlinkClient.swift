@@ -43,9 +43,7 @@ public final class VarlinkClient {
 
     /// Sends one call and returns its (first) reply.
     public func call(_ method: String, _ parameters: [String: JSONValue] = [:], more: Bool = false) throws(Failure) -> Reply {
-        var message: [String: JSONValue] = ["method": .string(method), "parameters": .object(parameters)]
-        if more { message["more"] = true }
-        try sendRaw(VarlinkWire.frame(.object(message)))
+        try sendRaw(Data(VarlinkWire.call(method, parameters, more: more)))
         return try nextReply()
     }
 

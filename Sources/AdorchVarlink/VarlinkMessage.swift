@@ -72,31 +72,82 @@ public struct VarlinkCall: Sendable {
     /// Decodes one message. Anything that is not a well-formed call is named as the
     /// `org.varlink.service.InvalidParameter` it earns.
     public static func decode(_ data: Data, peer: PeerCredentials? = nil) -> Result<VarlinkCall, VarlinkError> {
-        guard let value = JSONValue.parse(data) else { return .failure(.invalidParameter("message: not JSON")) }
-        guard case .object(let object) = value else { return .failure(.invalidParameter("message: not a JSON object")) }
-        guard let methodValue = object["method"] else { return .failure(.invalidParameter("method: missing")) }
-        guard case .string(let method) = methodValue, isQualifiedMethod(method) else {
+        data.withUnsafeBytes { decode(bytes: $0, peer: peer) }
+    }
+
+    /// Decodes one message straight from its bytes (without its NUL): the call's own members
+    /// are picked as they are read, with no object of them built first. The whole text is
+    /// read before any member is judged, so a message that is not JSON is named so first.
+    public static func decode(bytes: UnsafeRawBufferPointer, peer: PeerCredentials? = nil) -> Result<VarlinkCall, VarlinkError> {
+        var parser = JSONParser(bytes)
+        // The first of duplicate keys wins, as in any object (see JSONParser).
+        var method: JSONValue?, parameters: JSONValue?, oneway: JSONValue?, more: JSONValue?, upgrade: JSONValue?
+        do throws(JSONParseError) {
+            guard try parser.peek() == UInt8(ascii: "{") else {
+                _ = try parser.document()
+                return .failure(.invalidParameter("message: not a JSON object"))
+            }
+            try parser.members { parser, key throws(JSONParseError) in
+                let value = try parser.value()
+                switch key {
+                case "method": method = method ?? value
+                case "parameters": parameters = parameters ?? value
+                case "oneway": oneway = oneway ?? value
+                case "more": more = more ?? value
+                case "upgrade": upgrade = upgrade ?? value
+                default: break
+                }
+            }
+            try parser.finish()
+        } catch {
+            return .failure(.invalidParameter("message: not JSON"))
+        }
+        guard let method else { return .failure(.invalidParameter("method: missing")) }
+        guard case .string(let name) = method, isQualifiedMethod(name) else {
             return .failure(.invalidParameter("method: not an interface-qualified method name"))
         }
-        var parameters: [String: JSONValue] = [:]
-        switch object["parameters"] {
+        var object: [String: JSONValue] = [:]
+        switch parameters {
         case nil, .null?: break
-        case .object(let p)?: parameters = p
+        case .object(let p)?: object = p
         default: return .failure(.invalidParameter("parameters: not an object"))
         }
-        var flags: [String: Bool] = [:]
-        for flag in ["oneway", "more", "upgrade"] {
-            switch object[flag] {
-            case nil, .null?: flags[flag] = false
-            case .bool(let b)?: flags[flag] = b
-            default: return .failure(.invalidParameter("\(flag): not a boolean"))
-            }
+        guard let isOneway = flag(oneway) else { return .failure(.invalidParameter("oneway: not a boolean")) }
+        guard let wantsMore = flag(more) else { return .failure(.invalidParameter("more: not a boolean")) }
+        guard let upgrades = flag(upgrade) else { return .failure(.invalidParameter("upgrade: not a boolean")) }
+        if upgrades { return .failure(.methodNotImplemented("\(name) (upgrade)")) }
+        return .success(VarlinkCall(method: name, parameters: object, oneway: isOneway, more: wantsMore, peer: peer))
+    }
+
+    /// A flag's value: absent or null is false; nil if it is not a boolean.
+    private static func flag(_ value: JSONValue?) -> Bool? {
+        switch value {
+        case nil, .null?: false
+        case .bool(let b)?: b
+        default: nil
         }
-        if flags["upgrade"] == true { return .failure(.methodNotImplemented("\(method) (upgrade)")) }
-        return .success(VarlinkCall(method: method, parameters: parameters, oneway: flags["oneway"]!, more: flags["more"]!, peer: peer))
     }
 
     private static func isQualifiedMethod(_ s: String) -> Bool {
+        // ASCII names (every real one) are judged on their bytes, by the same rule: Characters
+        // and their properties are the costly part of a small call's decoding.
+        if s.utf8.allSatisfy({ $0 < 0x80 }) {
+            var parts = 1, partLength = 0
+            for byte in s.utf8 {
+                switch byte {
+                case UInt8(ascii: "."):
+                    guard partLength > 0 else { return false }
+                    parts += 1
+                    partLength = 0
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                     UInt8(ascii: "_"), UInt8(ascii: "-"):
+                    partLength += 1
+                default:
+                    return false
+                }
+            }
+            return parts >= 2 && partLength > 0
+        }
         let parts = s.split(separator: ".", omittingEmptySubsequences: false)
         return parts.count >= 2 && parts.allSatisfy { !$0.isEmpty && $0.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" } }
     }
@@ -145,21 +196,3 @@ public struct VarlinkCall: Sendable {
     }
 }
 
-/// The reply side of one message, encoded with its NUL.
-enum VarlinkWire {
-    static func reply(_ parameters: [String: JSONValue], continues: Bool) -> Data {
-        var object: [String: JSONValue] = ["parameters": .object(parameters)]
-        if continues { object["continues"] = true }
-        return frame(.object(object))
-    }
-
-    static func error(_ error: VarlinkError) -> Data {
-        frame(["error": .string(error.name), "parameters": .object(error.parameters)])
-    }
-
-    static func frame(_ value: JSONValue) -> Data {
-        var data = value.jsonData
-        data.append(0)
-        return data
-    }
-}

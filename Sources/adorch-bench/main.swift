@@ -8,8 +8,8 @@ struct AdorchBenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "adorch-bench",
         abstract: "adorch's benchmarks: they print numbers beside the targets; they never fail on a slow machine.",
-        discussion: "`all` runs the four parts in order (what `make bench` does); each part also runs on its own.",
-        subcommands: [All.self, Control.self, Day.self, Footprint.self, Scale.self, Load.self, Subscribe.self, SoakCommand.self, CyclesCommand.self]
+        discussion: "`all` runs the five parts in order (what `make bench` does); each part also runs on its own.",
+        subcommands: [All.self, Control.self, Day.self, Footprint.self, Scale.self, Wire.self, Load.self, Subscribe.self, SoakCommand.self, CyclesCommand.self]
     )
 }
 
@@ -33,7 +33,7 @@ func emit(_ section: BenchSection) {
 }
 
 struct All: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Every part: redis, the day and its family, the footprint, the scale.")
+    static let configuration = CommandConfiguration(abstract: "Every part: redis, the day and its family, the footprint, the scale, the wire.")
     @OptionGroup var daemon: DaemonOptions
     @OptionGroup var day: DayOptions
 
@@ -43,6 +43,7 @@ struct All: ParsableCommand {
         emit(try day.section())
         emit(try benchmarks.footprint())
         emit(try benchmarks.scaling())
+        emit(WireBenchmark(iterations: daemon.smoke ? 2_000 : 200_000).run())
     }
 }
 
@@ -75,6 +76,12 @@ struct Scale: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show latency with few and many slots, and with few and many subscribers.")
     @OptionGroup var daemon: DaemonOptions
     func run() throws { emit(try daemon.benchmarks.scaling()) }
+}
+
+struct Wire: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Decoding a Show call and encoding its reply: Foundation's Codable against adorch's own code.")
+    @Option(help: "Messages timed per row.") var iterations = 200_000
+    func run() { emit(WireBenchmark(iterations: iterations).run()) }
 }
 
 /// The load generator alone, against a daemon someone else started: for profiling one call
