@@ -217,15 +217,17 @@ public final class Validator {
             check = "\(f): ad_notify with every event"
             setCheck(check)
             // The events the host sends, as far as the plugin's minor version has them.
-            let events = (interactive ? [25, 26, 25, 26] : [2, 3, 27, 28, 29, 30, 5, 6, 4] as [UInt32]).filter { plugin.library.knows(event: $0) }
-            for (i, event) in events.enumerated() { plugin.notify(loaded.object, event, detail: i % 2 == 0 ? nil : "{}") }
+            let events = (interactive ? [SessionControl.pause, .resume, .pause, .resume].map(\.abi)
+                : [ViewerEvent.impression, .click, .start, .firstQuartile, .midpoint, .thirdQuartile, .complete, .skip, .close].map(\.abi))
+                .filter(plugin.library.knows(event:))
+            for (i, event) in events.enumerated() { plugin.notify(loaded.object, event.rawValue, detail: i % 2 == 0 ? nil : "{}") }
             plugin.notify(loaded.object, 1000, detail: nil)  // from a newer host: must be ignored
             Thread.sleep(forTimeInterval: seconds(options.grace))
             plugin.destroy(loaded.id, loaded.object)
             Thread.sleep(forTimeInterval: seconds(options.grace))
             problems = violations(check, Rule.allCases)
             add(check, problems.isEmpty ? .pass : .fail,
-                problems.isEmpty ? "events \(events.map(String.init).joined(separator: ",")) and an unknown 1000 taken in stride" : summary(problems))
+                problems.isEmpty ? "events \(events.map { String($0.rawValue) }.joined(separator: ",")) and an unknown 1000 taken in stride" : summary(problems))
         } else {
             add(check, .skip, "no load filled")
             add("\(f): ad_notify with every event", .skip, "no load filled")
@@ -408,7 +410,7 @@ public final class Validator {
     // MARK: Helpers
 
     private func request(_ format: AdFormat) -> Request {
-        var request = Request(format: format.abiValue, serverParameter: options.serverParameter, timeout: options.timeout)
+        var request = Request(format: format.abi.rawValue, serverParameter: options.serverParameter, timeout: options.timeout)
         switch format {
         case .banner: (request.width, request.height) = (320, 50)
         case .native: request.variant = "feed"
