@@ -25,7 +25,8 @@ let package = Package(
         // The plugin ABI: one C header, adorch/plugin.h, the whole contract with plugin authors.
         .target(name: "CAdorchPlugin", path: "Sources/CAdorchPlugin"),
         // The pure engine: slots, ad state machine, preload scheduler. No I/O, time passed in.
-        .target(name: "AdorchEngine"),
+        // It takes the ABI's values (formats, events, errors) from plugin.h's enums.
+        .target(name: "AdorchEngine", dependencies: ["CAdorchPlugin"]),
         .target(name: "AdorchLocking"),
         // dlopen, ABI checks, one serial queue per plugin, callbacks hopped to the engine queue.
         .target(
@@ -115,7 +116,7 @@ let package = Package(
         .testTarget(name: "VASTTests", dependencies: ["VAST", "VASTFixtures", "AdorchEngine", "AdorchLocking"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["AdorchVarlink", "AdorchLocking", "VASTFixtures", "AdorchBench"],
+            dependencies: ["AdorchVarlink", "AdorchLocking", "VASTFixtures", "AdorchBench", "AdorchPluginHost"],
             exclude: ["Fixtures"]
         ),
     ]

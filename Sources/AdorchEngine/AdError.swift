@@ -1,3 +1,5 @@
+import CAdorchPlugin
+
 /// The host's error taxonomy (docs/rules.md, "Error taxonomy"). Plugins map their network's codes onto
 /// it; apps and logs see these names first, the network's own code beside them.
 public enum AdErrorCode: String, Sendable, CaseIterable {
@@ -12,19 +14,39 @@ public enum AdErrorCode: String, Sendable, CaseIterable {
     case alreadyShown = "already_shown"
     case pluginFault = "plugin_fault"
 
-    /// The code for a number from adorch/plugin.h's `adorch_error`; unknown numbers are the
-    /// plugin's fault.
+    /// The code for a number from adorch/plugin.h's `adorch_error`: a switch over the
+    /// header's enum, so an error added there does not build until it has its code here.
+    /// Unknown numbers (a newer minor's, or garbage) are the plugin's fault.
     public init(abiValue: Int32) {
-        switch abiValue {
-        case 1: self = .internal
-        case 2: self = .network
-        case 3: self = .noFill
-        case 4: self = .invalidRequest
-        case 5: self = .timeout
-        case 6: self = .rateLimited
-        case 7: self = .notReady
-        // 8, a network answer the plugin could not parse, and unknown numbers: the plugin's fault.
-        default: self = .pluginFault
+        guard let error = adorch_error(abiValue: abiValue) else {
+            self = .pluginFault
+            return
+        }
+        switch error {
+        case .ADORCH_ERROR_INTERNAL: self = .internal
+        case .ADORCH_ERROR_NETWORK: self = .network
+        case .ADORCH_ERROR_NO_FILL: self = .noFill
+        case .ADORCH_ERROR_INVALID_REQUEST: self = .invalidRequest
+        case .ADORCH_ERROR_TIMEOUT: self = .timeout
+        case .ADORCH_ERROR_RATE_LIMITED: self = .rateLimited
+        case .ADORCH_ERROR_NOT_READY: self = .notReady
+        // A network answer the plugin could not parse: the plugin could not use it.
+        case .ADORCH_ERROR_MALFORMED: self = .pluginFault
+        }
+    }
+}
+
+extension adorch_error {
+    /// The error with this number, or nil for one the header does not have; checked as
+    /// adorch_format(abiValue:) says why.
+    public init?(abiValue: Int32) {
+        guard let value = adorch_error(rawValue: UInt32(bitPattern: abiValue)) else { return nil }
+        switch value {
+        case .ADORCH_ERROR_INTERNAL, .ADORCH_ERROR_NETWORK, .ADORCH_ERROR_NO_FILL, .ADORCH_ERROR_INVALID_REQUEST,
+             .ADORCH_ERROR_TIMEOUT, .ADORCH_ERROR_RATE_LIMITED, .ADORCH_ERROR_NOT_READY, .ADORCH_ERROR_MALFORMED:
+            self = value
+        @unknown default:
+            return nil
         }
     }
 }

@@ -1,3 +1,5 @@
+import CAdorchPlugin
+
 /// The host's name for one ad: never reused within one engine's life.
 public typealias AdID = UInt64
 
@@ -85,31 +87,84 @@ public enum ViewerEvent: String, Sendable, CaseIterable {
     var once: Bool { self != .click }
 
     /// The name in the event vocabulary (docs/rules.md, "Viewer reports").
-    public var vocabularyName: String {
+    public var vocabularyName: String { abi.vocabularyName }
+
+    public var abi: adorch_event {
         switch self {
-        case .impression: "impression"
-        case .click: "click"
-        case .close: "closed"
-        case .complete: "play_finished"
-        case .skip: "skipped"
-        case .start: "play_started"
-        case .firstQuartile: "first_quartile"
-        case .midpoint: "midpoint"
-        case .thirdQuartile: "third_quartile"
+        case .impression: .ADORCH_EVENT_IMPRESSION
+        case .click: .ADORCH_EVENT_CLICK
+        case .close: .ADORCH_EVENT_CLOSE
+        case .complete: .ADORCH_EVENT_COMPLETE
+        case .skip: .ADORCH_EVENT_SKIP
+        case .start: .ADORCH_EVENT_START
+        case .firstQuartile: .ADORCH_EVENT_FIRST_QUARTILE
+        case .midpoint: .ADORCH_EVENT_MIDPOINT
+        case .thirdQuartile: .ADORCH_EVENT_THIRD_QUARTILE
+        }
+    }
+}
+
+/// adorch/plugin.h's events as adorch knows them: the one table of event names. A switch
+/// over the header's enum, so an event added there does not build until it has its line here.
+extension adorch_event {
+    /// The event with this number, or nil for one the header does not have; checked as
+    /// adorch_format(abiValue:) says why.
+    public init?(abiValue: UInt32) {
+        guard let value = adorch_event(rawValue: abiValue) else { return nil }
+        switch value {
+        case .ADORCH_EVENT_MEDIA_CACHED, .ADORCH_EVENT_IMPRESSION, .ADORCH_EVENT_CLICK, .ADORCH_EVENT_CLOSE,
+             .ADORCH_EVENT_COMPLETE, .ADORCH_EVENT_SKIP, .ADORCH_EVENT_REWARD, .ADORCH_EVENT_SHOW_FAILED,
+             .ADORCH_EVENT_WILL_PRESENT, .ADORCH_EVENT_PRESENTED, .ADORCH_EVENT_LEFT_APPLICATION,
+             .ADORCH_EVENT_WILL_CLOSE, .ADORCH_EVENT_DISLIKE, .ADORCH_EVENT_ADS_AVAILABLE, .ADORCH_EVENT_STARTED,
+             .ADORCH_EVENT_OPT_IN, .ADORCH_EVENT_OPT_OUT, .ADORCH_EVENT_SKIP_CARD_SHOWN, .ADORCH_EVENT_USER_CANCEL,
+             .ADORCH_EVENT_POPUP_WEBSITE, .ADORCH_EVENT_AD_FREE_POD, .ADORCH_EVENT_COMPLETED,
+             .ADORCH_EVENT_NO_ADS_AVAILABLE, .ADORCH_EVENT_ERROR, .ADORCH_EVENT_PAUSE, .ADORCH_EVENT_RESUME,
+             .ADORCH_EVENT_START, .ADORCH_EVENT_FIRST_QUARTILE, .ADORCH_EVENT_MIDPOINT, .ADORCH_EVENT_THIRD_QUARTILE:
+            self = value
+        @unknown default:
+            return nil
         }
     }
 
-    public var abiValue: UInt32 {
+    /// Its name in the event vocabulary (docs/rules.md, "Viewer reports"): what subscribers and logs see.
+    public var vocabularyName: String { vocabulary.name }
+
+    /// Whether a plugin may report it through host->event; the others only the host sends,
+    /// through ad_notify.
+    public var isReportedByPlugins: Bool { vocabulary.fromPlugins }
+
+    private var vocabulary: (name: String, fromPlugins: Bool) {
         switch self {
-        case .impression: 2
-        case .click: 3
-        case .close: 4
-        case .complete: 5
-        case .skip: 6
-        case .start: 27
-        case .firstQuartile: 28
-        case .midpoint: 29
-        case .thirdQuartile: 30
+        case .ADORCH_EVENT_MEDIA_CACHED: ("media_cached", true)
+        case .ADORCH_EVENT_IMPRESSION: ("impression", true)
+        case .ADORCH_EVENT_CLICK: ("click", true)
+        case .ADORCH_EVENT_CLOSE: ("closed", true)
+        case .ADORCH_EVENT_COMPLETE: ("play_finished", true)
+        case .ADORCH_EVENT_SKIP: ("skipped", true)
+        case .ADORCH_EVENT_REWARD: ("reward", true)
+        case .ADORCH_EVENT_SHOW_FAILED: ("failed_to_display", true)
+        case .ADORCH_EVENT_WILL_PRESENT: ("will_present", true)
+        case .ADORCH_EVENT_PRESENTED: ("presented", true)
+        case .ADORCH_EVENT_LEFT_APPLICATION: ("left_application", true)
+        case .ADORCH_EVENT_WILL_CLOSE: ("will_close", true)
+        case .ADORCH_EVENT_DISLIKE: ("dislike", true)
+        case .ADORCH_EVENT_ADS_AVAILABLE: ("ads_available", true)
+        case .ADORCH_EVENT_STARTED: ("started", true)
+        case .ADORCH_EVENT_OPT_IN: ("opt_in", true)
+        case .ADORCH_EVENT_OPT_OUT: ("opt_out", true)
+        case .ADORCH_EVENT_SKIP_CARD_SHOWN: ("skip_card_shown", true)
+        case .ADORCH_EVENT_USER_CANCEL: ("user_cancel", true)
+        case .ADORCH_EVENT_POPUP_WEBSITE: ("popup_website", true)
+        case .ADORCH_EVENT_AD_FREE_POD: ("ad_free_pod", true)
+        case .ADORCH_EVENT_COMPLETED: ("completed", true)
+        case .ADORCH_EVENT_NO_ADS_AVAILABLE: ("no_ads_available", true)
+        case .ADORCH_EVENT_ERROR: ("error", true)
+        case .ADORCH_EVENT_PAUSE: (SessionControl.pause.rawValue, false)
+        case .ADORCH_EVENT_RESUME: (SessionControl.resume.rawValue, false)
+        case .ADORCH_EVENT_START: ("play_started", false)
+        case .ADORCH_EVENT_FIRST_QUARTILE: ("first_quartile", false)
+        case .ADORCH_EVENT_MIDPOINT: ("midpoint", false)
+        case .ADORCH_EVENT_THIRD_QUARTILE: ("third_quartile", false)
         }
     }
 }
@@ -218,7 +273,7 @@ public enum Effect: Sendable, Equatable {
 public enum SessionControl: String, Sendable {
     case pause, resume
 
-    public var abiValue: UInt32 { self == .pause ? 25 : 26 }
+    public var abi: adorch_event { self == .pause ? .ADORCH_EVENT_PAUSE : .ADORCH_EVENT_RESUME }
 }
 
 /// A reward earned on one ad, for the ledger.

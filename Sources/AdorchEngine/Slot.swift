@@ -1,19 +1,35 @@
-/// Ad formats. The raw values are the names apps, config and logs use; `abiValue` is the
-/// number in adorch/plugin.h.
+import CAdorchPlugin
+
+/// Ad formats. The raw values are the names apps, config and logs use; `abi` is the value
+/// in adorch/plugin.h.
 public enum AdFormat: String, Sendable, CaseIterable, Codable {
     case rewarded, fullscreen, interstitial, banner, splash, native
     /// An interactive session (docs/rules.md, "Interactive sessions"): io.adorch.Ads.InitInteractive.
     case interactive
 
-    public var abiValue: UInt32 {
+    /// The format of a value of plugin.h: a switch over the header's enum, so a format added
+    /// there does not build until it has its case here.
+    public init(abi: adorch_format) {
+        switch abi {
+        case .ADORCH_FORMAT_REWARDED: self = .rewarded
+        case .ADORCH_FORMAT_FULLSCREEN: self = .fullscreen
+        case .ADORCH_FORMAT_INTERSTITIAL: self = .interstitial
+        case .ADORCH_FORMAT_BANNER: self = .banner
+        case .ADORCH_FORMAT_SPLASH: self = .splash
+        case .ADORCH_FORMAT_NATIVE: self = .native
+        case .ADORCH_FORMAT_INTERACTIVE: self = .interactive
+        }
+    }
+
+    public var abi: adorch_format {
         switch self {
-        case .rewarded: 1
-        case .fullscreen: 2
-        case .interstitial: 3
-        case .banner: 4
-        case .splash: 5
-        case .native: 6
-        case .interactive: 7
+        case .rewarded: .ADORCH_FORMAT_REWARDED
+        case .fullscreen: .ADORCH_FORMAT_FULLSCREEN
+        case .interstitial: .ADORCH_FORMAT_INTERSTITIAL
+        case .banner: .ADORCH_FORMAT_BANNER
+        case .splash: .ADORCH_FORMAT_SPLASH
+        case .native: .ADORCH_FORMAT_NATIVE
+        case .interactive: .ADORCH_FORMAT_INTERACTIVE
         }
     }
 
@@ -34,6 +50,24 @@ public enum AdFormat: String, Sendable, CaseIterable, Codable {
     /// How long a Load may take in all when the app does not say: a splash screen cannot
     /// wait (2 s; docs/rules.md, "Deadlines"); the others get 5 s.
     public var defaultLoadTimeout: Duration { self == .splash ? .seconds(2) : .seconds(5) }
+}
+
+extension adorch_format {
+    /// The format with this number, or nil for one the header does not have (a newer minor's, or
+    /// garbage). Every number from the other side goes through here: Swift's init(rawValue:)
+    /// does not check a C enum's value (adorch_format(rawValue: 20) is not nil), and a switch
+    /// over a value outside the enum traps. A value added to the header and not listed here
+    /// is a compiler warning (the other switches over the enum make it an error).
+    public init?(abiValue: UInt32) {
+        guard let value = adorch_format(rawValue: abiValue) else { return nil }
+        switch value {
+        case .ADORCH_FORMAT_REWARDED, .ADORCH_FORMAT_FULLSCREEN, .ADORCH_FORMAT_INTERSTITIAL, .ADORCH_FORMAT_BANNER,
+             .ADORCH_FORMAT_SPLASH, .ADORCH_FORMAT_NATIVE, .ADORCH_FORMAT_INTERACTIVE:
+            self = value
+        @unknown default:
+            return nil
+        }
+    }
 }
 
 /// One network in a slot's waterfall: which plugin, and the opaque strings it needs.

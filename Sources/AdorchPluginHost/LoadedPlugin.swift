@@ -86,7 +86,7 @@ public final class LoadedPlugin: @unchecked Sendable {
             )
             let object: UnsafeMutableRawPointer? = withUnsafePointer(to: &reward) { rewardPointer in
                 var request = adorch_request(
-                    struct_size: UInt32(MemoryLayout<adorch_request>.size), format: order.format.abiValue,
+                    struct_size: UInt32(MemoryLayout<adorch_request>.size), format: order.format.abi.rawValue,
                     slot_id: strings.dup(order.slotID), ad_unit_id: strings.dup(order.entry.adUnitID),
                     server_parameter: strings.dup(order.entry.serverParameter),
                     targeting_json: strings.dup(order.targetingJSON), width: UInt32(order.width), height: UInt32(order.height),
@@ -132,19 +132,19 @@ public final class LoadedPlugin: @unchecked Sendable {
     }
 
     public func notify(_ id: AdID, event: ViewerEvent) {
-        guard library.knows(event: event.abiValue) else { return }  // newer than the plugin's minor
+        guard library.knows(event: event.abi) else { return }  // newer than the plugin's minor
         queue.async { [self] in
             guard let object = objects[id] else { return }
-            entry.pointee.ad_notify(object, event.abiValue, nil)
+            entry.pointee.ad_notify(object, event.abi.rawValue, nil)
         }
     }
 
     /// Pauses or resumes an interactive session.
     public func control(_ id: AdID, _ control: SessionControl) {
-        guard library.knows(event: control.abiValue) else { return }
+        guard library.knows(event: control.abi) else { return }
         queue.async { [self] in
             guard let object = objects[id] else { return }
-            entry.pointee.ad_notify(object, control.abiValue, nil)
+            entry.pointee.ad_notify(object, control.abi.rawValue, nil)
         }
     }
 
@@ -241,19 +241,15 @@ private let hostFailed: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_i
 
 private let hostEvent: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, UInt32, UnsafePointer<CChar>?) -> Void = {
     host, ad, event, detail in
-    let names: [UInt32: String] = [
-        2: "impression", 3: "click", 4: "closed", 5: "play_finished", 6: "skipped", 7: "reward", 8: "failed_to_display",
-        9: "will_present", 10: "presented", 11: "left_application", 12: "will_close", 13: "dislike",
-        14: "ads_available", 15: "started", 16: "opt_in", 17: "opt_out", 18: "skip_card_shown", 19: "user_cancel",
-        20: "popup_website", 21: "ad_free_pod", 22: "completed", 23: "no_ads_available", 24: "error",
-    ]
+    let known = adorch_event(abiValue: event)
     let text = detail.map { String(cString: $0) }
     // A detail must be a JSON object to be passed on; anything else is dropped.
     let object = text.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }.map { jsonObject($0) }
-    let report: PluginReport = switch event {
-    case 1: .mediaCached
-    case 7: .reward(transID: object.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }?["trans_id"] as? String)
-    default: .other(name: names[event] ?? "event_\(event)", detailJSON: object)
+    let report: PluginReport = switch known {
+    case .ADORCH_EVENT_MEDIA_CACHED?: .mediaCached
+    case .ADORCH_EVENT_REWARD?: .reward(transID: object.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }?["trans_id"] as? String)
+    // One only the host sends, or a newer minor's, goes by its number.
+    default: .other(name: known.flatMap { $0.isReportedByPlugins ? $0.vocabularyName : nil } ?? "event_\(event)", detailJSON: object)
     }
     sink(host)?.deliver(ad, report)
 }

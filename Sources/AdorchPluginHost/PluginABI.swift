@@ -2,18 +2,36 @@ import CAdorchPlugin
 
 /// The ABI version this host was built with, from adorch/plugin.h, and the minor version
 /// that brought each value the host sends a plugin: one built against an older minor never
-/// receives what it cannot know (plugin.h's evolution rule).
+/// receives what it cannot know (plugin.h's evolution rule). Each is a switch over the
+/// header's enum, so a value added there does not build until its minor is written here.
 public enum PluginABI {
     public static let major = UInt32(ADORCH_PLUGIN_ABI_MAJOR)
     public static let minor = UInt32(ADORCH_PLUGIN_ABI_MINOR)
 
-    /// 1.1 added the interactive format.
-    public static func minor(introducingFormat format: UInt32) -> UInt32 {
-        format >= UInt32(ADORCH_FORMAT_INTERACTIVE.rawValue) ? 1 : 0
+    public static func minor(introducing format: adorch_format) -> UInt32 {
+        switch format {
+        case .ADORCH_FORMAT_REWARDED, .ADORCH_FORMAT_FULLSCREEN, .ADORCH_FORMAT_INTERSTITIAL, .ADORCH_FORMAT_BANNER,
+             .ADORCH_FORMAT_SPLASH, .ADORCH_FORMAT_NATIVE:
+            0
+        case .ADORCH_FORMAT_INTERACTIVE:
+            1
+        }
     }
 
-    /// 1.1 added events 14 to 30 (interactive sessions, video progress).
-    public static func minor(introducingEvent event: UInt32) -> UInt32 {
-        event >= UInt32(ADORCH_EVENT_ADS_AVAILABLE.rawValue) ? 1 : 0
+    public static func minor(introducing event: adorch_event) -> UInt32 {
+        switch event {
+        case .ADORCH_EVENT_MEDIA_CACHED, .ADORCH_EVENT_IMPRESSION, .ADORCH_EVENT_CLICK, .ADORCH_EVENT_CLOSE,
+             .ADORCH_EVENT_COMPLETE, .ADORCH_EVENT_SKIP, .ADORCH_EVENT_REWARD, .ADORCH_EVENT_SHOW_FAILED,
+             .ADORCH_EVENT_WILL_PRESENT, .ADORCH_EVENT_PRESENTED, .ADORCH_EVENT_LEFT_APPLICATION,
+             .ADORCH_EVENT_WILL_CLOSE, .ADORCH_EVENT_DISLIKE:
+            0
+        // Interactive sessions and video progress.
+        case .ADORCH_EVENT_ADS_AVAILABLE, .ADORCH_EVENT_STARTED, .ADORCH_EVENT_OPT_IN, .ADORCH_EVENT_OPT_OUT,
+             .ADORCH_EVENT_SKIP_CARD_SHOWN, .ADORCH_EVENT_USER_CANCEL, .ADORCH_EVENT_POPUP_WEBSITE,
+             .ADORCH_EVENT_AD_FREE_POD, .ADORCH_EVENT_COMPLETED, .ADORCH_EVENT_NO_ADS_AVAILABLE, .ADORCH_EVENT_ERROR,
+             .ADORCH_EVENT_PAUSE, .ADORCH_EVENT_RESUME, .ADORCH_EVENT_START, .ADORCH_EVENT_FIRST_QUARTILE,
+             .ADORCH_EVENT_MIDPOINT, .ADORCH_EVENT_THIRD_QUARTILE:
+            1
+        }
     }
 }

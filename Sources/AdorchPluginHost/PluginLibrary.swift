@@ -69,18 +69,17 @@ public final class PluginLibrary: @unchecked Sendable {
             name: name, path: path, declaredName: String(cString: e.name), version: String(cString: e.version),
             description: e.description.map { String(cString: $0) } ?? "",
             abiMajor: e.abi_major, abiMinor: e.abi_minor,
-            formats: AdFormat.allCases.filter {
-                e.formats & (1 << $0.abiValue) != 0 && PluginABI.minor(introducingFormat: $0.abiValue) <= e.abi_minor
-            }
+            formats: (0..<UInt32(32)).compactMap { bit in e.formats & 1 << bit != 0 ? adorch_format(abiValue: bit) : nil }
+                .filter { PluginABI.minor(introducing: $0) <= e.abi_minor }.map(AdFormat.init(abi:))
         )
     }
 
     /// Whether the plugin was built against a minor version that has this event.
-    public func knows(event: UInt32) -> Bool { PluginABI.minor(introducingEvent: event) <= entry.pointee.abi_minor }
+    public func knows(event: adorch_event) -> Bool { PluginABI.minor(introducing: event) <= entry.pointee.abi_minor }
 
     /// Formats the mask claims that this host does not know (a newer minor's): ignored.
     public var unknownFormatBits: UInt32 {
-        entry.pointee.formats & ~AdFormat.allCases.reduce(UInt32(0)) { $0 | 1 << $1.abiValue }
+        entry.pointee.formats & ~(0..<UInt32(32)).reduce(UInt32(0)) { adorch_format(abiValue: $1) == nil ? $0 : $0 | 1 << $1 }
     }
 
     private static func problem(with e: adorch_plugin_entry_t) -> String? {

@@ -1,3 +1,4 @@
+import AdorchEngine
 import CAdorchPlugin
 import Foundation
 
@@ -119,7 +120,7 @@ final class CallbackLedger: @unchecked Sendable {
     func loaded(_ id: UInt64, payload: String) { complete(id, .loaded(payload: payload)) }
 
     func failed(_ id: UInt64, error: Int32, networkCode: Int64, message: String) {
-        if error < 1 || error > Int32(ADORCH_ERROR_MALFORMED.rawValue) { violate(.unknownError, "failed with error \(error) for ad \(id)", ad: id) }
+        if adorch_error(abiValue: error) == nil { violate(.unknownError, "failed with error \(error) for ad \(id)", ad: id) }
         complete(id, .failed(error: error, networkCode: networkCode, message: message))
     }
 
@@ -127,8 +128,7 @@ final class CallbackLedger: @unchecked Sendable {
         if let detail, (try? JSONSerialization.jsonObject(with: Data(detail.utf8))) as? [String: Any] == nil {
             violate(.eventDetailNotObject, "event \(event) for ad \(id) with detail \(detail.prefix(80))", ad: id)
         }
-        // Plugin->host events: 1-24, less the two only the host sends (PAUSE, RESUME are 25, 26).
-        if !(1...24).contains(event) { violate(.unknownEvent, "event \(event) for ad \(id)", ad: id) }
+        if adorch_event(abiValue: event)?.isReportedByPlugins != true { violate(.unknownEvent, "event \(event) for ad \(id)", ad: id) }
         condition.lock()
         defer { condition.unlock() }
         if let problem = misdirected(id, what: "event \(event)") { return violateLocked(problem.0, problem.1, ad: id) }

@@ -143,7 +143,7 @@ struct Request: Sendable {
                 struct_size: UInt32(MemoryLayout<adorch_request>.size), format: format, slot_id: dup(slotID),
                 ad_unit_id: dup(adUnitID), server_parameter: dup(serverParameter), targeting_json: dup(targetingJSON),
                 width: width, height: height, count: count, timeout_ms: timeoutMS, deadline_monotonic_ns: deadlineNS,
-                test_mode: 1, reward: format == UInt32(ADORCH_FORMAT_REWARDED.rawValue) ? rewardPointer : nil,
+                test_mode: 1, reward: format == adorch_format.ADORCH_FORMAT_REWARDED.rawValue ? rewardPointer : nil,
                 variant: dup(variant), image_options_json: dup("{}"), creative_url: dup(creativeURL),
                 ad_parameters_json: dup(adParametersJSON), slot_type: dup(slotType)
             )

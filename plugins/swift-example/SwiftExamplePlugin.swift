@@ -84,7 +84,7 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
             return Unmanaged.passRetained(ad).toOpaque()
         },
         ad_load: { opaque in
-            guard let opaque else { return Int32(ADORCH_ERROR_INTERNAL.rawValue) }
+            guard let opaque else { return Int32(adorch_error.ADORCH_ERROR_INTERNAL.rawValue) }
             let ad = Unmanaged<HouseAd>.fromOpaque(opaque).takeUnretainedValue()
             let (id, text) = (ad.id, payload(for: ad))
             worker.asyncAfter(deadline: .now() + .milliseconds(Int.random(in: 5...30))) {
@@ -97,9 +97,9 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
             return 0
         },
         ad_show: { opaque, _ in
-            guard let opaque else { return Int32(ADORCH_ERROR_NOT_READY.rawValue) }
+            guard let opaque else { return Int32(adorch_error.ADORCH_ERROR_NOT_READY.rawValue) }
             let id = Unmanaged<HouseAd>.fromOpaque(opaque).takeUnretainedValue().id
-            return state.withLock { $0.loaded.contains(id) } ? 0 : Int32(ADORCH_ERROR_NOT_READY.rawValue)
+            return state.withLock { $0.loaded.contains(id) } ? 0 : Int32(adorch_error.ADORCH_ERROR_NOT_READY.rawValue)
         },
         ad_notify: { _, _, _ in },
         ad_destroy: { opaque in

@@ -157,19 +157,19 @@ private func fire(_ event: String, of id: adorch_ad_id) {
 
 /// The VAST event for a host event the app reported.
 private let vastEvents: [UInt32: String] = [
-    UInt32(ADORCH_EVENT_IMPRESSION.rawValue): "impression", UInt32(ADORCH_EVENT_CLICK.rawValue): "click",
-    UInt32(ADORCH_EVENT_CLOSE.rawValue): "close", UInt32(ADORCH_EVENT_COMPLETE.rawValue): "complete",
-    UInt32(ADORCH_EVENT_SKIP.rawValue): "skip", UInt32(ADORCH_EVENT_START.rawValue): "start",
-    UInt32(ADORCH_EVENT_FIRST_QUARTILE.rawValue): "firstQuartile", UInt32(ADORCH_EVENT_MIDPOINT.rawValue): "midpoint",
-    UInt32(ADORCH_EVENT_THIRD_QUARTILE.rawValue): "thirdQuartile",
+    adorch_event.ADORCH_EVENT_IMPRESSION.rawValue: "impression", adorch_event.ADORCH_EVENT_CLICK.rawValue: "click",
+    adorch_event.ADORCH_EVENT_CLOSE.rawValue: "close", adorch_event.ADORCH_EVENT_COMPLETE.rawValue: "complete",
+    adorch_event.ADORCH_EVENT_SKIP.rawValue: "skip", adorch_event.ADORCH_EVENT_START.rawValue: "start",
+    adorch_event.ADORCH_EVENT_FIRST_QUARTILE.rawValue: "firstQuartile", adorch_event.ADORCH_EVENT_MIDPOINT.rawValue: "midpoint",
+    adorch_event.ADORCH_EVENT_THIRD_QUARTILE.rawValue: "thirdQuartile",
 ]
 
 private func hostError(_ kind: ChainFailure.Kind) -> adorch_error {
     switch kind {
-    case .noFill: ADORCH_ERROR_NO_FILL
-    case .timeout: ADORCH_ERROR_TIMEOUT
-    case .network: ADORCH_ERROR_NETWORK
-    case .malformed: ADORCH_ERROR_MALFORMED
+    case .noFill: .ADORCH_ERROR_NO_FILL
+    case .timeout: .ADORCH_ERROR_TIMEOUT
+    case .network: .ADORCH_ERROR_NETWORK
+    case .malformed: .ADORCH_ERROR_MALFORMED
     }
 }
 
@@ -204,7 +204,7 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
         name: UnsafePointer(strdup("vast")),
         version: UnsafePointer(strdup("1.0.0")),
         description: UnsafePointer(strdup("any VAST 2.0-4.x ad server: wrapper chains, media choice, tracking")),
-        formats: (1 << ADORCH_FORMAT_REWARDED.rawValue) | (1 << ADORCH_FORMAT_FULLSCREEN.rawValue) | (1 << ADORCH_FORMAT_INTERSTITIAL.rawValue),
+        formats: (1 << adorch_format.ADORCH_FORMAT_REWARDED.rawValue) | (1 << adorch_format.ADORCH_FORMAT_FULLSCREEN.rawValue) | (1 << adorch_format.ADORCH_FORMAT_INTERSTITIAL.rawValue),
         init: { host, config in
             guard let host else { return 1 }
             var settings = PluginSettings()
@@ -259,7 +259,7 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
             let id = adorch_ad_id(UInt(bitPattern: opaque))
             guard let (ad, session, settings) = plugin.withLock({ state in state.ads[id].map { ($0, state.session, state.settings) } }),
                   let session
-            else { return Int32(ADORCH_ERROR_INTERNAL.rawValue) }
+            else { return Int32(adorch_error.ADORCH_ERROR_INTERNAL.rawValue) }
             count("loads")
             var preferences = MediaPreferences()
             if let types = ad.parameters.types { preferences.types = types }
@@ -289,7 +289,7 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
                 state.ads[id]!.shown = true
                 return true
             }
-            return ready ? 0 : Int32(ADORCH_ERROR_NOT_READY.rawValue)
+            return ready ? 0 : Int32(adorch_error.ADORCH_ERROR_NOT_READY.rawValue)
         },
         ad_notify: { opaque, event, _ in
             guard let name = vastEvents[event] else { return }

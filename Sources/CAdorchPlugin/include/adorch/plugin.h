@@ -100,8 +100,20 @@ typedef const struct adorch_plugin_entry_t *(*adorch_plugin_get_entry_fn)(void);
 #define ADORCH_PLUGIN_EXPORT
 #endif
 
+/* Marks the value enums below as closed for compilers that understand it (clang: Swift then
+ * imports each as an exhaustive enum, so the host's code does not build until it handles a
+ * new value). Only an annotation: the enums' type and values are the same either way. */
+#if defined(__has_attribute)
+#if __has_attribute(enum_extensibility)
+#define ADORCH_CLOSED_ENUM __attribute__((enum_extensibility(closed)))
+#endif
+#endif
+#ifndef ADORCH_CLOSED_ENUM
+#define ADORCH_CLOSED_ENUM
+#endif
+
 /* Ad formats. A plugin lists the ones it supports as a bit mask of (1u << format). */
-typedef enum adorch_format {
+typedef enum ADORCH_CLOSED_ENUM adorch_format {
     ADORCH_FORMAT_REWARDED = 1,     /* rewarded video: the viewer earns a reward by watching */
     ADORCH_FORMAT_FULLSCREEN = 2,   /* full-screen video, skippable */
     ADORCH_FORMAT_INTERSTITIAL = 3, /* full-screen ad between two screens of the app */
@@ -115,7 +127,7 @@ typedef enum adorch_format {
 #define ADORCH_FORMAT_BIT(format) (1u << (unsigned)(format))
 
 /* The host's error taxonomy: what host->failed reports and what apps see. */
-typedef enum adorch_error {
+typedef enum ADORCH_CLOSED_ENUM adorch_error {
     ADORCH_ERROR_INTERNAL = 1,        /* the plugin or its SDK failed in a way not listed below */
     ADORCH_ERROR_NETWORK = 2,         /* the network could not be reached or answered badly */
     ADORCH_ERROR_NO_FILL = 3,         /* the network answered but had no ad for this request */
@@ -128,7 +140,7 @@ typedef enum adorch_error {
 } adorch_error;
 
 /* Events. Plugin->host through host->event; host->plugin through ad_notify. */
-typedef enum adorch_event {
+typedef enum ADORCH_CLOSED_ENUM adorch_event {
     ADORCH_EVENT_MEDIA_CACHED = 1, /* plugin->host: the video is cached and plays without stalls */
     ADORCH_EVENT_IMPRESSION = 2,   /* the viewer saw the ad (counted once per ad) */
     ADORCH_EVENT_CLICK = 3,        /* the viewer clicked the ad */
