@@ -116,7 +116,8 @@ let package = Package(
         .testTarget(name: "VASTTests", dependencies: ["VAST", "VASTFixtures", "AdorchEngine", "AdorchLocking"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["AdorchVarlink", "AdorchLocking", "VASTFixtures", "AdorchBench", "AdorchPluginHost"],
+            dependencies: ["AdorchVarlink", "AdorchLocking", "VASTFixtures", "AdorchBench", "AdorchPluginHost",
+                           .product(name: "Logging", package: "swift-log")],
             exclude: ["Fixtures"]
         ),
     ]

@@ -22,18 +22,25 @@ public struct PluginInfo: Sendable, Equatable {
     public var formats: [AdFormat]
 }
 
-/// One dlopened plugin and the serial queue every call into it runs on.
+/// One dlopened plugin and the serial queue every call into it runs on, but ad_show of a
+/// plugin that declared ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD (showNow).
 ///
-/// @unchecked Sendable: it owns a Dispatch queue and C pointers; `objects` and every call
-/// into the plugin are confined to `queue`, the rest is immutable after init.
+/// @unchecked Sendable: it owns a Dispatch queue and C pointers; every call into the plugin
+/// but showNow's is confined to `queue`, `objects` and the any-thread flag are behind their
+/// locks (showNow reads them on its caller's thread), the rest is immutable after init.
 public final class LoadedPlugin: @unchecked Sendable {
+    /// An any-thread ad_show slower than this (plugin.h asks for 1 ms; the rest is room for
+    /// the scheduler) withdraws the plugin's flag: its later Shows go through its queue.
+    public static let showNowBound: Duration = .milliseconds(10)
+
     public let info: PluginInfo
     private let library: PluginLibrary
     private let entry: UnsafePointer<adorch_plugin_entry_t>
     private let host: UnsafeMutablePointer<adorch_host>
     private let sink: Unmanaged<CallbackSink>
     private let queue: DispatchQueue
-    private var objects: [AdID: UnsafeMutableRawPointer] = [:]
+    private let objects = LockedValue<[AdID: UnsafeMutableRawPointer]>([:])
+    private let anyThreadShows: LockedValue<Bool>
     private var initialized = false
 
     /// Opens `path`, checks the entry against this host's ABI and calls the plugin's init.
@@ -44,6 +51,7 @@ public final class LoadedPlugin: @unchecked Sendable {
         self.library = library
         self.entry = library.entry
         self.queue = DispatchQueue(label: "adorch.plugin.\(name)")
+        self.anyThreadShows = LockedValue(library.showsOnAnyThread)
         var pluginLogger = logger
         pluginLogger[metadataKey: "plugin"] = "\(name)"
         let sink = Unmanaged.passRetained(CallbackSink(plugin: name, logger: pluginLogger, onReport: onReport))
@@ -104,7 +112,7 @@ public final class LoadedPlugin: @unchecked Sendable {
                 report.deliver(order.adID, .failed(.internal, networkCode: 0, message: "ad_create returned NULL"))
                 return
             }
-            objects[order.adID] = object
+            objects.withLock { $0[order.adID] = object }
             let code = entry.pointee.ad_load(object)
             if code != 0 {
                 report.deliver(order.adID, .failed(AdErrorCode(abiValue: code), networkCode: 0, message: "ad_load returned \(code)"))
@@ -112,14 +120,37 @@ public final class LoadedPlugin: @unchecked Sendable {
         }
     }
 
-    /// Presents an ad. `completion` (optional) hears whether the plugin could, or false if its
-    /// queue did not get to it within `timeout` (a call into it is stuck).
+    /// Whether ad_show may be called on any thread (showNow): the plugin declared
+    /// ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD, and no call of it was slower than showNowBound.
+    public var showsOnAnyThread: Bool { anyThreadShows.withLock { $0 } }
+
+    /// Presents an ad of a plugin that showsOnAnyThread, on the calling thread: whether the
+    /// plugin could. The caller is the one that later asks for the ad's notify and destroy,
+    /// so that those come after ad_show returned (plugin.h's [show] rule). A call slower than
+    /// showNowBound is logged and withdraws showsOnAnyThread for the rest of the plugin's life.
+    public func showNow(_ id: AdID, userID: String?) -> Bool {
+        guard let object = objects.withLock({ $0[id] }) else { return false }
+        let context = jsonObject(["user_id": userID ?? ""])
+        let started = ContinuousClock.now
+        let code = context.withCString { entry.pointee.ad_show(object, $0) }
+        let took = ContinuousClock.now - started
+        if took > Self.showNowBound, anyThreadShows.withLock({ flag in defer { flag = false }; return flag }) {
+            sink.takeUnretainedValue().logger.warning("""
+                plugin \(info.name): ad_show took \(milliseconds(took)) off its queue, over the \(milliseconds(Self.showNowBound)) \
+                it may take there: its Shows go through its queue from now on
+                """)
+        }
+        return code == 0
+    }
+
+    /// Presents an ad on the plugin's queue. `completion` (optional) hears whether the plugin
+    /// could, or false if its queue did not get to it within `timeout` (a call into it is stuck).
     public func show(_ id: AdID, userID: String?, timeout: DispatchTimeInterval = .milliseconds(500),
                      completion: (@Sendable (Bool) -> Void)? = nil) {
         let answered = LockedFlag()
         queue.async { [self] in
             var shown = false
-            if let object = objects[id] {
+            if let object = objects.withLock({ $0[id] }) {
                 let context = jsonObject(["user_id": userID ?? ""])
                 shown = context.withCString { entry.pointee.ad_show(object, $0) } == 0
             }
@@ -134,7 +165,7 @@ public final class LoadedPlugin: @unchecked Sendable {
     public func notify(_ id: AdID, event: ViewerEvent) {
         guard library.knows(event: event.abi) else { return }  // newer than the plugin's minor
         queue.async { [self] in
-            guard let object = objects[id] else { return }
+            guard let object = objects.withLock({ $0[id] }) else { return }
             entry.pointee.ad_notify(object, event.abi.rawValue, nil)
         }
     }
@@ -143,14 +174,14 @@ public final class LoadedPlugin: @unchecked Sendable {
     public func control(_ id: AdID, _ control: SessionControl) {
         guard library.knows(event: control.abi) else { return }
         queue.async { [self] in
-            guard let object = objects[id] else { return }
+            guard let object = objects.withLock({ $0[id] }) else { return }
             entry.pointee.ad_notify(object, control.abi.rawValue, nil)
         }
     }
 
     public func destroy(_ id: AdID) {
         queue.async { [self] in
-            if let object = objects.removeValue(forKey: id) { entry.pointee.ad_destroy(object) }
+            if let object = objects.withLock({ $0.removeValue(forKey: id) }) { entry.pointee.ad_destroy(object) }
             sink.takeUnretainedValue().deliver(id, .destroyed)
         }
     }
@@ -176,8 +207,11 @@ public final class LoadedPlugin: @unchecked Sendable {
         let done = DispatchSemaphore(value: 0)
         queue.async { [self] in
             if initialized {
-                for (_, object) in objects.sorted(by: { $0.key < $1.key }) { entry.pointee.ad_destroy(object) }
-                objects.removeAll()
+                let all = objects.withLock { objects in
+                    defer { objects.removeAll() }
+                    return objects.sorted { $0.key < $1.key }
+                }
+                for (_, object) in all { entry.pointee.ad_destroy(object) }
                 entry.pointee.deinit()
                 initialized = false
             }
@@ -291,6 +325,10 @@ private final class LockedFlag: Sendable {
             return !isSet
         }
     }
+}
+
+private func milliseconds(_ d: Duration) -> String {
+    String(format: "%.1f ms", Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15)
 }
 
 func jsonObject(_ dictionary: [String: Any]) -> String {

@@ -77,6 +77,16 @@ public final class PluginLibrary: @unchecked Sendable {
     /// Whether the plugin was built against a minor version that has this event.
     public func knows(event: adorch_event) -> Bool { PluginABI.minor(introducing: event) <= entry.pointee.abi_minor }
 
+    /// The entry's flags (ABI 1.2): 0 for an entry whose struct_size stops before them, as
+    /// plugin.h's ADORCH_STRUCT_HAS would say.
+    public var flags: UInt32 {
+        let end = MemoryLayout<adorch_plugin_entry_t>.offset(of: \.flags)! + MemoryLayout<UInt32>.size
+        return Int(entry.pointee.struct_size) >= end ? entry.pointee.flags : 0
+    }
+
+    /// Whether the plugin declared ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD.
+    public var showsOnAnyThread: Bool { flags & ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD != 0 }
+
     /// Formats the mask claims that this host does not know (a newer minor's): ignored.
     public var unknownFormatBits: UInt32 {
         entry.pointee.formats & ~(0..<UInt32(32)).reduce(UInt32(0)) { adorch_format(abiValue: $1) == nil ? $0 : $0 | 1 << $1 }

@@ -69,6 +69,15 @@ final class PluginUnderTest: @unchecked Sendable {
         call("ad_show") { context.withCString { entry.ad_show(object, $0) } }
     }
 
+    /// ad_show on the calling thread, outside the queue's one-call-at-a-time rule, as a host
+    /// may call it for a plugin that declares ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD; its code
+    /// and how long it took.
+    func showOffQueue(_ object: UnsafeMutableRawPointer) -> (code: Int32, took: Duration) {
+        let started = ContinuousClock.now
+        let code = timed("ad_show") { #"{"user_id":"validator"}"#.withCString { entry.ad_show(object, $0) } }
+        return (code, ContinuousClock.now - started)
+    }
+
     func notify(_ object: UnsafeMutableRawPointer, _ event: UInt32, detail: String?) {
         call("ad_notify") {
             if let detail { detail.withCString { entry.ad_notify(object, event, $0) } } else { entry.ad_notify(object, event, nil) }
@@ -98,6 +107,10 @@ final class PluginUnderTest: @unchecked Sendable {
     private func call<T>(_ function: String, _ body: () -> T) -> T {
         queueLock.lock()
         defer { queueLock.unlock() }
+        return timed(function, body)
+    }
+
+    private func timed<T>(_ function: String, _ body: () -> T) -> T {
         let started = ContinuousClock.now
         let result = body()
         let took = ContinuousClock.now - started

@@ -33,7 +33,10 @@ public final class Validator {
             }
             formatChecks(format)
         }
-        if let format = formats.first(where: claimed.contains) { resources(format) }
+        if let format = formats.first(where: claimed.contains) {
+            anyThreadShow(format)
+            resources(format)
+        }
         plugin.deinitialize()
         Thread.sleep(forTimeInterval: seconds(options.grace))
         callbackRules()

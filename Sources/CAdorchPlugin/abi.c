@@ -6,6 +6,9 @@
 _Static_assert(offsetof(adorch_plugin_entry_t, abi_major) == 0, "abi_major must stay first");
 _Static_assert(offsetof(adorch_plugin_entry_t, abi_minor) == 4, "abi_minor must stay second");
 _Static_assert(sizeof(adorch_ad_id) == 8, "ad ids are 64-bit");
+/* 1.2 appended flags: everything before it stays where 1.1 had it. */
+_Static_assert(offsetof(adorch_plugin_entry_t, flags) == offsetof(adorch_plugin_entry_t, stats_json) + sizeof(void *),
+               "flags comes right after 1.1's last field");
 /* ADORCH_CLOSED_ENUM is an annotation only: the value enums stay 32-bit unsigned, what the
  * struct fields that carry them (uint32_t format, event; int32_t error) hold. */
 _Static_assert(sizeof(adorch_format) == sizeof(uint32_t), "adorch_format is 32-bit");

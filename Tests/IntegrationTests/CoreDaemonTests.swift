@@ -1,4 +1,5 @@
 import AdorchLocking
+import AdorchPluginHost
 import AdorchVarlink
 import Foundation
 import XCTest
@@ -231,7 +232,7 @@ final class CoreDaemonTests: XCTestCase {
         try daemon.waitFor("s full from sim") { try daemon.allSlotsFull() }
         let refusals = daemon.log.split(separator: "\n").filter { $0.contains(future) && $0.contains("refused") }
         XCTAssertEqual(refusals.count, 1, daemon.log)
-        XCTAssertTrue(refusals.first?.contains("built for plugin ABI 2.1, this daemon speaks ABI 1.1") ?? false, "\(refusals)")
+        XCTAssertTrue(refusals.first?.contains("built for plugin ABI 2.1, this daemon speaks ABI \(PluginABI.major).\(PluginABI.minor)") ?? false, "\(refusals)")
         let plugins = try daemon.status()["plugins"]?.arrayValue ?? []
         XCTAssertEqual(plugins.first { $0["name"]?.stringValue == "future" }?["state"]?.stringValue, "refused")
         XCTAssertEqual(plugins.first { $0["name"]?.stringValue == "sim" }?["state"]?.stringValue, "loaded")

@@ -1,3 +1,4 @@
+import AdorchPluginHost
 import AdorchVarlink
 import Foundation
 import XCTest
@@ -84,7 +85,9 @@ final class PluginABIEvolutionTests: XCTestCase {
                                  defines: ["-DFROM_THE_FUTURE"], as: "future")
         let (status, stdout) = try validate(future)
         XCTAssertEqual(status, 0, stdout)
-        XCTAssertTrue(stdout.contains("ABI 1.2, formats interstitial"), stdout)
+        // The next minor after this host's: 1.2 when the host spoke 1.1, and so on.
+        let next = "\(PluginABI.major).\(PluginABI.minor + 1)", this = "\(PluginABI.major).\(PluginABI.minor)"
+        XCTAssertTrue(stdout.contains("ABI \(next), formats interstitial"), stdout)
         XCTAssertTrue(stdout.contains("format bit 20 unknown here and ignored"), stdout)
 
         let daemon = try DaemonProcess(config: """
@@ -100,11 +103,11 @@ final class PluginABIEvolutionTests: XCTestCase {
         try daemon.waitFor("s full from the newer plugin") { try daemon.allSlotsFull() }
         let loaded = daemon.log.split(separator: "\n").filter { $0.contains("plugin future loaded") }
         XCTAssertEqual(loaded.count, 1, daemon.log)
-        XCTAssertTrue(loaded.first?.contains("ABI 1.2 (newer than this daemon's ABI 1.1: what 1.2 added is not used), interstitial, from") ?? false, "\(loaded)")
+        XCTAssertTrue(loaded.first?.contains("ABI \(next) (newer than this daemon's ABI \(this): what \(next) added is not used), interstitial, from") ?? false, "\(loaded)")
         // Shown and reported on: its unknown function (which aborts) is never called.
         let ad = try XCTUnwrap(try daemon.call("io.adorch.Ads.Show", ["slot": "s"])["ad"]?["id"]?.stringValue)
         XCTAssertNil(try daemon.client().call("io.adorch.Ads.Report", ["ad_id": .string(ad), "event": "impression"]).error)
-        XCTAssertEqual(try daemon.pluginStatus("future")["abi"]?.stringValue, "1.2")
+        XCTAssertEqual(try daemon.pluginStatus("future")["abi"]?.stringValue, next)
         XCTAssertTrue(daemon.isRunning)
     }
 }

@@ -94,4 +94,9 @@ ADORCH_PLUGIN_EXPORT const adorch_plugin_entry_t adorch_plugin_entry = {
     .ad_notify = example_ad_notify,
     .ad_destroy = example_ad_destroy,
     .stats_json = NULL,
+#ifdef ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD /* 1.2; the tests also build this file against 1.0 */
+    /* ad_show reads one field that ad_load set before host->loaded, and nothing writes it
+     * afterwards: safe from any thread, and instant. */
+    .flags = ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD,
+#endif
 };

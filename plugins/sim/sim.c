@@ -52,7 +52,8 @@
  * The plugin's own config (init's config_json) understands {"fail_init": true}: init then
  * fails, to show how the host treats a plugin that cannot start.
  *
- * Threads: ad_* run on the host's plugin queue; completions fire from one scheduler
+ * Threads: ad_* run on the host's plugin queue (ad_show on any host thread: sim declares
+ * ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD); completions fire from one scheduler
  * thread started by init and joined by deinit. One mutex guards all state, and host
  * callbacks are made while holding it, so a destroyed ad can never be reported (unless
  * misbehave=after_destroy asks for exactly that).
@@ -978,4 +979,7 @@ ADORCH_PLUGIN_EXPORT const adorch_plugin_entry_t adorch_plugin_entry = {
     .ad_notify = sim_ad_notify,
     .ad_destroy = sim_ad_destroy,
     .stats_json = sim_stats_json,
+    /* ad_show only takes the one mutex, and nothing holds it for long: no call sleeps or
+     * waits under it, and the host callbacks made under it only hand the report over. */
+    .flags = ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD,
 };

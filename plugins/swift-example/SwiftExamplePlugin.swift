@@ -112,7 +112,9 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
             }
             ad.release()
         },
-        stats_json: nil
+        stats_json: nil,
+        // Not SHOW_ANY_THREAD: a Swift closure's first calls can take far longer than 1 ms.
+        flags: 0
     ))
     return entry
 }()

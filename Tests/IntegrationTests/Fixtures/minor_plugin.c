@@ -65,7 +65,14 @@ static const char *minor_stats_json(void) {
     ADORCH_PLUGIN_ABI_MAJOR, MINOR_ABI, sizeof(MINOR_ENTRY_TYPE), "minor", "1.0.0",          \
         "a plugin of another minor ABI version", MINOR_FORMATS, minor_init, minor_deinit,   \
         minor_ad_create, minor_ad_load, minor_ad_show, minor_ad_notify, minor_ad_destroy,    \
-        minor_stats_json
+        minor_stats_json MINOR_FLAGS
+
+/* Against a 1.2 header or newer the entry ends with flags: none. */
+#ifdef ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD
+#define MINOR_FLAGS , 0
+#else
+#define MINOR_FLAGS
+#endif
 
 #ifdef FROM_THE_FUTURE
 /* The next minor: the entry gains an optional function at its end, and a new format. */

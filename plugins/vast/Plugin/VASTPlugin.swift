@@ -310,7 +310,10 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
                 kept = strdup(String(decoding: data, as: UTF8.self)).map { UInt(bitPattern: $0) } ?? 0
                 return UnsafePointer(bitPattern: kept)
             }
-        }
+        },
+        // Not SHOW_ANY_THREAD: ad_show takes the lock that ad_destroy holds while it cancels a
+        // resolver's URLSession work, which has no 1 ms bound.
+        flags: 0
     ))
     return entry
 }()

@@ -35,6 +35,15 @@
  *                   decoding) belongs on the plugin's own threads.
  *   [any thread]    the plugin may call it from any thread, at any time between init
  *                   and the return of deinit, including from inside a [plugin queue] call.
+ *   [show]          ad_show alone: [plugin queue], unless the entry's flags have
+ *                   ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD (1.2). Then the host may call it on
+ *                   any of its threads, at the same time as [plugin queue] calls on other
+ *                   objects of the plugin, and possibly while the same object's ad_load is
+ *                   still returning (after its host->loaded). It must then return within
+ *                   1 ms and never block on the network or on a host callback. The host
+ *                   still never calls ad_show twice for one object, and calls ad_notify or
+ *                   ad_destroy for that object only after ad_show returned. A host that
+ *                   sees a call take much longer goes back to the plugin queue.
  *
  * Ownership. Every string the host passes is UTF-8, NUL-terminated and valid only for
  * the duration of the call: copy what you keep. Every string a plugin passes to a host
@@ -74,10 +83,11 @@ extern "C" {
 
 /* The ABI this header describes. */
 #define ADORCH_PLUGIN_ABI_MAJOR 1
-#define ADORCH_PLUGIN_ABI_MINOR 1
+#define ADORCH_PLUGIN_ABI_MINOR 2
 /* History: 1.0 the ad formats 1-6; 1.1 interactive sessions (format 7, request fields
  * creative_url, ad_parameters_json and slot_type, events 14-26), video progress events
- * 27-30 and ADORCH_ERROR_MALFORMED. */
+ * 27-30 and ADORCH_ERROR_MALFORMED; 1.2 the entry's flags, with
+ * ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD. */
 
 /* Non-zero if the struct at `ptr` (one that starts with struct_size) is long enough to
  * hold `field`: how one side finds out whether the other side's minor version has it. */
@@ -259,6 +269,9 @@ struct adorch_host {
 /* An ad object, the plugin's own; the host only passes it back. */
 typedef void adorch_ad;
 
+/* Bits of adorch_plugin_entry_t.flags (1.2). */
+#define ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD (1u << 0) /* ad_show is cheap and safe on any host thread ([show]) */
+
 /* The one symbol a plugin exports. The first two fields never move. */
 typedef struct adorch_plugin_entry_t {
     uint32_t abi_major;      /* ADORCH_PLUGIN_ABI_MAJOR the plugin was built against */
@@ -287,7 +300,7 @@ typedef struct adorch_plugin_entry_t {
      * host then reports the failure itself and expects no callback). */
     int32_t (*ad_load)(adorch_ad *ad);
 
-    /* [plugin queue] The ad is being shown; `context_json` is a JSON object with
+    /* [show] The ad is being shown; `context_json` is a JSON object with
      * "user_id" and the app's context. Called at most once, only on a loaded ad (for an
      * interactive session: start). Return 0, or ADORCH_ERROR_NOT_READY if the ad cannot be shown. */
     int32_t (*ad_show)(adorch_ad *ad, const char *context_json);
@@ -305,6 +318,8 @@ typedef struct adorch_plugin_entry_t {
      * shown to operators in the daemon's status. The string stays the plugin's and must
      * stay valid until the next call to stats_json or deinit. */
     const char *(*stats_json)(void);
+
+    uint32_t flags; /* 1.2: ADORCH_PLUGIN_FLAG_* bits; the host reads 0 from an older entry */
 } adorch_plugin_entry_t;
 
 #ifdef __cplusplus
