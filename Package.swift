@@ -31,7 +31,7 @@ let package = Package(
         // dlopen, ABI checks, one serial queue per plugin, callbacks hopped to the engine queue.
         .target(
             name: "AdorchPluginHost",
-            dependencies: ["CAdorchPlugin", "AdorchEngine", "AdorchLocking", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CAdorchPlugin", "AdorchEngine", "AdorchJSON", "AdorchLocking", .product(name: "Logging", package: "swift-log")]
         ),
         // Holds a plugin to plugin.h's contract: adorch-plugin-validate's checks.
         .target(name: "AdorchPluginValidator", dependencies: ["AdorchPluginHost", "AdorchLocking", "CAdorchPlugin", "AdorchEngine"]),
@@ -48,7 +48,9 @@ let package = Package(
             dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")]
         ),
         // Varlink: framing, a server on its own epoll loop, a blocking client, the service interface.
-        .target(name: "AdorchVarlink", dependencies: ["CEpoll", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "AdorchVarlink", dependencies: ["AdorchJSON", "CEpoll", .product(name: "Logging", package: "swift-log")]),
+        // JSON values, a strict parser and a writer over bytes: the wire's and the plugin host's.
+        .target(name: "AdorchJSON"),
         // <sys/epoll.h>, for the Varlink server's socket watcher.
         .systemLibrary(name: "CEpoll"),
         // The daemon's wiring: config, runtime (engine queue, timers), the io.adorch.* handlers.

@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchJSON
 import AdorchLocking
 import CAdorchPlugin
 import Dispatch
@@ -130,7 +131,7 @@ public final class LoadedPlugin: @unchecked Sendable {
     /// showNowBound is logged and withdraws showsOnAnyThread for the rest of the plugin's life.
     public func showNow(_ id: AdID, userID: String?) -> Bool {
         guard let object = objects.withLock({ $0[id] }) else { return false }
-        let context = jsonObject(["user_id": userID ?? ""])
+        let context = showContext(userID)
         let started = ContinuousClock.now
         let code = context.withCString { entry.pointee.ad_show(object, $0) }
         let took = ContinuousClock.now - started
@@ -143,20 +144,21 @@ public final class LoadedPlugin: @unchecked Sendable {
         return code == 0
     }
 
-    /// Presents an ad on the plugin's queue. `completion` (optional) hears whether the plugin
-    /// could, or false if its queue did not get to it within `timeout` (a call into it is stuck).
-    public func show(_ id: AdID, userID: String?, timeout: DispatchTimeInterval = .milliseconds(500),
-                     completion: (@Sendable (Bool) -> Void)? = nil) {
+    /// Presents an ad on the plugin's queue. `completion` hears whether the plugin could; with
+    /// a `timeout`, false if its queue did not get to it in time (a call into it is stuck).
+    /// Without one, whoever waits keeps its own deadline (a Show's is the engine's).
+    public func show(_ id: AdID, userID: String?, timeout: DispatchTimeInterval? = nil,
+                     completion: @escaping @Sendable (Bool) -> Void) {
         let answered = LockedFlag()
         queue.async { [self] in
             var shown = false
             if let object = objects.withLock({ $0[id] }) {
-                let context = jsonObject(["user_id": userID ?? ""])
+                let context = showContext(userID)
                 shown = context.withCString { entry.pointee.ad_show(object, $0) } == 0
             }
-            if answered.setIfUnset() { completion?(shown) }
+            if answered.setIfUnset() { completion(shown) }
         }
-        guard let completion else { return }
+        guard let timeout else { return }
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
             if answered.setIfUnset() { completion(false) }
         }
@@ -245,21 +247,22 @@ private func sink(_ host: UnsafePointer<adorch_host>?) -> CallbackSink? {
 /// `tracks_impressions` are read.
 func decodePayload(_ text: String) -> PluginReport {
     if text.isEmpty { return .loadedInvalid(reason: "loaded with an empty payload") }
-    guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+    guard case .object(let object)? = JSONValue.parse(Data(text.utf8)) else {
         return .loadedInvalid(reason: "loaded with a payload that is not a JSON object")
     }
-    let expiresIn = (object["expires_in_s"] as? NSNumber).map { Duration.milliseconds(Int64($0.doubleValue * 1000)) }
-    let price = (object["price"] as? NSNumber)?.doubleValue
-    let tracksItself = (object["tracks_impressions"] as? NSNumber)?.boolValue ?? false
+    // A lifetime past a century is no lifetime a network means: not read, rather than overflowing.
+    let expiresIn = object["expires_in_s"]?.doubleValue.flatMap { $0 > 0 && $0 < 3e9 ? Duration.milliseconds(Int64($0 * 1000)) : nil }
+    let price = object["price"]?.doubleValue
+    let tracksItself = object["tracks_impressions"].flatMap { $0.boolValue ?? $0.doubleValue.map { $0 != 0 } } ?? false
     // Several native ads come as {"ads": [...]}; anything else is one ad.
     // One ad keeps the plugin's own text: serializing it again costs more than the rest of a load.
-    let items = (object["ads"] as? [Any]).map { ads in
-        ads.compactMap { $0 as? [String: Any] }.map { element in
-            PayloadItem(json: jsonObject(element), hasHeadline: !((element["headline"] as? String) ?? "").isEmpty)
+    let items = object["ads"]?.arrayValue.map { ads in
+        ads.compactMap(\.objectValue).map { element in
+            PayloadItem(json: JSONValue.object(element).jsonString, hasHeadline: !(element["headline"]?.stringValue ?? "").isEmpty)
         }
-    } ?? [PayloadItem(json: text, hasHeadline: !((object["headline"] as? String) ?? "").isEmpty)]
-    return .loaded(payloadJSON: text, expiresIn: expiresIn.flatMap { $0 > .zero ? $0 : nil }, price: price,
-                   tracksItself: tracksItself, items: items, rewardByNetwork: (object["reward_by"] as? String) == "network")
+    } ?? [PayloadItem(json: text, hasHeadline: !(object["headline"]?.stringValue ?? "").isEmpty)]
+    return .loaded(payloadJSON: text, expiresIn: expiresIn, price: price,
+                   tracksItself: tracksItself, items: items, rewardByNetwork: object["reward_by"]?.stringValue == "network")
 }
 
 private let hostLoaded: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, UnsafePointer<CChar>?) -> Void = {
@@ -278,12 +281,13 @@ private let hostEvent: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id
     let known = adorch_event(abiValue: event)
     let text = detail.map { String(cString: $0) }
     // A detail must be a JSON object to be passed on; anything else is dropped.
-    let object = text.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }.map { jsonObject($0) }
+    let object = text.flatMap { JSONValue.parse(Data($0.utf8))?.objectValue }
     let report: PluginReport = switch known {
     case .ADORCH_EVENT_MEDIA_CACHED?: .mediaCached
-    case .ADORCH_EVENT_REWARD?: .reward(transID: object.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }?["trans_id"] as? String)
+    case .ADORCH_EVENT_REWARD?: .reward(transID: object?["trans_id"]?.stringValue)
     // One only the host sends, or a newer minor's, goes by its number.
-    default: .other(name: known.flatMap { $0.isReportedByPlugins ? $0.vocabularyName : nil } ?? "event_\(event)", detailJSON: object)
+    default: .other(name: known.flatMap { $0.isReportedByPlugins ? $0.vocabularyName : nil } ?? "event_\(event)",
+                    detailJSON: object.map { JSONValue.object($0).jsonString })
     }
     sink(host)?.deliver(ad, report)
 }
@@ -331,7 +335,5 @@ private func milliseconds(_ d: Duration) -> String {
     String(format: "%.1f ms", Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15)
 }
 
-func jsonObject(_ dictionary: [String: Any]) -> String {
-    let data = (try? JSONSerialization.data(withJSONObject: dictionary, options: [.sortedKeys])) ?? Data("{}".utf8)
-    return String(decoding: data, as: UTF8.self)
-}
+/// ad_show's context_json.
+private func showContext(_ userID: String?) -> String { JSONValue.object(["user_id": .string(userID ?? "")]).jsonString }

@@ -7,28 +7,28 @@
 ///   from NUL bytes; Varlink is UTF-8, and a message never holds a NUL).
 /// Like Foundation: the first of duplicate keys wins; containers nest at most
 /// `JSONValue.maximumDepth` deep; a `\u` escape of a lone surrogate is refused.
-struct JSONParser {
+package struct JSONParser {
     private let base: UnsafePointer<UInt8>
     private let end: Int
     private var position = 0
     private var depth = 0
 
     /// `bytes` must outlive the parser.
-    init(_ bytes: UnsafeRawBufferPointer) {
+    package init(_ bytes: UnsafeRawBufferPointer) {
         // An empty buffer may have no address; any valid pointer does, as nothing is read.
         base = bytes.baseAddress.map { $0.assumingMemoryBound(to: UInt8.self) } ?? UnsafePointer(bitPattern: 1)!
         end = bytes.count
     }
 
     /// The single value the bytes hold, with nothing but whitespace around it.
-    mutating func document() throws(JSONParseError) -> JSONValue {
+    package mutating func document() throws(JSONParseError) -> JSONValue {
         let value = try value()
         try finish()
         return value
     }
 
     /// Fails unless only whitespace is left.
-    mutating func finish() throws(JSONParseError) {
+    package mutating func finish() throws(JSONParseError) {
         skipWhitespace()
         if position < end { throw failure(.trailingGarbage) }
     }
@@ -47,13 +47,13 @@ struct JSONParser {
     }
 
     /// The next byte that is not whitespace, not consumed.
-    mutating func peek() throws(JSONParseError) -> UInt8 {
+    package mutating func peek() throws(JSONParseError) -> UInt8 {
         skipWhitespace()
         guard position < end else { throw failure(.unexpectedEnd) }
         return base[position]
     }
 
-    mutating func value() throws(JSONParseError) -> JSONValue {
+    package mutating func value() throws(JSONParseError) -> JSONValue {
         switch try peek() {
         case UInt8(ascii: "{"):
             var members: [String: JSONValue] = [:]
@@ -93,7 +93,7 @@ struct JSONParser {
 
     /// Reads an object, calling `member` at each key with the parser on its value, which
     /// `member` must read.
-    mutating func members(_ member: (inout JSONParser, String) throws(JSONParseError) -> Void) throws(JSONParseError) {
+    package mutating func members(_ member: (inout JSONParser, String) throws(JSONParseError) -> Void) throws(JSONParseError) {
         guard try peek() == UInt8(ascii: "{") else { throw failure(.unexpectedByte) }
         try enter()
         if try peek() == UInt8(ascii: "}") {
@@ -138,7 +138,7 @@ struct JSONParser {
 
     /// A string, its quotes included. One pass validates (escapes, control characters, UTF-8)
     /// and finds the end; only a string with escapes needs a second, to unescape.
-    mutating func string() throws(JSONParseError) -> String {
+    package mutating func string() throws(JSONParseError) -> String {
         guard try peek() == UInt8(ascii: "\"") else { throw failure(.unexpectedByte) }
         position += 1
         let start = position

@@ -5,16 +5,16 @@
 ///
 /// Unlike JSONEncoder it encodes containers nested `JSONValue.maximumDepth` deep (JSONEncoder
 /// stopped one short), so that whatever the parser accepts can be written back.
-struct JSONWriter {
+package struct JSONWriter {
     /// A NaN or infinite Double, or nesting past `JSONValue.maximumDepth`: JSON cannot say it.
-    struct Unencodable: Error {}
+    package struct Unencodable: Error {}
 
-    var bytes: [UInt8] = []
+    package var bytes: [UInt8] = []
 
-    init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
+    package init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
 
     /// `depth` is the nesting of the containers around `value`.
-    mutating func write(_ value: JSONValue, depth: Int = 0) throws(Unencodable) {
+    package mutating func write(_ value: JSONValue, depth: Int = 0) throws(Unencodable) {
         switch value {
         case .null: append("null")
         case .bool(let b): append(b ? "true" : "false")
@@ -39,7 +39,7 @@ struct JSONWriter {
 
     /// An object's members without its braces, keys sorted: for messages that add members
     /// of their own around them.
-    mutating func writeMembers(_ members: [String: JSONValue], depth: Int) throws(Unencodable) {
+    package mutating func writeMembers(_ members: [String: JSONValue], depth: Int) throws(Unencodable) {
         // The indices are sorted in place on the stack: no array of keys per object.
         try withUnsafeTemporaryAllocation(of: Dictionary<String, JSONValue>.Index.self, capacity: members.count) { (order: UnsafeMutableBufferPointer<Dictionary<String, JSONValue>.Index>) throws(Unencodable) in
             var order = order
@@ -56,11 +56,11 @@ struct JSONWriter {
         }
     }
 
-    mutating func append(_ text: StaticString) {
+    package mutating func append(_ text: StaticString) {
         bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
-    mutating func write(_ integer: Int64) {
+    package mutating func write(_ integer: Int64) {
         var magnitude = integer.magnitude
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
             var start = digits.count
@@ -74,14 +74,14 @@ struct JSONWriter {
         }
     }
 
-    mutating func write(_ double: Double) throws(Unencodable) {
+    package mutating func write(_ double: Double) throws(Unencodable) {
         guard double.isFinite else { throw Unencodable() }
         let text = double.description
         let utf8 = text.utf8
         bytes.append(contentsOf: text.hasSuffix(".0") ? utf8.dropLast(2) : utf8[...])
     }
 
-    mutating func write(_ string: String) {
+    package mutating func write(_ string: String) {
         bytes.append(UInt8(ascii: "\""))
         var string = string
         string.withUTF8 { utf8 in
@@ -114,7 +114,7 @@ struct JSONWriter {
 extension JSONValue {
     /// Compact JSON with sorted keys; `null` for a value JSON cannot hold (a NaN, an infinity,
     /// nesting past `maximumDepth`), as JSONEncoder's failure gave.
-    var jsonBytes: [UInt8] {
+    package var jsonBytes: [UInt8] {
         var writer = JSONWriter()
         do { try writer.write(self) } catch { return Array("null".utf8) }
         return writer.bytes
