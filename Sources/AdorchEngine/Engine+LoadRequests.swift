@@ -57,8 +57,9 @@ extension Engine {
             else { continue }
             requests[rid] = request
             guard case .load(var order) = startLoad(request.slot, entryIndex: index, now: now) else { return [] }
-            // This attempt may not outlive the request.
+            // This attempt may not outlive the request, and the plugin is told the timeout it has.
             order.deadline = min(order.deadline, request.deadline)
+            order.entry.timeout = order.deadline - now
             ads[order.adID]!.state = .loading(deadline: order.deadline)
             ads[order.adID]!.requestID = rid
             (order.count, order.width, order.height) = (request.count, request.width, request.height)

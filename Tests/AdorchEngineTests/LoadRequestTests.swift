@@ -45,6 +45,16 @@ final class LoadRequestTests: XCTestCase {
                        .failure(.invalidParameter(name: "slot", reason: "b is a banner slot: its ads are loaded on demand with Load")))
     }
 
+    func testAnAttemptCutByTheRequestsDeadlineTellsThePluginTheTimeItHas() {
+        start([slot("b", .banner, entries: [("a", .seconds(2)), ("b", .seconds(2))], timeout: .seconds(3))])
+        effects += engine.load(slot: "b", LoadParameters(), request: 7, now: now).1
+        XCTAssertEqual(loads[0].entry.timeout, .seconds(2), "the entry's own timeout, within the request's")
+        advance(.seconds(2))
+        XCTAssertEqual(loads.map(\.plugin), ["a", "b"])
+        XCTAssertEqual(loads[1].deadline, now + .seconds(1))
+        XCTAssertEqual(loads[1].entry.timeout, .seconds(1), "timeout_ms and the deadline say the same")
+    }
+
     func testTheWaterfallMovesOnAfterNoFillAndTimeoutAndFillsWithinTheDeadline() {
         start([slot("b", .banner, entries: [("a", .seconds(1)), ("b", .seconds(1)), ("c", .seconds(1))], timeout: .seconds(5))])
         let (accepted, out) = engine.load(slot: "b", LoadParameters(), request: 7, now: now)

@@ -848,7 +848,7 @@ static int32_t sim_ad_show(adorch_ad *opaque, const char *context_json) {
     } else {
         g.n.shows++;
         if (++ad->shows > 1) {
-            g.n.second_shows++; /* rule 2: a shown ad is never shown again */
+            g.n.second_shows++; /* docs/rules.md, "adValid": a shown ad is never shown again */
             g.host->log(g.host, ADORCH_LOG_ERROR, "sim: contract violation: second ad_show of one object");
             rc = ADORCH_ERROR_NOT_READY;
         } else if (!ad->loaded) {
@@ -966,7 +966,7 @@ ADORCH_PLUGIN_EXPORT const adorch_plugin_entry_t adorch_plugin_entry = {
     .struct_size = sizeof(adorch_plugin_entry_t),
     .name = "sim",
     .version = "1.1.0",
-    .description = "simulated ad network: latency, no-fill, seed error codes, expiry, misbehaviour",
+    .description = "simulated ad network: latency, no-fill, network error codes, expiry, misbehaviour",
     .formats = ADORCH_FORMAT_BIT(ADORCH_FORMAT_REWARDED) | ADORCH_FORMAT_BIT(ADORCH_FORMAT_FULLSCREEN) |
                ADORCH_FORMAT_BIT(ADORCH_FORMAT_INTERSTITIAL) | ADORCH_FORMAT_BIT(ADORCH_FORMAT_BANNER) |
                ADORCH_FORMAT_BIT(ADORCH_FORMAT_SPLASH) | ADORCH_FORMAT_BIT(ADORCH_FORMAT_NATIVE) |
