@@ -17,5 +17,14 @@ started=$(date +%s)
     echo "they vary from run to run, so comparisons are ratios measured side by side in the same run."
     echo
     cat "$out"
+    echo
+    echo "## The code's shape"
+    echo
+    over=$(find Sources -name '*.swift' -exec wc -l {} + | awk '$2 != "total" && $1 > 400 {print $2 " (" $1 " lines)"}')
+    echo "The longest files in Sources/: $(find Sources -name '*.swift' -exec wc -l {} + | awk '$2 != "total"' | sort -rn | head -3 | awk '{printf "%s%s %s", sep, $2, $1; sep=", "}') lines."
+    echo
+    echo "Targets:"
+    echo
+    if [ -z "$over" ]; then echo "- [met] no file in Sources/ over 400 lines"; else echo "- [MISSED] no file in Sources/ over 400 lines: $over"; fi
 } > BENCHMARKS.md
 echo "wrote BENCHMARKS.md"

@@ -122,6 +122,14 @@ public struct ServiceBenchmarks {
             targets.append(("Show + Report at 64 connections ≥ 0.5 × redis GET requests/s (\(String(format: "%.2f", ratio)) ×)", ratio >= 0.5 && show.errors == 0))
             targets.append(("Show + Report p99 ≤ 1 ms at 64 connections (\(ms(show.p99)) ms)", show.p99 <= 1 && show.errors == 0))
         }
+        if let info = rows.first(where: { $0.name == "adorch GetInfo" && $0.connections == 64 }),
+           let get = rows.first(where: { $0.name == "redis GET" && $0.connections == 64 }) {
+            let ratio = info.requestsPerSecond / get.requestsPerSecond
+            targets.append(("GetInfo at 64 connections ≥ 0.8 × redis GET requests/s (\(String(format: "%.2f", ratio)) ×)", ratio >= 0.8 && info.errors == 0))
+        }
+        if let show = rows.first(where: { $0.name == "adorch Show + Report" && $0.connections == 1 }) {
+            targets.append(("Show + Report p50 ≤ 0.15 ms at one connection (\(ms(show.p50)) ms)", show.p50 <= 0.15 && show.errors == 0))
+        }
         return BenchSection(title: "1. The control API against redis", text: text, targets: targets, rows: rows)
     }
 
