@@ -30,12 +30,13 @@ FUZZ_SECONDS ?= 300
 SOAK_MINUTES ?= 30
 CYCLES ?= 1000000
 
-.PHONY: run test bench fuzz soak cycles asan tsan build deps clean help install install-files
+.PHONY: run test bench footprint fuzz soak cycles asan tsan build deps clean help install install-files
 
 help:
 	@echo "make run    build and run adorchd in the foreground on the embedded default config"
 	@echo "make test   build and run every test (unit and integration)"
 	@echo "make bench  run the benchmarks (release build); the tables also go to BENCHMARKS.md"
+	@echo "make footprint  the idle daemon's memory, by mapping, and exec -> READY=1 (release build, no redis)"
 	@echo "make fuzz   fuzz the Varlink decoder, the config parser and the reward callback [FUZZ_SECONDS=300 per target]"
 	@echo "make soak   200 clients against misbehaving plugins with a reload every minute [SOAK_MINUTES=30]"
 	@echo "make cycles a million load -> show -> destroy cycles: no ad object may pile up [CYCLES=1000000]"
@@ -78,6 +79,12 @@ tsan: deps
 bench: deps
 	$(SWIFT) build -c release
 	scripts/bench.sh .build/release/adorch-bench
+
+# The footprint part of `make bench` alone, then where the idle daemon's memory is.
+footprint: deps
+	$(SWIFT) build -c release
+	.build/release/adorch-bench footprint
+	scripts/footprint.py --adorchd .build/release/adorchd
 
 install: deps
 	$(SWIFT) build -c $(CONFIGURATION) --build-path $(BUILD_PATH)

@@ -1,6 +1,37 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// This manifest's folder: the linker is given scripts/adorchd.order by absolute path.
+let packageDirectory = String(#filePath.dropLast("/Package.swift".count))
+
+// adorchd's release link, for its idle footprint (BENCHMARKS.md, 3. Footprint; scripts/footprint.py
+// shows where the memory is). With the Swift runtime, Foundation and ICU as shared objects, an
+// idle daemon held 30 MB of their pages: dynamic symbol tables and relocations (2 MB a library),
+// and 64 KB of code around every function the start-up touches (the kernel's fault-around).
+// Linked in statically: no symbol lookup, and the linker keeps only what is used; the archives
+// the static Foundation needs are named here, as the objects (built against the shared
+// runtime) do not ask for them. lld packs the relative relocations (DT_RELR, glibc 2.36), and
+// the order file puts every function the start-up and idle run call side by side, so they
+// fault in as a few hundred KB instead of spread over 10 MB. No symbol is exported: plugins
+// call the host only through the adorch_host table, and a Swift plugin (swift-example, vast)
+// brings its own shared Swift runtime. scripts/adorchd-order.sh writes the order file again.
+let daemonReleaseLink: [LinkerSetting] = [
+    .unsafeFlags([
+        "-static-stdlib",
+        "-lswiftSynchronization", "-l_FoundationICU", "-lCoreFoundation", "-l_FoundationCShims", "-l_FoundationCollections",
+        "-use-ld=lld",
+        "-Xlinker", "--no-export-dynamic",
+        "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+        "-Xlinker", "--symbol-ordering-file=\(packageDirectory)/scripts/adorchd.order",
+        "-Xlinker", "--no-warn-symbol-ordering",
+    ], .when(configuration: .release)),
+]
+
+// A C plugin needs no Swift runtime, but swiftc links libswiftCore.so and swiftrt.o into every
+// library: 2 MB of a runtime the static adorchd does not otherwise load. Without the start-up
+// object, the static runtime archives add nothing (no symbol of theirs is used).
+let cPluginReleaseLink: [LinkerSetting] = [.unsafeFlags(["-static-stdlib", "-nostartfiles"], .when(configuration: .release))]
+
 let package = Package(
     name: "adorch",
     products: [
@@ -71,7 +102,8 @@ let package = Package(
             dependencies: [
                 "AdorchDaemon", "AdorchSystemd", "CGlibcMalloc",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            linkerSettings: daemonReleaseLink
         ),
         .executableTarget(
             name: "adorchctl",
@@ -94,8 +126,8 @@ let package = Package(
             name: "adorch-bench",
             dependencies: ["AdorchBench", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
-        .target(name: "AdorchSimPlugin", dependencies: ["CAdorchPlugin"], path: "plugins/sim", publicHeadersPath: "."),
-        .target(name: "AdorchExamplePlugin", dependencies: ["CAdorchPlugin"], path: "plugins/example", publicHeadersPath: "."),
+        .target(name: "AdorchSimPlugin", dependencies: ["CAdorchPlugin"], path: "plugins/sim", publicHeadersPath: ".", linkerSettings: cPluginReleaseLink),
+        .target(name: "AdorchExamplePlugin", dependencies: ["CAdorchPlugin"], path: "plugins/example", publicHeadersPath: ".", linkerSettings: cPluginReleaseLink),
         .target(name: "AdorchSwiftExamplePlugin", dependencies: ["CAdorchPlugin", "AdorchLocking"], path: "plugins/swift-example"),
         // The VAST plugin: the protocol (parse, wrapper chains, media choice, macros), then its ABI glue.
         .target(name: "VAST", dependencies: ["AdorchLocking"], path: "plugins/vast/VAST"),
