@@ -357,7 +357,7 @@ struct TableReader {
         try t.only(["urls_only", "multiple", "aspect_ratio"])
         _ = try t.bool("urls_only")
         _ = try t.bool("multiple")
-        if let ratio = try t.string("aspect_ratio"), ratio.wholeMatch(of: /\d+(\.\d+)?:\d+(\.\d+)?/) == nil {
+        if let ratio = try t.string("aspect_ratio"), !isAspectRatio(ratio) {
             throw t.error("aspect_ratio", "expected W:H such as 1.91:1, got \"\(ratio)\"")
         }
         return t.table.convert(to: .json)
@@ -384,4 +384,15 @@ struct TableReader {
         }
         return readers
     }
+}
+
+/// "W:H", each side digits with an optional decimal part ("16:9", "1.91:1"): a hand-written
+/// match, as a Regex literal compiles _StringProcessing's parser at start-up (0.9 MB of code).
+func isAspectRatio(_ text: String) -> Bool {
+    func isNumber(_ side: Substring) -> Bool {
+        side.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+            .allSatisfy { !$0.isEmpty && $0.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") } }
+    }
+    let sides = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+    return sides.count == 2 && sides.allSatisfy(isNumber)
 }
