@@ -127,7 +127,8 @@ public struct ServiceBenchmarks {
             let ratio = info.requestsPerSecond / get.requestsPerSecond
             targets.append(("GetInfo at 64 connections ≥ 0.8 × redis GET requests/s (\(String(format: "%.2f", ratio)) ×)", ratio >= 0.8 && info.errors == 0))
         }
-        if let show = rows.first(where: { $0.name == "adorch Show + Report" && $0.connections == 1 }) {
+        // Judged on the full run only (the one with 64 connections), as the others are.
+        if rows.contains(where: { $0.connections == 64 }), let show = rows.first(where: { $0.name == "adorch Show + Report" && $0.connections == 1 }) {
             targets.append(("Show + Report p50 ≤ 0.15 ms at one connection (\(ms(show.p50)) ms)", show.p50 <= 0.15 && show.errors == 0))
         }
         return BenchSection(title: "1. The control API against redis", text: text, targets: targets, rows: rows)
