@@ -254,6 +254,11 @@ private func showError(_ error: ShowError) -> VarlinkError {
     case .displayFailed(let slot, let tries):
         VarlinkError("io.adorch.Ads.NoAdReady", ["slot": .string(slot), "message": .string(
             "the plugins could not present any of the \(tries) ads of \(slot) this call took; it is being refilled")])
+    case .interrupted(let slot, let reason):
+        VarlinkError("io.adorch.Ads.NoAdReady", ["slot": .string(slot), "message": .string(
+            "the ad this call took in \(slot) ended before its plugin presented it (\(reason))")])
+    case .shuttingDown:
+        VarlinkError("io.adorch.Ads.ShuttingDown")
     case .invalidParameter(let name, let reason):
         invalidParameter(name, reason)
     }

@@ -13,6 +13,7 @@ extension EngineRuntime {
             switch effect {
             case .load(let order): plugins[order.plugin]?.load(order)
             case .show(let id, let plugin, let userID): present(id, plugin: plugin, userID: userID)
+            case .withdrawShow(let id, let plugin): plugins[plugin]?.withdrawShow(id)
             case .notify(let id, let plugin, let event): plugins[plugin]?.notify(id, event: event)
             case .destroy(let id, let plugin):
                 holders[id] = nil

@@ -57,6 +57,10 @@ public enum ShowError: Error, Equatable, Sendable {
     case noAdReady(slot: String)
     /// The plugins could not present any of the `tries` ads the call took (`Engine.showAttempts`).
     case displayFailed(slot: String, tries: Int)
+    /// The ad the call took ended before its plugin answered (`reason`: removed by a reload, ...).
+    case interrupted(slot: String, reason: String)
+    /// The daemon is stopping.
+    case shuttingDown
     case invalidParameter(name: String, reason: String)
 }
 

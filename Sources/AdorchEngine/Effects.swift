@@ -256,6 +256,8 @@ public enum Effect: Sendable, Equatable {
     case destroy(AdID, plugin: String)
     /// Tell subscribers and the log.
     case emit(EngineEvent)
+    /// Drop a `.show` of this ad its plugin has not started yet: the engine stopped waiting.
+    case withdrawShow(AdID, plugin: String)
     /// A Show call ended: the ad its plugin presented, or why there is none.
     case completeShow(RequestID, Result<ShownAd, ShowError>)
     /// A Load request ended: its ads (already handed to the app), or why there are none.

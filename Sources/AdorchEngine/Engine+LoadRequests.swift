@@ -8,7 +8,7 @@ extension Engine {
         guard let slot = slots[slotID] else { return (.failure(.slotNotFound(slotID)), []) }
         let config = slot.config
         guard config.format.isOnDemand else {
-            return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is a \(config.format.rawValue) slot: \(config.format.howToUse)")), [])
+            return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is \(config.format.slotInWords): \(config.format.howToUse)")), [])
         }
         let count = asked.count ?? config.count
         if config.format == .native {

@@ -73,7 +73,11 @@ extension Engine {
         let pending = requests.keys.sorted().flatMap { rid in
             finish(rid, .failure(LoadFailure(code: .internal, message: "the daemon is stopping", attempts: requests[rid]?.attempts ?? [])))
         }
-        return pending + slotOrder.flatMap { endAll(in: $0, now: now) }
+        // Shows waiting on a plugin are answered first, so ending their ads cannot answer them otherwise.
+        let shows = showing.keys.sorted().flatMap { id in
+            interruptShow(of: id, plugin: showing[id]!.ad.network, slot: showing[id]!.ad.slot, .shuttingDown)
+        }
+        return pending + shows + slotOrder.flatMap { endAll(in: $0, now: now) }
     }
 
 

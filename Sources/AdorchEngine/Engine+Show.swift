@@ -16,7 +16,7 @@ extension Engine {
     public mutating func show(slot slotID: String, userID: String?, reward: RewardModel? = nil, now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
         guard let slot = slots[slotID] else { return (.failure(.slotNotFound(slotID)), []) }
         guard slot.config.format.isPreloaded else {
-            return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is a \(slot.config.format.rawValue) slot: \(slot.config.format.howToUse)")), [])
+            return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is \(slot.config.format.slotInWords): \(slot.config.format.howToUse)")), [])
         }
         if slot.config.format == .rewarded, (userID ?? "").isEmpty {
             // docs/rules.md, "Rewards": the reward goes to a user, so a rewarded Show names one.
@@ -36,14 +36,18 @@ extension Engine {
                                      now: Moment) -> [Effect] {
         var (result, effects) = show(slot: slotID, userID: userID, reward: reward, now: now)
         guard case .success(let ad) = result else { return effects + [.completeShow(request, result)] }
-        return awaitAnswer(PendingShow(request: request, userID: userID, reward: reward, tries: 1, ad: ad), effects: &effects, now: now)
+        return awaitAnswer(PendingShow(request: request, userID: userID, reward: reward, tries: 1, ad: ad, deadline: now + Self.showAnswerTimeout),
+                           effects: &effects, now: now)
     }
 
     /// The plugin answered ad_show for `id`. Presented: the call gets the ad. Not: the ad
     /// ends as failed to display and the call takes the next valid one, up to
     /// `showAttempts` ads. An answer no call waits for (a Load's object, a late one) is dropped.
     public mutating func showAnswered(_ id: AdID, presented: Bool, now: Moment) -> [Effect] {
-        guard let pending = showing.removeValue(forKey: id) else { return [] }
+        guard let pending = showing[id] else { return [] }
+        // Past the deadline (a plugin that blocked the thread it was called on): as if it had not answered.
+        guard now < pending.deadline else { return showAnswerMissed(id, now: now) }
+        showing[id] = nil
         ads.timers.remove(.showAnswer(id))
         if presented { return [.completeShow(pending.request, .success(pending.ad))] }
         return displayFailed(id, reason: "the plugin could not present it", now: now) + retry(pending, now: now)
@@ -59,11 +63,21 @@ extension Engine {
         return effects + refill(ad.slot, now: now)
     }
 
-    /// No answer to ad_show in time: as if the plugin said it could not.
+    /// No answer to ad_show in time: as if the plugin said it could not, and an ad_show it
+    /// has not started yet is withdrawn, so that one Show never presents two ads.
     mutating func showAnswerMissed(_ id: AdID, now: Moment) -> [Effect] {
         guard let pending = showing.removeValue(forKey: id) else { return [] }
+        ads.timers.remove(.showAnswer(id))
         let reason = "no answer to ad_show within \(Self.showAnswerTimeout)"
-        return displayFailed(id, reason: reason, now: now) + retry(pending, now: now)
+        return [.withdrawShow(id, plugin: pending.ad.network)] + displayFailed(id, reason: reason, now: now) + retry(pending, now: now)
+    }
+
+    /// The ad a Show waits on ends before its plugin answered (a reload removed it, the
+    /// daemon stops): the call is answered with `error` and the ad_show withdrawn.
+    mutating func interruptShow(of id: AdID, plugin: String, slot: String, _ error: ShowError) -> [Effect] {
+        guard let pending = showing.removeValue(forKey: id) else { return [] }
+        ads.timers.remove(.showAnswer(id))
+        return [.withdrawShow(id, plugin: plugin), .completeShow(pending.request, .failure(error))]
     }
 
     /// The next valid ad for a call whose last one failed to display, or its final answer.
@@ -75,7 +89,7 @@ extension Engine {
         var (result, effects) = take(from: slotID, userID: pending.userID, reward: pending.reward, now: now)
         guard case .success(let ad) = result else { return effects + [.completeShow(pending.request, result)] }
         var next = pending
-        (next.tries, next.ad) = (pending.tries + 1, ad)
+        (next.tries, next.ad, next.deadline) = (pending.tries + 1, ad, now + Self.showAnswerTimeout)
         return awaitAnswer(next, effects: &effects, now: now)
     }
 
@@ -83,7 +97,7 @@ extension Engine {
     private mutating func awaitAnswer(_ pending: PendingShow, effects: inout [Effect], now: Moment) -> [Effect] {
         let id = pending.ad.id
         showing[id] = pending
-        ads.timers.set(.showAnswer(id), at: now + Self.showAnswerTimeout)
+        ads.timers.set(.showAnswer(id), at: pending.deadline)
         if let index = effects.firstIndex(where: { if case .show(id, _, _) = $0 { true } else { false } }) {
             effects.append(effects.remove(at: index))
         }
@@ -124,4 +138,6 @@ struct PendingShow: Sendable {
     /// Ads handed to plugins so far in this call, this one included.
     var tries: Int
     var ad: ShownAd
+    /// The plugin's answer on `ad` counts until then.
+    var deadline: Moment
 }

@@ -7,8 +7,9 @@ extension Engine {
             let reason = retired[id].map { "ad \(id) has ended (\($0.reason.rawValue))" } ?? "no ad \(id) is known"
             return (.failure(.adNotValid(reason: reason)), [])
         }
-        guard case .shown = ad.state else {
-            return (.failure(.adNotValid(reason: "ad \(id) has not been shown")), [])
+        guard case .shown = ad.state, showing[id] == nil else {
+            let why = showing[id] == nil ? "has not been shown" : "is still being presented: its Show has not answered"
+            return (.failure(.adNotValid(reason: "ad \(id) \(why)")), [])
         }
         if event.once, ad.reported.contains(event) {
             return (.failure(.adNotValid(reason: "ad \(id) already reported \(event.rawValue)")), [])

@@ -42,6 +42,8 @@ public final class LoadedPlugin: @unchecked Sendable {
     private let queue: DispatchQueue
     private let objects = LockedValue<[AdID: UnsafeMutableRawPointer]>([:])
     private let anyThreadShows: LockedValue<Bool>
+    /// Shows queued and not started: a withdrawn one is skipped when its turn comes.
+    private let queuedShows = LockedValue<Set<AdID>>([])
     private var initialized = false
 
     /// Opens `path`, checks the entry against this host's ABI and calls the plugin's init.
@@ -150,9 +152,11 @@ public final class LoadedPlugin: @unchecked Sendable {
     public func show(_ id: AdID, userID: String?, timeout: DispatchTimeInterval? = nil,
                      completion: @escaping @Sendable (Bool) -> Void) {
         let answered = LockedFlag()
+        queuedShows.withLock { _ = $0.insert(id) }
         queue.async { [self] in
             var shown = false
-            if let object = objects.withLock({ $0[id] }) {
+            // Withdrawn while it waited behind a slow call: whoever waited has moved on.
+            if queuedShows.withLock({ $0.remove(id) }) != nil, let object = objects.withLock({ $0[id] }) {
                 let context = showContext(userID)
                 shown = context.withCString { entry.pointee.ad_show(object, $0) } == 0
             }
@@ -162,6 +166,12 @@ public final class LoadedPlugin: @unchecked Sendable {
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
             if answered.setIfUnset() { completion(false) }
         }
+    }
+
+    /// Drops a `show` of `id` that has not started on the queue yet (its answer would come
+    /// too late to count); one already running runs to its end.
+    public func withdrawShow(_ id: AdID) {
+        queuedShows.withLock { _ = $0.remove(id) }
     }
 
     public func notify(_ id: AdID, event: ViewerEvent) {

@@ -85,6 +85,7 @@ final class ShowRequestTests: XCTestCase {
         effects = engine.advance(to: now)
         XCTAssertEqual(shows, [ids[1]], "the next ad, in the same call")
         XCTAssertTrue(effects.contains(.destroy(ids[0], plugin: "a")))
+        XCTAssertEqual(effects.first, .withdrawShow(ids[0], plugin: "a"), "an ad_show not started yet is dropped: one Show, one ad")
         // The stuck plugin's answer, when it finally comes, changes nothing.
         XCTAssertEqual(engine.showAnswered(ids[0], presented: true, now: now), [])
         effects = engine.showAnswered(ids[1], presented: true, now: now)
@@ -104,5 +105,46 @@ final class ShowRequestTests: XCTestCase {
         let ids = start(ready: 1)
         XCTAssertEqual(engine.showAnswered(ids[0], presented: false, now: now), [], "a ready ad no Show took")
         XCTAssertEqual(engine.slotStatuses(at: now)[0].readyAds, ids)
+    }
+
+    func testAnAnswerThatComesAfterTheDeadlineCountsAsNotPresented() {
+        // A plugin called on the engine's own thread that blocked past the deadline: no timer
+        // could fire meanwhile, its late "presented" must not answer the call.
+        let ids = start(ready: 2)
+        effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
+        now = now + Engine.showAnswerTimeout + .seconds(5)
+        effects = engine.showAnswered(ids[0], presented: true, now: now)
+        XCTAssertTrue(answers.isEmpty)
+        XCTAssertEqual(shows, [ids[1]])
+        XCTAssertEqual(engine.slotStatuses(at: now)[0].counters.displayFailures, 1)
+    }
+
+    func testShowsWaitingWhenTheDaemonStopsAreAnsweredShuttingDown() {
+        let ids = start(ready: 2)
+        effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
+        effects = engine.shutdown(now: now)
+        XCTAssertEqual(answers, [.failure(.shuttingDown)])
+        XCTAssertTrue(effects.contains(.withdrawShow(ids[0], plugin: "a")))
+        XCTAssertEqual(engine.showAnswered(ids[0], presented: true, now: now), [], "the plugin's late answer changes nothing")
+    }
+
+    func testAShowWhoseAdAReloadRemovesIsAnsweredAtOnce() {
+        let ids = start(ready: 2)
+        effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
+        effects = engine.reconfigure(slots: [], settings: engine.settings, now: now)
+        XCTAssertEqual(answers, [.failure(.interrupted(slot: "s", reason: "removed"))])
+        XCTAssertTrue(effects.contains(.withdrawShow(ids[0], plugin: "a")))
+    }
+
+    func testAReportOnAnAdWhoseShowHasNotAnsweredIsRefused() {
+        let ids = start(ready: 1)
+        effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
+        for event in [ViewerEvent.impression, .close] {
+            guard case .failure(.adNotValid(let reason)) = engine.report(event, for: ids[0], now: now).0 else { return XCTFail("\(event) accepted") }
+            XCTAssertTrue(reason.contains("still being presented"), reason)
+        }
+        effects = engine.showAnswered(ids[0], presented: true, now: now)
+        XCTAssertNoThrow(try engine.report(.impression, for: ids[0], now: now).0.get())
+        XCTAssertEqual(engine.slotStatuses(at: now)[0].counters.impressions, 1)
     }
 }
