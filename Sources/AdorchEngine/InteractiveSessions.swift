@@ -37,7 +37,7 @@ public struct InteractiveSessions: Sendable {
     public mutating func initiate(_ id: AdID, slot: SlotConfig, plugin: WaterfallEntry?, request: InteractiveRequest,
                                   now: Moment) -> Result<[Effect], SessionError> {
         guard slot.format == .interactive else {
-            return .failure(.invalidParameter(name: "slot", reason: "\(slot.id) is a \(slot.format.rawValue) slot: \(slot.format.howToUse)"))
+            return .failure(.invalidParameter(name: "slot", reason: "\(slot.id) is \(slot.format.slotInWords): \(slot.format.howToUse)"))
         }
         guard let entry = plugin else {
             return .failure(.unavailable(slot: slot.id, reason: "no plugin of \(slot.id)'s waterfall that runs interactive sessions is loaded"))

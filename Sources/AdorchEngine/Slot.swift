@@ -40,6 +40,9 @@ public enum AdFormat: String, Sendable, CaseIterable, Codable {
     /// Loaded on demand with io.adorch.Ads.Load.
     public var isOnDemand: Bool { self == .banner || self == .splash || self == .native }
 
+    /// "a banner slot", "an interstitial slot": for errors that name a slot's format.
+    public var slotInWords: String { "\("aeiou".contains(rawValue.first!) ? "an" : "a") \(rawValue) slot" }
+
     /// How apps use a slot of this format, for errors that send them to the right call.
     public var howToUse: String {
         if isPreloaded { return "its ads are preloaded, take one with Show" }
