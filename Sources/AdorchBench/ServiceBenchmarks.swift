@@ -192,7 +192,7 @@ public struct ServiceBenchmarks {
             """
         return BenchSection(title: "3. Footprint", text: text, targets: [
             ("idle RSS ≤ 20 MB (peak \(mib(idleMemory.peak)))", idleMemory.peak <= 20 * 1_000_000),
-            ("exec → READY=1 ≤ 100 ms on the default config (median \(ms(medianReady.seconds * 1000)) ms)", medianReady <= .milliseconds(100)),
+            ("exec → READY=1 ≤ 50 ms on the default config (median \(ms(medianReady.seconds * 1000)) ms)", medianReady <= .milliseconds(50)),
             ("idle CPU ≤ 0.1 % of a core (\(String(format: "%.4f", idleShare * 100)) %)", idleShare <= 0.001),
         ], measures: ["idle_peak_rss": Double(idleMemory.peak), "rss_one_per_slot": Double(one), "rss_full": Double(full),
                       "bytes_per_ad": perAd, "ready_ms": medianReady.seconds * 1000, "idle_cpu_share": idleShare])

@@ -132,8 +132,10 @@ final class SocketWatcher: @unchecked Sendable {
             for event in events[0..<Int(count)] {
                 if event.data.u64 == 0 { stopping = true } else { ready.append((event.data.u64, event.events)) }
             }
-            // One hop to the queue for all that is ready, not one per socket.
-            if !ready.isEmpty { queue.async { [self, ready] in fire(ready) } }
+            // All that is ready, handled on the queue in one go. `sync` runs it on this thread
+            // when the queue is idle: a call costs no thread wake-up to get there. Nothing on
+            // the queue ever waits for this thread, so waiting for the queue cannot deadlock.
+            if !ready.isEmpty { queue.sync { fire(ready) } }
             if stopping { return }
         }
     }
