@@ -49,10 +49,10 @@ final class PluginRegistry: @unchecked Sendable {
             do {
                 // Root and the service's own user: the only ones who may have put code here.
                 if !options.insecurePlugins { try PluginFileTrust.check(path, owners: [0, geteuid()]) }
-                let plugin = try LoadedPlugin(name: plugin.name, path: path, configJSON: plugin.configJSON, logger: logger, onReport: onReport)
-                loaded[plugin.info.name] = plugin
-                refusals[plugin.info.name] = nil
-                let info = plugin.info
+                let opened = try LoadedPlugin(name: plugin.name, path: path, configJSON: plugin.configJSON, logger: logger, onReport: onReport)
+                loaded[plugin.name] = opened
+                refusals[plugin.name] = nil
+                let info = opened.info
                 let newer = info.abiMinor > PluginABI.minor
                     ? " (newer than this daemon's ABI \(PluginABI.major).\(PluginABI.minor): what \(info.abiMajor).\(info.abiMinor) added is not used)" : ""
                 logger.notice(
