@@ -30,10 +30,6 @@ public struct PluginInfo: Sendable, Equatable {
 /// but showNow's is confined to `queue`, `objects` and the any-thread flag are behind their
 /// locks (showNow reads them on its caller's thread), the rest is immutable after init.
 public final class LoadedPlugin: @unchecked Sendable {
-    /// An any-thread ad_show slower than this (plugin.h asks for 1 ms; the rest is room for
-    /// the scheduler) withdraws the plugin's flag: its later Shows go through its queue.
-    public static let showNowBound: Duration = .milliseconds(10)
-
     public let info: PluginInfo
     private let library: PluginLibrary
     private let entry: UnsafePointer<adorch_plugin_entry_t>
@@ -41,7 +37,8 @@ public final class LoadedPlugin: @unchecked Sendable {
     private let sink: Unmanaged<CallbackSink>
     private let queue: DispatchQueue
     private let objects = LockedValue<[AdID: UnsafeMutableRawPointer]>([:])
-    private let anyThreadShows: LockedValue<Bool>
+    /// nil: the plugin did not declare ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD.
+    private let anyThreadShows: LockedValue<AnyThreadShowRecord?>
     /// Shows queued and not started: a withdrawn one is skipped when its turn comes.
     private let queuedShows = LockedValue<Set<AdID>>([])
     private var initialized = false
@@ -54,7 +51,7 @@ public final class LoadedPlugin: @unchecked Sendable {
         self.library = library
         self.entry = library.entry
         self.queue = DispatchQueue(label: "adorch.plugin.\(name)")
-        self.anyThreadShows = LockedValue(library.showsOnAnyThread)
+        self.anyThreadShows = LockedValue(library.showsOnAnyThread ? AnyThreadShowRecord() : nil)
         var pluginLogger = logger
         pluginLogger[metadataKey: "plugin"] = "\(name)"
         let sink = Unmanaged.passRetained(CallbackSink(plugin: name, logger: pluginLogger, onReport: onReport))
@@ -124,23 +121,24 @@ public final class LoadedPlugin: @unchecked Sendable {
     }
 
     /// Whether ad_show may be called on any thread (showNow): the plugin declared
-    /// ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD, and no call of it was slower than showNowBound.
-    public var showsOnAnyThread: Bool { anyThreadShows.withLock { $0 } }
+    /// ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD, and its calls have not lost it (AnyThreadShowRecord).
+    public var showsOnAnyThread: Bool { anyThreadShows.withLock { $0.map { !$0.withdrawn } ?? false } }
 
     /// Presents an ad of a plugin that showsOnAnyThread, on the calling thread: whether the
     /// plugin could. The caller is the one that later asks for the ad's notify and destroy,
-    /// so that those come after ad_show returned (plugin.h's [show] rule). A call slower than
-    /// showNowBound is logged and withdraws showsOnAnyThread for the rest of the plugin's life.
+    /// so that those come after ad_show returned (plugin.h's [show] rule). The call that makes
+    /// AnyThreadShowRecord withdraw the flag is logged; it stays withdrawn for the plugin's life.
     public func showNow(_ id: AdID, userID: String?) -> Bool {
         guard let object = objects.withLock({ $0[id] }) else { return false }
         let context = showContext(userID)
         let started = ContinuousClock.now
         let code = context.withCString { entry.pointee.ad_show(object, $0) }
         let took = ContinuousClock.now - started
-        if took > Self.showNowBound, anyThreadShows.withLock({ flag in defer { flag = false }; return flag }) {
+        if anyThreadShows.withLock({ $0?.note(took) ?? false }) {
             sink.takeUnretainedValue().logger.warning("""
-                plugin \(info.name): ad_show took \(milliseconds(took)) off its queue, over the \(milliseconds(Self.showNowBound)) \
-                it may take there: its Shows go through its queue from now on
+                plugin \(info.name): ad_show took \(milliseconds(took)) off its queue, and \(AnyThreadShowRecord.strikes) of its \
+                last \(AnyThreadShowRecord.window) calls there took over the \(milliseconds(AnyThreadShowRecord.bound)) they may take: \
+                its Shows go through its queue from now on
                 """)
         }
         return code == 0

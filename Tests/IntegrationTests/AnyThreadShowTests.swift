@@ -60,9 +60,32 @@ final class AnyThreadShowTests: XCTestCase {
         let blocking = try open(try blockingPlugin(), name: "blocking", loaded: loaded)
         defer { blocking.shutdown() }
         XCTAssertTrue(blocking.showsOnAnyThread)
-        try loadOne(blocking, id: 2, loaded: loaded)
-        XCTAssertTrue(blocking.showNow(2, userID: nil), "a slow show still answers")
-        XCTAssertFalse(blocking.showsOnAnyThread, "over \(LoadedPlugin.showNowBound): the flag is withdrawn")
+        let ids = (2...AdID(1 + AnyThreadShowRecord.strikes))
+        for id in ids { try loadOne(blocking, id: id, loaded: loaded) }
+        for id in ids {
+            XCTAssertTrue(blocking.showsOnAnyThread, "before slow call \(id - 1) of \(AnyThreadShowRecord.strikes): the flag is kept")
+            XCTAssertTrue(blocking.showNow(id, userID: nil), "a slow show still answers")
+        }
+        XCTAssertFalse(blocking.showsOnAnyThread, "\(AnyThreadShowRecord.strikes) calls over \(AnyThreadShowRecord.bound): the flag is withdrawn")
+    }
+
+    /// The rule itself: slow calls count within the last `window`, and withdrawal is for good.
+    func testTheRecordWithdrawsOnTheThirdSlowCallAmongTheLastHundred() {
+        let fast = Duration.microseconds(50), slow = AnyThreadShowRecord.bound + .milliseconds(1)
+        var record = AnyThreadShowRecord()
+        XCTAssertFalse(record.note(slow))
+        XCTAssertFalse(record.note(AnyThreadShowRecord.bound), "a call of exactly the bound is within it")
+        for _ in 0..<AnyThreadShowRecord.window { XCTAssertFalse(record.note(fast)) }
+        XCTAssertFalse(record.note(slow), "the first slow call has left the window: this is one of one")
+        XCTAssertFalse(record.note(slow))
+        XCTAssertFalse(record.withdrawn)
+        XCTAssertTrue(record.note(slow), "the third among the last \(AnyThreadShowRecord.window) withdraws")
+        XCTAssertTrue(record.withdrawn)
+        XCTAssertFalse(record.note(slow), "only the call that withdraws says so")
+        for _ in 0...AnyThreadShowRecord.window { _ = record.note(fast) }
+        XCTAssertTrue(record.withdrawn, "withdrawn for good")
+        XCTAssertEqual(record.slowCalls, 5)
+        XCTAssertEqual(record.slowest, slow)
     }
 
     func testTheValidatorFailsAPluginThatBlocksInAnAnyThreadShow() throws {
@@ -74,7 +97,7 @@ final class AnyThreadShowTests: XCTestCase {
         let run = try runCommand(validator, [try blockingPlugin(), "--iterations", "0", "--call-bound-ms", String(validatorCallBoundMs)])
         XCTAssertEqual(run.status, 1, run.stdout)
         let line = run.stdout.split(separator: "\n").first { $0.hasPrefix("FAIL  show from any thread: ") }
-        XCTAssertTrue(line?.contains("over the 10 ms bound") ?? false, run.stdout)
+        XCTAssertTrue(line?.contains("over the 10 ms bound 3 times in 3") ?? false, run.stdout)
         XCTAssertEqual(run.stdout.split(separator: "\n").filter { $0.hasPrefix("FAIL") }.count, 1, "only that check fails: \(run.stdout)")
     }
 }
