@@ -16,6 +16,9 @@ public struct VarlinkFramer: Sendable {
     private var taken = 0
     /// Where the bytes after the last whole message start.
     private var partial = 0
+    /// How far the bytes after `partial` were searched for a NUL: a message that arrives a
+    /// byte at a time is searched once in all, not once per byte.
+    private var scanned = 0
     /// Whole messages not yet taken.
     private(set) var messageCount = 0
     /// Storage larger than this is released once every message is taken, so one large
@@ -26,8 +29,10 @@ public struct VarlinkFramer: Sendable {
 
     /// Bytes received but not yet part of a whole message.
     public var pendingBytes: Int { storage.count - partial }
-    /// Bytes held, taken or not: what the framer costs in memory.
+    /// Bytes held, taken or not.
     var storedBytes: Int { storage.count }
+    /// What the framer costs in memory.
+    var reservedBytes: Int { storage.capacity }
 
     /// Adds received bytes and returns the whole messages they complete, without their NUL.
     public mutating func append(_ bytes: some DataProtocol) throws(Failure) -> [Data] {
@@ -57,21 +62,25 @@ public struct VarlinkFramer: Sendable {
             return
         }
         partial -= taken
+        scanned -= taken
         taken = 0
     }
 
-    /// Finds the messages the new bytes complete.
+    /// Finds the messages the new bytes complete, searching only the new bytes.
     private mutating func frame() throws(Failure) {
         var start = partial
         var found = 0
         defer {
             partial = start
+            scanned = storage.count
             messageCount += found
         }
-        while let nul = Self.nul(in: storage, from: start) {
+        var from = max(start, scanned)
+        while let nul = Self.nul(in: storage, from: from) {
             if nul - start > maxMessageSize { throw .messageTooLarge(limit: maxMessageSize) }
             found += 1
             start = nul + 1
+            from = start
         }
         if storage.count - start > maxMessageSize { throw .messageTooLarge(limit: maxMessageSize) }
     }
@@ -90,12 +99,25 @@ public struct VarlinkFramer: Sendable {
         let start = taken
         taken = nul + 1
         messageCount -= 1
-        return storage.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[start..<nul])) }
+        let result = storage.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[start..<nul])) }
+        // Drained: a large message's storage goes now, not at the next read, which an idle
+        // connection may never make.
+        if taken == storage.count { makeRoom() }
+        return result
     }
 
     /// Drops every whole message not taken yet (a partial one stays: the stream goes on).
     mutating func dropMessages() {
         taken = partial
+        messageCount = 0
+    }
+
+    /// Gives the storage back to the allocator: the connection is closed.
+    mutating func release() {
+        storage = []
+        taken = 0
+        partial = 0
+        scanned = 0
         messageCount = 0
     }
 }

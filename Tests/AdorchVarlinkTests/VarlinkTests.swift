@@ -22,6 +22,57 @@ final class FramerTests: XCTestCase {
         var exact = VarlinkFramer(maxMessageSize: 8)
         XCTAssertEqual(try exact.append(Data(repeating: 0x41, count: 8) + Data([0])).count, 1)
     }
+
+    /// Issue 20: a message dripped a byte at a time was searched again from its start on
+    /// every byte. Each byte is searched once: 4 MB and 100,000 single bytes take
+    /// milliseconds (searched again each time, 400 GB).
+    func testAMessageDrippedAByteAtATimeIsSearchedOnce() throws {
+        var framer = VarlinkFramer(maxMessageSize: 8 << 20)
+        let started = ContinuousClock.now
+        try [UInt8](repeating: 0x41, count: 4_000_000).withUnsafeBytes { try framer.append($0) }
+        var byte: UInt8 = 0x41
+        for _ in 0..<100_000 { try withUnsafeBytes(of: &byte) { try framer.append($0) } }
+        byte = 0
+        try withUnsafeBytes(of: &byte) { try framer.append($0) }
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(1))
+        XCTAssertEqual(framer.takeMessage { $0.count }, 4_100_000)
+    }
+
+    /// Messages cut at every point, taken as they come or left to pile up, come out whole and
+    /// in order.
+    func testMessagesCutAnywhereComeOutWholeAndInOrder() throws {
+        let messages = (0..<300).map { Array(String(repeating: "m\($0)", count: $0 % 37 + 1).utf8) }
+        let stream: [UInt8] = messages.flatMap { message -> [UInt8] in message + [0] }
+        var generator = SystemRandomNumberGenerator()
+        var framer = VarlinkFramer(maxMessageSize: 1 << 16)
+        var out: [[UInt8]] = []
+        var offset = 0
+        while offset < stream.count {
+            let end = min(stream.count, offset + Int.random(in: 1...300, using: &generator))
+            try stream[offset..<end].withUnsafeBytes { try framer.append($0) }
+            offset = end
+            if Bool.random(using: &generator) {
+                while let message = framer.takeMessage({ Array($0) }) { out.append(message) }
+            }
+        }
+        while let message = framer.takeMessage({ Array($0) }) { out.append(message) }
+        XCTAssertEqual(out, messages)
+        XCTAssertEqual(framer.pendingBytes, 0)
+    }
+
+    /// A large message's storage goes once it is taken, not at the next read; a closed
+    /// connection's goes at once.
+    func testStorageIsGivenBackOnceDrainedAndOnRelease() throws {
+        var framer = VarlinkFramer(maxMessageSize: 1 << 20)
+        try ([UInt8](repeating: 0x41, count: 900_000) + [0]).withUnsafeBytes { try framer.append($0) }
+        XCTAssertGreaterThan(framer.reservedBytes, 900_000)
+        XCTAssertEqual(framer.takeMessage { $0.count }, 900_000)
+        XCTAssertLessThanOrEqual(framer.reservedBytes, 1 << 16)
+        try [UInt8](repeating: 0x41, count: 500_000).withUnsafeBytes { try framer.append($0) }
+        framer.release()
+        XCTAssertEqual(framer.reservedBytes, 0)
+        XCTAssertEqual(framer.pendingBytes, 0)
+    }
 }
 
 final class CallDecodingTests: XCTestCase {
