@@ -15,17 +15,25 @@ struct SendBuffer {
     var isEmpty: Bool { sent == bytes.count }
     /// Bytes not written yet.
     var unsent: Int { bytes.count - sent }
-    /// Bytes held, written or not: what the buffer costs in memory.
+    /// Bytes held, written or not.
     var storedBytes: Int { bytes.count }
+    /// What the buffer costs in memory.
+    var reservedBytes: Int { bytes.capacity }
 
     /// Drops every unwritten message but the one partly written (a message cut in half would
-    /// corrupt the stream); what is appended next follows it.
+    /// corrupt the stream); what is appended next follows it. The storage the dropped ones
+    /// took goes back to the allocator.
     mutating func dropUnsentMessages() {
-        guard sent > 0, bytes[sent - 1] != 0, let end = bytes[sent...].firstIndex(of: 0) else {
-            bytes.removeSubrange(sent...)
-            return
-        }
-        bytes.removeSubrange((end + 1)...)
+        var keep = sent
+        if sent > 0, bytes[sent - 1] != 0, let end = bytes[sent...].firstIndex(of: 0) { keep = end + 1 }
+        bytes = Array(bytes[sent..<keep])
+        sent = 0
+    }
+
+    /// Gives the storage back to the allocator: the connection is closed.
+    mutating func release() {
+        bytes = []
+        sent = 0
     }
 
     mutating func append(_ data: some Collection<UInt8>) {

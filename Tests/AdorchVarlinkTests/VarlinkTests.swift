@@ -190,4 +190,21 @@ final class SendBufferTests: XCTestCase {
         boundary.dropUnsentMessages()
         XCTAssertTrue(boundary.isEmpty, "nothing was cut: everything unsent goes")
     }
+
+    /// What a slow reader was not sent, and a closed connection's buffer, go back to the
+    /// allocator: after an attack the daemon's memory can shrink again.
+    func testDroppedAndReleasedBytesAreNotKept() {
+        var buffer = SendBuffer()
+        let event = [UInt8](repeating: 0x41, count: 64 << 10) + [0]
+        for _ in 0..<64 { buffer.append(event) }
+        _ = buffer.write { _ in 100 }
+        XCTAssertGreaterThan(buffer.reservedBytes, 4 << 20)
+        buffer.dropUnsentMessages()
+        XCTAssertEqual(buffer.unsent, event.count - 100, "only the message cut in half stays")
+        XCTAssertLessThanOrEqual(buffer.reservedBytes, 2 * event.count)
+        buffer.append(event)
+        buffer.release()
+        XCTAssertEqual(buffer.reservedBytes, 0)
+        XCTAssertTrue(buffer.isEmpty)
+    }
 }
