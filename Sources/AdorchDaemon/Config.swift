@@ -135,11 +135,21 @@ extension DaemonConfig {
         var showRate = ShowRate()
         if let l = try r.table("limits") {
             try l.only(["max_connections", "max_connections_per_uid", "partial_message_timeout_ms", "max_unsent_bytes",
+                        "root_reserved_connections", "idle_connection_timeout_s", "max_queued_calls", "max_unsent_bytes_per_uid",
                         "shows_per_second_per_uid", "show_burst_per_uid"])
             if let v = try l.int("max_connections", min: 1, max: 1 << 20) { limits.maxConnections = Int(v) }
             if let v = try l.int("max_connections_per_uid", min: 1, max: 1 << 20) { limits.maxConnectionsPerUID = Int(v) }
             if let v = try l.int("partial_message_timeout_ms", min: 10, max: 3_600_000) { limits.partialMessageTimeout = .milliseconds(v) }
             if let v = try l.int("max_unsent_bytes", min: 64 << 10, max: 1 << 30) { limits.maxUnsentBytes = Int(v) }
+            let reserved = try l.int("root_reserved_connections", min: 0, max: 1 << 20)
+            if let reserved { limits.rootReservedConnections = Int(reserved) }
+            if limits.rootReservedConnections >= limits.maxConnections {
+                throw l.error("root_reserved_connections", "is \(limits.rootReservedConnections)\(reserved == nil ? " (its default)" : ""), "
+                              + "but must be less than max_connections (\(limits.maxConnections)), or only root could connect")
+            }
+            if let v = try l.int("idle_connection_timeout_s", min: 1, max: 86_400 * 7) { limits.idleConnectionTimeout = .seconds(v) }
+            if let v = try l.int("max_queued_calls", min: 1, max: 1 << 20) { limits.maxQueuedCalls = Int(v) }
+            if let v = try l.int("max_unsent_bytes_per_uid", min: 64 << 10, max: 1 << 34) { limits.maxUnsentBytesPerUID = Int(v) }
             if let v = try l.double("shows_per_second_per_uid", range: 0...1_000_000) { showRate.perSecond = v }
             if let v = try l.double("show_burst_per_uid", range: 1...1_000_000) { showRate.burst = v }
         }

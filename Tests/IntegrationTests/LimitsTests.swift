@@ -79,7 +79,7 @@ final class LimitsTests: XCTestCase {
     }
 
     func testTheConnectionsInAllAreLimited() throws {
-        let daemon = try daemon(limits: "max_connections = 8")
+        let daemon = try daemon(limits: "max_connections = 8\nroot_reserved_connections = 0")
         let bystander = try Bystander(daemon)
         let held = try (0..<7).map { _ in try RawClient(daemon.socket) }  // with the bystander's, 8
         let over = try RawClient(daemon.socket)
