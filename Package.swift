@@ -79,7 +79,7 @@ let package = Package(
             dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")]
         ),
         // Varlink: framing, a server on its own epoll loop, a blocking client, the service interface.
-        .target(name: "AdorchVarlink", dependencies: ["AdorchJSON", "CEpoll", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "AdorchVarlink", dependencies: ["AdorchJSON", "CEpoll", "CGlibcMalloc", .product(name: "Logging", package: "swift-log")]),
         // JSON values, a strict parser and a writer over bytes: the wire's and the plugin host's.
         .target(name: "AdorchJSON"),
         // <sys/epoll.h>, for the Varlink server's socket watcher.
@@ -141,7 +141,7 @@ let package = Package(
         .executableTarget(name: "adorch-fuzz-rewards", dependencies: ["AdorchRewards", "AdorchFuzzSupport"], path: "Fuzz/rewards"),
 
         .testTarget(name: "AdorchEngineTests", dependencies: ["AdorchEngine"]),
-        .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink"]),
+        .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "AdorchDaemonTests", dependencies: ["AdorchDaemon"]),
         .testTarget(name: "AdorchSystemdTests", dependencies: ["AdorchSystemd"]),
         .testTarget(name: "AdorchRewardsTests", dependencies: ["AdorchRewards"]),

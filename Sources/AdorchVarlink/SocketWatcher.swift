@@ -107,8 +107,10 @@ final class SocketWatcher: @unchecked Sendable {
 
     private func control(_ operation: Int32, fd: Int32, token: UInt64, interest: Interest) {
         var event = epoll_event()
-        event.events = EPOLLONESHOT.rawValue | EPOLLRDHUP.rawValue
-            | (interest.contains(.readable) ? EPOLLIN.rawValue : 0)
+        // A hang-up is news only to a watch that reads: one that paused reading would be told
+        // of it over and over (it stays true), and spin.
+        event.events = EPOLLONESHOT.rawValue
+            | (interest.contains(.readable) ? EPOLLIN.rawValue | EPOLLRDHUP.rawValue : 0)
             | (interest.contains(.writable) ? EPOLLOUT.rawValue : 0)
         event.data.u64 = token
         if epoll_ctl(epollFD, operation, fd, &event) != 0 {

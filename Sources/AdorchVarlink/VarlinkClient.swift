@@ -43,7 +43,14 @@ public final class VarlinkClient {
 
     /// Sends one call and returns its (first) reply.
     public func call(_ method: String, _ parameters: [String: JSONValue] = [:], more: Bool = false) throws(Failure) -> Reply {
-        try sendRaw(Data(VarlinkWire.call(method, parameters, more: more)))
+        do {
+            try sendRaw(Data(VarlinkWire.call(method, parameters, more: more)))
+        } catch {
+            // A refused connection is answered and closed before its first call: the answer
+            // says why, where the failed send says only that the daemon hung up.
+            if let reason = try? nextReply() { return reason }
+            throw error
+        }
         return try nextReply()
     }
 

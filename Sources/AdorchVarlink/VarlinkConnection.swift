@@ -3,110 +3,125 @@ import Foundation
 
 /// One client connection: reads calls, answers them in order, writes replies.
 ///
+/// It takes a bounded turn on the server's queue each time its socket is ready (one read, a
+/// bounded number of calls), so a client that floods or drips bytes waits for the others
+/// instead of holding the queue.
+///
 /// @unchecked Sendable: all its state is confined to the server's queue; the functions other
 /// threads may call (`send`, `onClose`) only hop to it, and the rest assert they are on it.
 final class VarlinkConnection: @unchecked Sendable {
+    /// Calls started in one turn: past it, the next ones wait behind the other connections.
+    static let callsPerTurn = 64
+
     private let fd: Int32
     private unowned let server: VarlinkServer
     private var framer: VarlinkFramer
     private var watch: SocketWatcher.Token?
     /// A write found the socket full; the rest goes out when it is writable.
     private var waitingToWrite = false
+    /// `maxQueuedCalls` calls wait: the socket is not read until they drop below it.
+    private var readingPaused = false
     private var outgoing = SendBuffer()
+    /// `outgoing.unsent` as last added to its uid's sum at the server.
+    private var countedUnsent = 0
     private var busy = false
     /// Inside `pump`: a reply delivered now is flushed when the loop ends, with the others.
     private var pumping = false
+    /// A pump ran out of its turn with calls left: it goes on after the others had theirs.
+    private var pumpScheduled = false
     /// Numbers calls, so a reply to an ended call can never slip into the next one's stream.
     private var serial: UInt64 = 0
     private var closeWhenFlushed = false
     private var closed = false
     private var closeHandlers: [@Sendable () -> Void] = []
-    /// Set when the connection is over a limit: its first call is answered with this.
-    private var refusal: VarlinkError?
-    /// Closes the connection if the client does not act in time: send the rest of a
-    /// message, or read the final error of a dropped slow reader.
-    private var deadlineTimer: DispatchSourceTimer?
+    /// When the first byte of the message not yet ended came: the rest must come within
+    /// `partialMessageTimeout` of it, however the client spaces it out (time while reading
+    /// is paused does not count).
+    private var partialSince: ContinuousClock.Instant?
+    /// The last byte read or call ended: the idle timeout counts from here.
+    private var lastActive = ContinuousClock.now
+    /// Set once the connection is to close after its last reply: if the client does not
+    /// read that reply by then, it is closed anyway.
+    private var closeBy: ContinuousClock.Instant?
     let peer: PeerCredentials?
+    let uid: UInt32
 
-    init(fd: Int32, server: VarlinkServer, framer: VarlinkFramer) {
+    init(fd: Int32, peer: PeerCredentials?, server: VarlinkServer, framer: VarlinkFramer) {
         self.fd = fd
         self.server = server
         self.framer = framer
-        self.peer = UnixSocket.peerCredentials(fd)
+        self.peer = peer
+        self.uid = peer?.uid ?? VarlinkServer.unknownUID
     }
 
     func start() {
         watch = server.watcher.watch(fd, for: .readable) { [self] ready in
-            if ready.contains(.readable) { readAvailable() }
+            if ready.contains(.readable) { readOnce() }
             if ready.contains(.writable), waitingToWrite, !closed {
                 waitingToWrite = false
-                if let watch { server.watcher.update(watch, to: .readable) }
+                updateInterest()
                 flush()
             }
         }
     }
 
-    private func readAvailable() {
+    /// One read, and the calls it completes: the socket is watched again after this turn.
+    private func readOnce() {
         dispatchPrecondition(condition: .onQueue(server.queue))
-        while !closed {
-            // The server's one receive buffer: every connection reads on its queue.
-            let received = server.receiveBuffer
-            let n = recv(fd, received.baseAddress, received.count, 0)
-            if n == 0 { return close(reason: nil) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { return }
-                return close(reason: "read failed: \(String(cString: strerror(errno)))")
-            }
-            if closeWhenFlushed { continue }  // refused: input is drained until the error is out
-            do {
-                try framer.append(UnsafeRawBufferPointer(rebasing: received[0..<n]))
-                if let refusal, framer.messageCount > 0 { return refuse(refusal) }
-                watchPartialMessage()
-                if framer.messageCount > server.limits.maxQueuedCalls {
-                    return refuse(.invalidParameter("message: more than \(server.limits.maxQueuedCalls) calls queued"))
-                }
-            } catch {
-                return refuse(.invalidParameter("message: larger than \(server.limits.maxMessageSize) bytes"))
-            }
-            pump()
+        guard !closed else { return }
+        // The server's one receive buffer: every connection reads on its queue.
+        let received = server.receiveBuffer
+        var n: Int
+        repeat { n = recv(fd, received.baseAddress, received.count, 0) } while n < 0 && errno == EINTR
+        if n == 0 { return close(reason: nil) }
+        if n < 0 {
+            if errno == EAGAIN || errno == EWOULDBLOCK { return }
+            return close(reason: "read failed: \(String(cString: strerror(errno)))")
         }
+        lastActive = .now
+        if closeWhenFlushed { return }  // refused: input is drained until the error is out
+        let before = framer.messageCount
+        do {
+            try framer.append(UnsafeRawBufferPointer(rebasing: received[0..<n]))
+        } catch {
+            return refuse(.invalidParameter("message: larger than \(server.limits.maxMessageSize) bytes"), kind: "max_message_bytes",
+                          log: "closing a connection: a message larger than \(server.limits.maxMessageSize) bytes")
+        }
+        if framer.pendingBytes == 0 {
+            partialSince = nil
+        } else if partialSince == nil || framer.messageCount > before {
+            partialSince = lastActive  // a new message began in this read
+        }
+        pump()
     }
 
-    /// Over a connection limit: the first call gets `error`, then the connection closes.
-    func refuseCalls(_ error: VarlinkError, log: String) {
+    /// The server's periodic check of the deadlines a client may not outwait.
+    func sweep(at now: ContinuousClock.Instant) {
         dispatchPrecondition(condition: .onQueue(server.queue))
-        server.log(.warning, "refusing a connection: \(log)", peer: peer)
-        refusal = error
+        guard !closed else { return }
+        let limits = server.limits
+        if let closeBy {
+            if now >= closeBy { close(reason: "it did not read its last reply in time") }
+        } else if let partialSince, !readingPaused, now - partialSince >= limits.partialMessageTimeout {
+            server.counted(\.incompleteMessages)
+            refuse(VarlinkError("io.adorch.IncompleteMessage", ["message": .string("no end of message (NUL) within \(limits.partialMessageTimeout)")]),
+                   kind: "partial_message_timeout_ms",
+                   log: "closing a connection: \(framer.pendingBytes) bytes of a message and no end within \(limits.partialMessageTimeout)")
+        } else if !busy, framer.messageCount == 0, partialSince == nil, now - lastActive >= limits.idleConnectionTimeout {
+            server.counted(\.closedIdle)
+            close(reason: "no call for \(limits.idleConnectionTimeout)")
+        }
     }
 
-    /// A client that sends part of a message and stops holds a connection and a buffer for
-    /// nothing: the rest must come within the limit, counted from the first partial byte.
-    private func watchPartialMessage() {
-        guard framer.pendingBytes > 0 else {
-            deadlineTimer?.cancel()
-            deadlineTimer = nil
-            return
-        }
-        guard deadlineTimer == nil else { return }
-        let timeout = server.limits.partialMessageTimeout
-        let timer = DispatchSource.makeTimerSource(queue: server.queue)
-        timer.schedule(deadline: .now() + timeout.dispatchInterval)
-        timer.setEventHandler { [weak self] in
-            guard let self, !closed else { return }
-            server.log(.warning, "closing a connection: \(framer.pendingBytes) bytes of a message and no end within \(timeout)", peer: peer)
-            refuse(VarlinkError("io.adorch.IncompleteMessage", ["message": .string("no end of message (NUL) within \(timeout)")]))
-        }
-        deadlineTimer = timer
-        timer.resume()
-    }
-
-    /// Replies to a broken message and closes: after one, the stream cannot be trusted.
-    private func refuse(_ error: VarlinkError) {
-        server.log(.notice, "closing a connection: \(error)", peer: peer)
+    /// Replies to a broken message or an exceeded limit and closes: after one, the stream
+    /// cannot be trusted.
+    private func refuse(_ error: VarlinkError, kind: String, log: String) {
+        server.logRefusal(kind, log, peer: peer)
         framer.dropMessages()
+        partialSince = nil
         enqueue(VarlinkWire.error(error))
         closeWhenFlushed = true
+        closeBy = .now + server.limits.partialMessageTimeout
         flush()
     }
 
@@ -116,11 +131,13 @@ final class VarlinkConnection: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(server.queue))
         guard !pumping else { return }
         pumping = true
-        while !busy, !closeWhenFlushed, !closed, let decoded = framer.takeMessage({ VarlinkCall.decode(bytes: $0, peer: peer) }) {
+        var turn = Self.callsPerTurn
+        while !busy, !closeWhenFlushed, !closed, turn > 0, let decoded = framer.takeMessage({ VarlinkCall.decode(bytes: $0, peer: peer) }) {
+            turn -= 1
             switch decoded {
             case .failure(let error):
                 pumping = false
-                return refuse(error)
+                return refuse(error, kind: "invalid_message", log: "closing a connection: \(error)")
             case .success(let call):
                 serial += 1
                 if call.oneway {
@@ -133,7 +150,22 @@ final class VarlinkConnection: @unchecked Sendable {
         }
         pumping = false
         flush()
-        if outgoing.unsent > server.limits.maxUnsentBytes { dropSlowReader() }
+        if closed || closeWhenFlushed { return }
+        if overUnsentLimit { return dropSlowReader() }
+        if turn == 0, !busy, framer.messageCount > 0, !pumpScheduled {
+            pumpScheduled = true
+            server.queue.async { [self] in
+                pumpScheduled = false
+                pump()
+            }
+        }
+        let full = framer.messageCount >= server.limits.maxQueuedCalls
+        if full != readingPaused {
+            readingPaused = full
+            // The rest of a message could not be sent while we did not read: its time starts again.
+            if !full, partialSince != nil { partialSince = .now }
+            updateInterest()
+        }
     }
 
     func send(_ message: [UInt8], final: Bool, serial: UInt64) {
@@ -145,11 +177,21 @@ final class VarlinkConnection: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(server.queue))
         guard !closed, busy, serial == self.serial else { return }
         enqueue(message)
-        if final { busy = false }
+        if final {
+            busy = false
+            lastActive = .now
+        }
         if pumping { return }
         flush()
-        if outgoing.unsent > server.limits.maxUnsentBytes { return dropSlowReader() }
+        if closed { return }
+        if overUnsentLimit { return dropSlowReader() }
         pump()
+    }
+
+    /// Over the unsent bytes of the connection, or (root aside) of its uid.
+    private var overUnsentLimit: Bool {
+        let unsent = outgoing.unsent
+        return unsent > 0 && (unsent > server.limits.maxUnsentBytes || server.isOverUnsentBudget(uid))
     }
 
     /// A reader that does not keep up (a subscriber that stopped reading) would make the
@@ -157,22 +199,28 @@ final class VarlinkConnection: @unchecked Sendable {
     /// ends with a final error (behind what the socket already holds), and the connection
     /// closes once that is written, or after the partial-message timeout if it never reads.
     private func dropSlowReader() {
-        server.log(.warning, "disconnecting a client that does not read its replies: \(outgoing.unsent) bytes unsent, the limit is \(server.limits.maxUnsentBytes)", peer: peer)
+        let limits = server.limits
+        let unsent = outgoing.unsent
+        server.counted(\.droppedSlowReaders)
+        let reason = if unsent > limits.maxUnsentBytes {
+            (kind: "max_unsent_bytes", log: "\(unsent) bytes unsent, the limit is \(limits.maxUnsentBytes)",
+             message: "more than \(limits.maxUnsentBytes) bytes of replies were left unread")
+        } else {
+            (kind: "max_unsent_bytes_per_uid",
+             log: "uid \(uid) has \(server.unsentBytes(of: uid)) bytes unsent over its connections, the limit is \(limits.maxUnsentBytesPerUID)",
+             message: "more than \(limits.maxUnsentBytesPerUID) bytes of replies were left unread over uid \(uid)'s connections")
+        }
+        server.logRefusal(reason.kind, "disconnecting a client that does not read its replies: \(reason.log)", peer: peer)
+        let reserved = outgoing.reservedBytes
         outgoing.dropUnsentMessages()
-        enqueue(VarlinkWire.error(VarlinkError("io.adorch.ReaderTooSlow", [
-            "message": .string("more than \(server.limits.maxUnsentBytes) bytes of replies were left unread"),
-        ])))
+        server.freed(reserved - outgoing.reservedBytes)
+        enqueue(VarlinkWire.error(VarlinkError("io.adorch.ReaderTooSlow", ["message": .string(reason.message)])))
         busy = false
         framer.dropMessages()
+        partialSince = nil
         closeWhenFlushed = true
+        closeBy = .now + limits.partialMessageTimeout
         flush()
-        guard !closed else { return }
-        let grace = DispatchSource.makeTimerSource(queue: server.queue)
-        grace.schedule(deadline: .now() + server.limits.partialMessageTimeout.dispatchInterval)
-        grace.setEventHandler { [weak self] in self?.close(reason: "it still did not read") }
-        deadlineTimer?.cancel()
-        deadlineTimer = grace
-        grace.resume()
     }
 
     func onClose(_ body: @escaping @Sendable () -> Void) {
@@ -188,17 +236,31 @@ final class VarlinkConnection: @unchecked Sendable {
             let n = outgoing.write { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n < 0 {
                 if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { return waitWritable() }
+                if errno == EAGAIN || errno == EWOULDBLOCK {
+                    waitWritable()
+                    break
+                }
                 return close(reason: "write failed: \(String(cString: strerror(errno)))")
             }
+        }
+        if outgoing.unsent != countedUnsent, !closed {
+            server.unsentChanged(uid, by: outgoing.unsent - countedUnsent)
+            countedUnsent = outgoing.unsent
         }
         if outgoing.isEmpty, closeWhenFlushed { close(reason: nil) }
     }
 
     private func waitWritable() {
-        guard !waitingToWrite, let watch else { return }
+        guard !waitingToWrite else { return }
         waitingToWrite = true
-        server.watcher.update(watch, to: [.readable, .writable])
+        updateInterest()
+    }
+
+    private func updateInterest() {
+        guard let watch else { return }
+        var interest: SocketWatcher.Interest = readingPaused ? [] : .readable
+        if waitingToWrite { interest.insert(.writable) }
+        server.watcher.update(watch, to: interest)
     }
 
     /// Closes after flushing what is queued; a call still in progress gets no reply.
@@ -216,11 +278,16 @@ final class VarlinkConnection: @unchecked Sendable {
         guard !closed else { return }
         closed = true
         if let reason { server.log(.debug, "connection closed: \(reason)", peer: peer) }
-        deadlineTimer?.cancel()
-        deadlineTimer = nil
         if let watch { server.watcher.unwatch(watch) }
         watch = nil
         _ = Glibc.close(fd)
+        // The buffers go now, whoever still holds the connection (a subscriber list, a
+        // replier of a call in progress).
+        server.freed(outgoing.reservedBytes + framer.reservedBytes)
+        outgoing.release()
+        framer.release()
+        server.unsentChanged(uid, by: -countedUnsent)
+        countedUnsent = 0
         server.connectionClosed(self)
         let handlers = closeHandlers
         closeHandlers.removeAll()

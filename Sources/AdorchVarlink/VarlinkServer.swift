@@ -1,3 +1,4 @@
+import CGlibcMalloc
 import Dispatch
 import Foundation
 import Logging
@@ -9,8 +10,17 @@ public typealias VarlinkHandler = @Sendable (VarlinkCall, VarlinkReplier) -> Voi
 /// and everything else happens on its serial queue.
 ///
 /// @unchecked Sendable: it owns its serial queue, and every mutable field (the listener,
-/// the connections) is touched only on that queue.
+/// the connections, the counts) is touched only on that queue.
 public final class VarlinkServer: @unchecked Sendable {
+    /// The uid a connection is counted under when the kernel does not say whose it is.
+    static let unknownUID = UInt32.max
+    /// Connections accepted in one turn: a crowd connecting at once waits behind the calls
+    /// of those already connected.
+    static let acceptsPerTurn = 64
+    /// Freed buffers past this much are handed back to the system (malloc_trim) at the next
+    /// sweep: glibc would keep them, and the daemon's footprint would stay at an attack's peak.
+    static let trimAfterFreeing = 1 << 20
+
     public let info: VarlinkServiceInfo
     public let limits: VarlinkLimits
     let queue = DispatchQueue(label: "adorch.varlink")
@@ -22,9 +32,15 @@ public final class VarlinkServer: @unchecked Sendable {
     private var ownsSocketPath: String?
     private var acceptWatch: SocketWatcher.Token?
     private var connections: [ObjectIdentifier: VarlinkConnection] = [:]
-    private var perUID: [UInt32: Int] = [:]
-    private var acceptedTotal = 0
-    private var refusedTotal = 0
+    /// What each uid holds: its connections and their unsent bytes.
+    private var perUID: [UInt32: (connections: Int, unsent: Int)] = [:]
+    private var totals = VarlinkCounts()
+    private var refusals = RefusalLog()
+    /// Runs `sweep` while connections are open: the deadlines of every connection are checked
+    /// by one timer, not one per connection.
+    private var sweeper: DispatchSourceTimer?
+    /// Bytes of buffers freed since the last malloc_trim.
+    private var freedSinceTrim = 0
     /// Out of descriptors: accepting waits until the backlog is empty again, and the start
     /// and end of that are logged once each.
     private var acceptStalled = false
@@ -55,6 +71,7 @@ public final class VarlinkServer: @unchecked Sendable {
     }
 
     deinit {
+        sweeper?.cancel()
         watcher.shutdown()
         receiveBuffer.deallocate()
     }
@@ -101,13 +118,25 @@ public final class VarlinkServer: @unchecked Sendable {
         stopAccepting()
         queue.sync {
             for connection in connections.values { connection.finish() }
+            sweeper?.cancel()
+            sweeper = nil
         }
         watcher.shutdown()
     }
 
     /// Open connections now, accepted since start, and refused for a connection limit.
     public var connectionCounts: (open: Int, accepted: Int, refused: Int) {
-        queue.sync { (connections.count, acceptedTotal, refusedTotal) }
+        let counts = counts
+        return (counts.open, counts.accepted, counts.refused)
+    }
+
+    /// Connections open now, and what the limits did to them since start.
+    public var counts: VarlinkCounts {
+        queue.sync {
+            var counts = totals
+            counts.open = connections.count
+            return counts
+        }
     }
 
     private func startAccepting(_ fd: Int32) {
@@ -118,12 +147,8 @@ public final class VarlinkServer: @unchecked Sendable {
 
     private func acceptPending() {
         dispatchPrecondition(condition: .onQueue(queue))
-        while true {
+        for _ in 0..<Self.acceptsPerTurn {
             let fd = accept(listenFD, nil, nil)
-            if fd >= 0 {
-                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            }
             if fd < 0 {
                 let code = errno
                 if code == EINTR { continue }
@@ -136,25 +161,81 @@ public final class VarlinkServer: @unchecked Sendable {
                 }
                 return
             }
-            acceptedTotal += 1
-            let connection = VarlinkConnection(fd: fd, server: self, framer: VarlinkFramer(maxMessageSize: limits.maxMessageSize))
-            connections[ObjectIdentifier(connection)] = connection
-            let uid = connection.peer?.uid ?? UInt32.max
-            perUID[uid, default: 0] += 1
-            connection.start()
-            // Over a limit, the connection is kept just long enough to answer its first call
-            // with the reason: a client sees a named error, not a bare hang-up.
-            if connections.count > limits.maxConnections {
-                refusedTotal += 1
-                connection.refuseCalls(VarlinkError("io.adorch.TooManyConnections", [
-                    "message": .string("the daemon serves at most \(limits.maxConnections) connections"),
-                ]), log: "over the limit of \(limits.maxConnections) connections")
-            } else if uid != 0, perUID[uid, default: 0] > limits.maxConnectionsPerUID {
-                refusedTotal += 1
-                connection.refuseCalls(VarlinkError("io.adorch.TooManyConnections", [
-                    "message": .string("uid \(uid) has \(limits.maxConnectionsPerUID) connections open, the most one user may"),
-                ]), log: "over the limit of \(limits.maxConnectionsPerUID) connections for uid \(uid)")
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            totals.accepted += 1
+            let peer = UnixSocket.peerCredentials(fd)
+            let uid = peer?.uid ?? Self.unknownUID
+            if let refusal = connectionRefusal(uid: uid) {
+                refuseAtOnce(fd, peer: peer, refusal)
+                continue
             }
+            let connection = VarlinkConnection(fd: fd, peer: peer, server: self, framer: VarlinkFramer(maxMessageSize: limits.maxMessageSize))
+            connections[ObjectIdentifier(connection)] = connection
+            perUID[uid, default: (0, 0)].connections += 1
+            connection.start()
+            startSweeping()
+        }
+    }
+
+    /// Why a new connection of `uid` may not be served, if it may not: the limits count only
+    /// the connections being served.
+    private func connectionRefusal(uid: UInt32) -> (kind: String, log: String, message: String)? {
+        if connections.count >= limits.maxConnections {
+            return ("max_connections", "over the limit of \(limits.maxConnections) connections",
+                    "the daemon serves at most \(limits.maxConnections) connections")
+        }
+        guard uid != 0 else { return nil }
+        let unreserved = limits.maxConnections - limits.rootReservedConnections
+        if connections.count >= unreserved {
+            return ("max_connections", "over the limit of \(unreserved) connections for users other than root (\(limits.rootReservedConnections) more are kept for root)",
+                    "the daemon serves at most \(limits.maxConnections) connections, \(limits.rootReservedConnections) of them only for root")
+        }
+        if perUID[uid]?.connections ?? 0 >= limits.maxConnectionsPerUID {
+            return ("max_connections_per_uid", "over the limit of \(limits.maxConnectionsPerUID) connections for uid \(uid)",
+                    "uid \(uid) has \(limits.maxConnectionsPerUID) connections open, the most one user may")
+        }
+        return nil
+    }
+
+    /// Answers TooManyConnections before any call and closes: the client learns why at once,
+    /// and the refused connection holds nothing. The error fits in the new socket's empty
+    /// buffer; the client reads it even after the close.
+    private func refuseAtOnce(_ fd: Int32, peer: PeerCredentials?, _ refusal: (kind: String, log: String, message: String)) {
+        totals.refused += 1
+        logRefusal(refusal.kind, "refusing a connection: \(refusal.log)", peer: peer)
+        let error = VarlinkWire.error(VarlinkError("io.adorch.TooManyConnections", ["message": .string(refusal.message)]))
+        _ = error.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        Glibc.close(fd)
+    }
+
+    private func startSweeping() {
+        guard sweeper == nil else { return }
+        let interval = Self.sweepInterval(limits).dispatchInterval
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { [weak self] in self?.sweep() }
+        sweeper = timer
+        timer.resume()
+    }
+
+    /// A tenth of the shortest deadline, so each fires within 10 % of its time; at most a
+    /// second, and at least 10 ms, so an idle daemon with a short timeout does not spin.
+    static func sweepInterval(_ limits: VarlinkLimits) -> Duration {
+        min(max(min(limits.partialMessageTimeout, limits.idleConnectionTimeout) / 10, .milliseconds(10)), .seconds(1))
+    }
+
+    private func sweep() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let now = ContinuousClock.now
+        for connection in Array(connections.values) { connection.sweep(at: now) }
+        if freedSinceTrim >= Self.trimAfterFreeing {
+            freedSinceTrim = 0
+            malloc_trim(0)
+        }
+        if connections.isEmpty {
+            sweeper?.cancel()
+            sweeper = nil
         }
     }
 
@@ -181,10 +262,40 @@ public final class VarlinkServer: @unchecked Sendable {
     func connectionClosed(_ connection: VarlinkConnection) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard connections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
-        let uid = connection.peer?.uid ?? UInt32.max
-        perUID[uid, default: 1] -= 1
-        if perUID[uid] == 0 { perUID[uid] = nil }
+        perUID[connection.uid, default: (1, 0)].connections -= 1
+        if perUID[connection.uid]! == (0, 0) { perUID[connection.uid] = nil }
         resumeAccepting()
+    }
+
+    /// A connection's unsent bytes changed by `delta`; called before it is closed.
+    func unsentChanged(_ uid: UInt32, by delta: Int) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard delta != 0 else { return }
+        perUID[uid, default: (0, 0)].unsent += delta
+        if perUID[uid]! == (0, 0) { perUID[uid] = nil }
+    }
+
+    func unsentBytes(of uid: UInt32) -> Int { perUID[uid]?.unsent ?? 0 }
+
+    /// Over `maxUnsentBytesPerUID`; root, the operator, is exempt.
+    func isOverUnsentBudget(_ uid: UInt32) -> Bool {
+        uid != 0 && unsentBytes(of: uid) > limits.maxUnsentBytesPerUID
+    }
+
+    func counted(_ count: WritableKeyPath<VarlinkCounts, Int>) {
+        totals[keyPath: count] += 1
+    }
+
+    /// Buffers of `bytes` were given back to the allocator.
+    func freed(_ bytes: Int) {
+        freedSinceTrim += bytes
+    }
+
+    /// Logs a refusal the first time, then at most once a minute per uid and kind.
+    func logRefusal(_ kind: String, _ message: String, peer: PeerCredentials?) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let suppressed = refusals.note(.init(uid: peer?.uid ?? Self.unknownUID, kind: kind)) else { return }
+        log(.warning, message + RefusalLog.suffix(suppressed), peer: peer)
     }
 
     func log(_ level: Logger.Level, _ message: String, peer: PeerCredentials?) {

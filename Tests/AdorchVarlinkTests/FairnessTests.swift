@@ -1,0 +1,100 @@
+import Foundation
+import XCTest
+
+@testable import AdorchVarlink
+
+/// One client's bytes, however they come, cost the others a turn, not their answers.
+final class FairnessTests: XCTestCase {
+    /// Issue 20: 900 KB of a message without its NUL, then a byte a millisecond. The others
+    /// are answered meanwhile, and the dripper is cut off at the deadline counted from its
+    /// first byte, however it keeps sending.
+    func testADrippingClientStallsNobodyAndIsCutOffOnTime() throws {
+        let timeout = Duration.milliseconds(800)
+        let test = try TestServer(limits: VarlinkLimits(partialMessageTimeout: timeout))
+        let bystander = try VarlinkClient(path: test.path, timeout: .seconds(5))
+        let dripper = try RawConnection(test.path)
+        let cutOff = LockedDuration()
+        let drip = Thread {
+            let started = ContinuousClock.now
+            _ = dripper.send(Array(#"{"method":"org.example.test.Echo","parameters":{"n":1,"pad":""#.utf8) + [UInt8](repeating: 0x61, count: 900_000))
+            while ContinuousClock.now - started < .seconds(10), dripper.send([0x61]) { usleep(1000) }
+            cutOff.set(ContinuousClock.now - started)
+        }
+        drip.start()
+        var slowest = Duration.zero
+        let until = ContinuousClock.now + timeout * 2
+        while ContinuousClock.now < until {
+            let started = ContinuousClock.now
+            XCTAssertNil(try bystander.call("org.varlink.service.GetInfo").error)
+            slowest = max(slowest, ContinuousClock.now - started)
+            usleep(2000)
+        }
+        try test.wait("the dripper cut off") { cutOff.value != nil }
+        XCTAssertLessThan(slowest, .milliseconds(500), "a bystander's call waited behind the dripper")
+        XCTAssertLessThan(cutOff.value!, timeout + .seconds(1), "cut off at the deadline, not when the drip stopped")
+        let answer = dripper.readToEnd()
+        XCTAssertEqual(answer.count, 1)
+        XCTAssertTrue(answer.first?.contains(#""error":"io.adorch.IncompleteMessage""#) == true, "\(answer)")
+        XCTAssertEqual(test.server.counts.incompleteMessages, 1)
+        XCTAssertEqual(test.logLines("bytes of a message and no end within").count, 1)
+    }
+
+    /// The deadline is for one message: a client that keeps ending messages is never cut off,
+    /// even when every read stops inside the next one.
+    func testMessagesThatEndInTimeAreNeverCutOff() throws {
+        let test = try TestServer(limits: VarlinkLimits(partialMessageTimeout: .milliseconds(200)))
+        let client = try RawConnection(test.path)
+        let call = VarlinkWire.call("org.example.test.Echo", ["n": 7], more: false)
+        let half = call.count / 2
+        XCTAssertTrue(client.send(Array(call[..<half])))
+        for _ in 0..<8 {
+            usleep(100_000)
+            XCTAssertTrue(client.send(Array(call[half...]) + Array(call[..<half])))
+            XCTAssertEqual(client.readMessage(), #"{"parameters":{"n":7}}"#)
+        }
+        XCTAssertEqual(test.server.counts.incompleteMessages, 0)
+    }
+
+    /// Issue 20, lesser: 1,024 pipelined calls dropped the connection. With a small queue,
+    /// the socket is read only as calls leave it, and every call is answered, in order.
+    func testPipelinedCallsWaitForRoomAndAreAllAnsweredInOrder() throws {
+        let test = try TestServer(limits: VarlinkLimits(maxQueuedCalls: 4))
+        let client = try RawConnection(test.path)
+        let calls = 5000
+        let writer = Thread {
+            var bytes: [UInt8] = []
+            for n in 0..<calls { bytes += VarlinkWire.call("org.example.test.Echo", ["n": .int(Int64(n))], more: false) }
+            client.send(bytes)
+        }
+        writer.start()
+        for n in 0..<calls {
+            guard let reply = client.readMessage() else { return XCTFail("no reply to call \(n)") }
+            guard reply == #"{"parameters":{"n":\#(n)}}"# else { return XCTFail("call \(n) got \(reply)") }
+        }
+        XCTAssertFalse(client.isClosed())
+    }
+
+    /// A flood of calls on one connection takes turns with another's: the other is answered
+    /// long before the flood is.
+    func testAFloodOfCallsTakesTurnsWithOthers() throws {
+        let test = try TestServer(limits: VarlinkLimits())
+        let flooder = try RawConnection(test.path)
+        let bystander = try VarlinkClient(path: test.path, timeout: .seconds(5))
+        let bytes = [UInt8](repeating: 0, count: 20_000).flatMap { _ in VarlinkWire.call("org.varlink.service.GetInfo", [:], more: false) }
+        let reader = Thread { while flooder.readMessage() != nil {} }
+        reader.start()
+        let writer = Thread { flooder.send(bytes) }
+        writer.start()
+        let started = ContinuousClock.now
+        XCTAssertNil(try bystander.call("org.varlink.service.GetInfo").error)
+        XCTAssertLessThan(ContinuousClock.now - started, .milliseconds(500))
+    }
+}
+
+/// A duration one thread sets and another reads.
+final class LockedDuration: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Duration?
+    func set(_ value: Duration) { lock.withLock { stored = value } }
+    var value: Duration? { lock.withLock { stored } }
+}
