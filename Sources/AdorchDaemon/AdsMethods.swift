@@ -16,17 +16,18 @@ struct AdsMethods {
             runtime.slotStatuses { replier.reply(["slots": .array($0.map(json.listedSlotJSON))]) }
         }
         routes.add("io.adorch.Ads.Show", ShowCall.self) { p, call, replier in
-            if let refusal = gate.showRefusal(call.peer?.uid) { return replier.fail(refusal) }
+            if let refusal = gate.rateRefusal(.showRate, call) { return replier.fail(refusal) }
             runtime.show(slot: p.slot, userID: p.userID, reward: p.reward, holder: call.peer?.uid) { result in
                 switch result {
                 case .success(let (ad, expiresAt)): replier.reply(["ad": adJSON(ad, expiresAt: expiresAt, ids)])
-                case .failure(let error): replier.fail(showError(error))
+                case .failure(let error): replier.fail(showError(error, call, gate))
                 }
             }
         }
         routes.add("io.adorch.Ads.Load", LoadCall.self) { p, call, replier in
+            if let refusal = gate.rateRefusal(.loadRate, call) { return replier.fail(refusal) }
             runtime.load(slot: p.slot, p.parameters, targeting: p.targeting, holder: call.peer?.uid,
-                         refused: { replier.fail(showError($0)) }) { result in
+                         refused: { replier.fail(showError($0, call, gate)) }) { result in
                 switch result {
                 case .success(let ads):
                     replier.reply(["ads": .array(ads.map { adJSON($0.ad, expiresAt: $0.expiresAt, ids) })])
@@ -72,20 +73,20 @@ struct AdsMethods {
                 }
             }
         }
-        routes.add("io.adorch.Ads.InitInteractive", InitInteractiveCall.self) { p, _, replier in
-            runtime.initInteractive(slot: p.slot, p.request) { result in
+        routes.add("io.adorch.Ads.InitInteractive", InitInteractiveCall.self) { p, call, replier in
+            runtime.initInteractive(slot: p.slot, p.request, owner: call.peer?.uid) { result in
                 switch result {
                 case .success(let id): replier.reply(["session_id": .string(id)])
-                case .failure(let error): replier.fail(sessionError(error, sessionID: nil))
+                case .failure(let error): replier.fail(sessionError(error, sessionID: nil, call, gate))
                 }
             }
         }
         for operation in [SessionCall.start, .pause, .resume, .stop] {
-            routes.add("io.adorch.Ads.\(operation.rawValue.capitalized)", SessionIDCall.self) { p, _, replier in
-                runtime.session(operation, p.sessionID) { result in
+            routes.add("io.adorch.Ads.\(operation.rawValue.capitalized)", SessionIDCall.self) { p, call, replier in
+                runtime.session(operation, p.sessionID, caller: call) { result in
                     switch result {
                     case .success: replier.reply([:])
-                    case .failure(let error): replier.fail(sessionError(error, sessionID: p.sessionID))
+                    case .failure(let error): replier.fail(sessionError(error, sessionID: p.sessionID, call, gate))
                     }
                 }
             }
@@ -245,7 +246,8 @@ private func adJSON(_ ad: ShownAd, expiresAt: Date, _ ids: ExternalIDs) -> JSONV
     ]
 }
 
-private func showError(_ error: ShowError) -> VarlinkError {
+/// The error a Show or Load gets; a budget's refusal is counted and logged by the gate.
+private func showError(_ error: ShowError, _ call: VarlinkCall, _ gate: CallGate) -> VarlinkError {
     switch error {
     case .slotNotFound(let slot):
         VarlinkError("io.adorch.Ads.SlotNotFound", ["slot": .string(slot), "message": .string("no slot \"\(slot)\" is configured")])
@@ -261,12 +263,30 @@ private func showError(_ error: ShowError) -> VarlinkError {
         VarlinkError("io.adorch.Ads.ShuttingDown")
     case .invalidParameter(let name, let reason):
         invalidParameter(name, reason)
+    case .tooManyOpenAds(let uid, let open, let loading, let limit):
+        tooManyOpenAds(uid: uid, open: open, loading: loading, limit: limit, call, gate)
     }
 }
 
-private func sessionError(_ error: SessionCallError, sessionID: String?) -> VarlinkError {
+private func tooManyOpenAds(uid: UInt32, open: Int, loading: Int, limit: Int, _ call: VarlinkCall, _ gate: CallGate) -> VarlinkError {
+    let held = "uid \(uid) holds \(open) ads not yet closed, expired or ended" + (loading > 0 ? " and \(loading) are loading for it" : "")
+    return gate.refused(.openAds, call, VarlinkError("io.adorch.Ads.TooManyOpenAds", [
+        "budget": .string(Budget.openAds.key), "limit": .int(Int64(limit)), "open": .int(Int64(open)), "loading": .int(Int64(loading)),
+        "message": .string("\(held): \(Budget.openAds.key) is \(limit); report close on the ads it is done with"),
+    ]), logging: "\(held), \(Budget.openAds.key) is \(limit); \(call.member) refused")
+}
+
+private func sessionError(_ error: SessionCallError, sessionID: String?, _ call: VarlinkCall, _ gate: CallGate) -> VarlinkError {
     switch error {
-    case .slotNotFound(let slot): showError(.slotNotFound(slot))
+    case .denied(let refusal): refusal
+    case .session(.notOwner(let owner)):
+        gate.denied(call, "not the user session \(sessionID ?? "") was made by (uid \(owner.map(String.init) ?? "unknown"))")
+    case .session(.tooManySessions(let uid, let live, let limit)):
+        gate.refused(.sessions, call, VarlinkError("io.adorch.Ads.TooManySessions", [
+            "budget": .string(Budget.sessions.key), "limit": .int(Int64(limit)), "live": .int(Int64(live)),
+            "message": .string("uid \(uid) has \(live) live interactive sessions: \(Budget.sessions.key) is \(limit); stop one first"),
+        ]), logging: "uid \(uid) has \(live) live interactive sessions, \(Budget.sessions.key) is \(limit); InitInteractive refused")
+    case .slotNotFound(let slot): showError(.slotNotFound(slot), call, gate)
     case .session(.sessionNotFound):
         VarlinkError("io.adorch.Ads.SessionNotFound", ["session_id": .string(sessionID ?? ""),
                                                        "message": "no live session has this id: it never existed or has ended"])

@@ -3,27 +3,37 @@ import AdorchVarlink
 import Logging
 
 /// [Varlink queue, any thread] Who may call what, and how often: the config's [access]
-/// rules and the per-uid Show rate, checked for every call before it reaches the engine.
-/// A refusal is logged with the caller's uid, pid and the method.
+/// rules and the per-uid Show and Load rates, checked for every call before it reaches the
+/// engine; and every refusal's journal line, kept to one per uid and kind a minute
+/// (`RefusalLog`), also for the budgets the engine side enforces.
 final class CallGate: Sendable {
     private let access: LockedValue<AccessPolicy>
-    private let shows: LockedValue<ShowRateLimiter>
+    private let rates: LockedValue<[Budget: RateLimiter]>
+    private let refusals = LockedValue(Refusals())
     private let logger: Logger
+
+    private struct Refusals {
+        var log = RefusalLog()
+        var counts: [Budget: Int] = [:]
+    }
 
     init(_ config: DaemonConfig, logger: Logger) {
         access = LockedValue(config.access)
-        shows = LockedValue(ShowRateLimiter(rate: config.showRate))
+        rates = LockedValue([.showRate: RateLimiter(rate: config.showRate), .loadRate: RateLimiter(rate: config.loadRate)])
         self.logger = logger
     }
 
     /// A reload's rules apply from the next call on.
     func update(_ config: DaemonConfig) {
         access.withLock { $0 = config.access }
-        shows.withLock { $0.rate = config.showRate }
+        rates.withLock {
+            $0[.showRate]!.rate = config.showRate
+            $0[.loadRate]!.rate = config.loadRate
+        }
     }
 
-    /// Shows refused for the rate limit since start.
-    var showsRateLimited: Int { shows.withLock { $0.refused } }
+    /// Calls refused for each budget since start.
+    var refusedCounts: [Budget: Int] { refusals.withLock { $0.counts } }
 
     /// The refusal of `call` (on `slot`) as the caller sees it, or nil if it may make it.
     func refusal(of call: VarlinkCall, slot: String?) -> VarlinkError? {
@@ -35,24 +45,65 @@ final class CallGate: Sendable {
     /// such as an ad handed to another uid).
     func denied(_ call: VarlinkCall, _ reason: String) -> VarlinkError {
         let uid = call.peer.map { "\($0.uid)" } ?? "unknown"
-        logger.warning("permission denied: uid \(uid) (pid \(call.peer.map { "\($0.pid)" } ?? "unknown")) called \(call.method): \(reason)", metadata: [
-            "peer_uid": "\(uid)", "peer_pid": "\(call.peer.map { "\($0.pid)" } ?? "")", "method": "\(call.method)",
-        ].merging(MessageID.permissionDenied.metadata) { $1 })
+        // Per method: the operator sees each kind of call a uid was refused, a line a minute each.
+        if let suppressed = note("permission denied \(call.method)", call) {
+            logger.warning("permission denied: uid \(uid) (pid \(call.peer.map { "\($0.pid)" } ?? "unknown")) called \(call.method): \(reason)\(RefusalLog.suffix(suppressed))",
+                           metadata: ["peer_uid": "\(uid)", "peer_pid": "\(call.peer.map { "\($0.pid)" } ?? "")", "method": "\(call.method)"]
+                               .merging(MessageID.permissionDenied.metadata) { $1 })
+        }
         return VarlinkError("\(call.interface).PermissionDenied", [
             "method": .string(call.method), "uid": .int(Int64(call.peer?.uid ?? UInt32.max)),
             "message": .string("uid \(uid) is \(reason)"),
         ])
     }
 
-    /// The RateLimited error if `uid` must wait before its next Show, or nil if it may show
-    /// now. Root, the operator, is not rate limited, as it is not refused by [access].
-    func showRefusal(_ uid: UInt32?) -> VarlinkError? {
-        guard uid != 0, let wait = shows.withLock({ $0.take(uid ?? UInt32.max, now: .now) }) else { return nil }
+    /// The RateLimited error if the caller must wait before this call (`budget` is
+    /// `.showRate` or `.loadRate`), or nil if it may make it now. Root, the operator, is not
+    /// rate limited, as it is not refused by [access].
+    func rateRefusal(_ budget: Budget, _ call: VarlinkCall) -> VarlinkError? {
+        let uid = call.peer?.uid
+        guard uid != 0, let wait = rates.withLock({ $0[budget]?.take(uid ?? UInt32.max, now: .now) }) else { return nil }
         let who = uid.map(String.init) ?? "unknown"
-        logger.notice("Show rate limit: uid \(who) may show again in \(wait)", metadata: ["peer_uid": "\(uid.map(String.init) ?? "")"])
-        return VarlinkError("io.adorch.Ads.RateLimited", [
+        return refused(budget, call, VarlinkError("io.adorch.Ads.RateLimited", [
             "retry_after_ms": .int(Int64(wait / .milliseconds(1)) + 1),
-            "message": .string("uid \(who) called Show faster than the [limits] allow; try again in \(wait)"),
-        ])
+            "message": .string("uid \(who) called \(call.member) faster than the [limits] allow; try again in \(wait)"),
+        ]), logging: "uid \(who) may \(call.member.lowercased()) again in \(wait)")
+    }
+
+    /// Counts a refusal for `budget`, logs it unless this uid's refusals of the kind were
+    /// logged in the last minute, and hands `error` back for the caller.
+    func refused(_ budget: Budget, _ call: VarlinkCall, _ error: VarlinkError, logging line: String) -> VarlinkError {
+        refusals.withLock { $0.counts[budget, default: 0] += 1 }
+        if let suppressed = note(budget.rawValue, call) {
+            logger.notice("\(budget.rawValue): \(line)\(RefusalLog.suffix(suppressed))", metadata: [
+                "peer_uid": "\(call.peer.map { String($0.uid) } ?? "")", "method": "\(call.method)",
+            ])
+        }
+        return error
+    }
+
+    /// nil: do not log this refusal; otherwise how many of its kind went unlogged before it.
+    private func note(_ kind: String, _ call: VarlinkCall) -> Int? {
+        let key = RefusalLog.Key(uid: call.peer?.uid ?? UInt32.max, kind: kind)
+        return refusals.withLock { $0.log.note(key) }
+    }
+}
+
+/// A per-uid budget a call can be refused for (docs/rules.md, "Budgets per uid"): its
+/// journal lines start with the name, and the status counts its refusals.
+enum Budget: String, Sendable {
+    case showRate = "Show rate limit"
+    case loadRate = "Load rate limit"
+    case openAds = "open ads budget"
+    case sessions = "sessions budget"
+
+    /// The [limits] key that sets the budget.
+    var key: String {
+        switch self {
+        case .showRate: "shows_per_second_per_uid"
+        case .loadRate: "loads_per_second_per_uid"
+        case .openAds: "max_open_ads_per_uid"
+        case .sessions: "max_sessions_per_uid"
+        }
     }
 }

@@ -21,7 +21,8 @@ public struct DaemonConfig: Sendable, Equatable {
     public var access: AccessPolicy = AccessPolicy()
     /// What one client may take of the daemon ([limits]; max_message_bytes is in [daemon]).
     public var limits = VarlinkLimits()
-    public var showRate = ShowRate()
+    public var showRate = CallRate.shows
+    public var loadRate = CallRate.loads
 }
 
 /// One `[plugins.NAME]` section.
@@ -132,11 +133,14 @@ extension DaemonConfig {
         let r = TableReader(root, path: "", source: source)
         try r.only(["daemon", "scheduler", "targeting", "rewards", "plugins", "slots", "access", "limits"])
         var limits = VarlinkLimits()
-        var showRate = ShowRate()
+        var showRate = CallRate.shows
+        var loadRate = CallRate.loads
+        var budgets = UIDBudgets()
         if let l = try r.table("limits") {
             try l.only(["max_connections", "max_connections_per_uid", "partial_message_timeout_ms", "max_unsent_bytes",
                         "root_reserved_connections", "idle_connection_timeout_s", "max_queued_calls", "max_unsent_bytes_per_uid",
-                        "shows_per_second_per_uid", "show_burst_per_uid"])
+                        "shows_per_second_per_uid", "show_burst_per_uid", "loads_per_second_per_uid", "load_burst_per_uid",
+                        Budget.openAds.key, Budget.sessions.key, "unstarted_session_timeout_s"])
             if let v = try l.int("max_connections", min: 1, max: 1 << 20) { limits.maxConnections = Int(v) }
             if let v = try l.int("max_connections_per_uid", min: 1, max: 1 << 20) { limits.maxConnectionsPerUID = Int(v) }
             if let v = try l.int("partial_message_timeout_ms", min: 10, max: 3_600_000) { limits.partialMessageTimeout = .milliseconds(v) }
@@ -152,6 +156,11 @@ extension DaemonConfig {
             if let v = try l.int("max_unsent_bytes_per_uid", min: 64 << 10, max: 1 << 34) { limits.maxUnsentBytesPerUID = Int(v) }
             if let v = try l.double("shows_per_second_per_uid", range: 0...1_000_000) { showRate.perSecond = v }
             if let v = try l.double("show_burst_per_uid", range: 1...1_000_000) { showRate.burst = v }
+            if let v = try l.double("loads_per_second_per_uid", range: 0...1_000_000) { loadRate.perSecond = v }
+            if let v = try l.double("load_burst_per_uid", range: 1...1_000_000) { loadRate.burst = v }
+            if let v = try l.int(Budget.openAds.key, min: 1, max: 1 << 20) { budgets.maxOpenAds = Int(v) }
+            if let v = try l.int(Budget.sessions.key, min: 1, max: 1 << 20) { budgets.maxSessions = Int(v) }
+            if let v = try l.int("unstarted_session_timeout_s", min: 1, max: 86_400) { budgets.unstartedSessionTimeout = .seconds(v) }
         }
         var access = AccessPolicy()
         if let a = try r.table("access") {
@@ -182,6 +191,7 @@ extension DaemonConfig {
             if let v = try s.int("rate_limit_pause_s", min: 0) { scheduler.rateLimitPause = .seconds(v) }
             if let v = try s.int("max_loads_in_flight_per_network", min: 1, max: 1000) { scheduler.maxLoadsInFlightPerNetwork = Int(v) }
         }
+        scheduler.budgets = budgets
 
         var plugins: [PluginConfig] = []
         if let p = try r.table("plugins") {
@@ -261,7 +271,7 @@ extension DaemonConfig {
             source: source, socketPath: try daemon?.string("socket"), stateDir: try daemon?.string("state_dir"),
             pluginDir: try daemon?.string("plugin_dir"), logLevel: logLevel,
             scheduler: scheduler, rewardKeyFile: try rewards?.string("key_file"), plugins: plugins, slots: slots, access: access,
-            limits: limits, showRate: showRate
+            limits: limits, showRate: showRate, loadRate: loadRate
         )
     }
 

@@ -18,8 +18,11 @@ struct DaemonStatus: Sendable {
     var configSource: String
     var connections: (open: Int, accepted: Int, refused: Int)
     var limits: VarlinkLimits
-    var showRate: ShowRate
-    var showsRateLimited: Int
+    var showRate: CallRate
+    var loadRate: CallRate
+    var budgets: UIDBudgets
+    /// Calls refused for each per-uid budget since start.
+    var refused: [Budget: Int]
     var plugins: [Plugin]
     var slots: [SlotStatus]
     var networks: [NetworkStatus]

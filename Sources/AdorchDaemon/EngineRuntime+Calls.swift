@@ -13,20 +13,20 @@ extension EngineRuntime {
         queue.async { [self] in completion(engine.slotStatuses(at: now())) }
     }
 
-    /// A Show call, decided by the engine (its fallbacks and retry limit included); the
-    /// answer carries the ad's expiry as wall-clock time.
+    /// A Show call, decided by the engine (its fallbacks, retry limit and `holder`'s open-ads
+    /// budget included); the answer carries the ad's expiry as wall-clock time.
     func show(slot: String, userID: String?, reward: RewardModel?, holder: UInt32?,
               completion: @escaping @Sendable (Result<(ad: ShownAd, expiresAt: Date), ShowError>) -> Void) {
         queue.async { [self] in
             let request = issueRequest()
-            pendingShows[request] = (holder, { [self] result in completion(result.map { ($0, wallTime($0.expiresAt)) }) })
-            apply(engine.requestShow(slot: slot, userID: userID, reward: reward, request: request, now: now()))
+            pendingShows[request] = { [self] result in completion(result.map { ($0, wallTime($0.expiresAt)) }) }
+            apply(engine.requestShow(slot: slot, userID: userID, reward: reward, holder: holder, request: request, now: now()))
         }
     }
 
-    /// An on-demand Load: `refused` answers at once (bad parameters), `completion` when the
-    /// waterfall gave ads or ran out. `targeting` is the app's: its keys go over the slot's
-    /// (which holds the daemon-wide ones).
+    /// An on-demand Load: `refused` answers at once (bad parameters, `holder`'s open-ads
+    /// budget), `completion` when the waterfall gave ads or ran out. `targeting` is the
+    /// app's: its keys go over the slot's (which holds the daemon-wide ones).
     func load(slot: String, _ asked: LoadParameters, targeting: [String: JSONValue]?, holder: UInt32?,
               refused: @escaping @Sendable (ShowError) -> Void,
               completion: @escaping @Sendable (Result<[(ad: ShownAd, expiresAt: Date)], LoadFailure>) -> Void) {
@@ -37,8 +37,8 @@ extension EngineRuntime {
                 parameters.targetingJSON = JSONValue.object(Targeting.merge(base, targeting)).jsonString
             }
             let request = issueRequest()
-            pendingLoads[request] = (holder, { [self] result in completion(result.map { $0.map { ($0, wallTime($0.expiresAt)) } }) })
-            let (result, effects) = engine.load(slot: slot, parameters, request: request, now: now())
+            pendingLoads[request] = { [self] result in completion(result.map { $0.map { ($0, wallTime($0.expiresAt)) } }) }
+            let (result, effects) = engine.load(slot: slot, parameters, holder: holder, request: request, now: now())
             if case .failure(let error) = result {
                 pendingLoads[request] = nil
                 refused(error)
@@ -55,7 +55,7 @@ extension EngineRuntime {
         }
         queue.async { [self] in
             // Root may always; an ad no one holds (already destroyed) is left to the engine to judge.
-            if let holder = holders[id], let caller, caller != 0, caller != holder {
+            if let holder = engine.holder(of: id), let caller, caller != 0, caller != holder {
                 return denied("not the user ad \(adID) was handed to (uid \(holder))")
             }
             let (result, effects) = engine.report(event, for: id, now: now())
@@ -64,14 +64,15 @@ extension EngineRuntime {
         }
     }
 
-    /// InitInteractive: a new session in the slot, fetching at once; answers its id.
-    func initInteractive(slot slotID: String, _ request: InteractiveRequest,
+    /// InitInteractive: a new session in the slot, fetching at once; answers its id. The
+    /// session is `owner`'s, within its sessions budget.
+    func initInteractive(slot slotID: String, _ request: InteractiveRequest, owner: UInt32?,
                          completion: @escaping @Sendable (Result<String, SessionCallError>) -> Void) {
         queue.async { [self] in
             guard let slot = config.slots.first(where: { $0.id == slotID }) else { return completion(.failure(.slotNotFound(slotID))) }
             let entry = slot.waterfall.first { plugins[$0.plugin]?.info.formats.contains(.interactive) == true }
             let id = engine.issueID()
-            switch sessions.initiate(id, slot: slot, plugin: entry, request: request, now: now()) {
+            switch sessions.initiate(id, slot: slot, plugin: entry, request: request, owner: owner, now: now()) {
             case .success(let effects):
                 logger.info("session \(ids.external(id)) initialized in \(slotID) (\(request.slotType.rawValue)) with \(entry?.plugin ?? "?")",
                             metadata: ["slot": "\(slotID)", "session_id": "\(ids.external(id))"])
@@ -83,19 +84,25 @@ extension EngineRuntime {
         }
     }
 
-    /// Start, Pause, Resume or Stop on a session.
-    func session(_ call: SessionCall, _ sessionID: String, completion: @escaping @Sendable (Result<Void, SessionCallError>) -> Void) {
+    /// Start, Pause, Resume or Stop on a session, by `caller`: refused unless the session is
+    /// its own and its slot's [access] rule still admits it (root may act on any session).
+    func session(_ operation: SessionCall, _ sessionID: String, caller call: VarlinkCall,
+                 completion: @escaping @Sendable (Result<Void, SessionCallError>) -> Void) {
         queue.async { [self] in
             guard let id = ids.internal(sessionID) else { return completion(.failure(.session(.sessionNotFound(0)))) }
-            let result = switch call {
-            case .start: sessions.start(id, now: now())
-            case .pause: sessions.control(.pause, id)
-            case .resume: sessions.control(.resume, id)
-            case .stop: sessions.stop(id, now: now())
+            if let slot = sessions.slot(of: id), let refusal = gate.refusal(of: call, slot: slot) {
+                return completion(.failure(.denied(refusal)))
+            }
+            let caller = call.peer?.uid
+            let result = switch operation {
+            case .start: sessions.start(id, by: caller, now: now())
+            case .pause: sessions.control(.pause, id, by: caller)
+            case .resume: sessions.control(.resume, id, by: caller)
+            case .stop: sessions.stop(id, by: caller, now: now())
             }
             switch result {
             case .success(let effects):
-                logger.debug("session \(sessionID): \(call.rawValue)", metadata: ["session_id": "\(sessionID)"])
+                logger.debug("session \(sessionID): \(operation.rawValue)", metadata: ["session_id": "\(sessionID)"])
                 apply(effects)
                 completion(.success(()))
             case .failure(let error):
@@ -128,8 +135,8 @@ extension EngineRuntime {
             let base = DaemonStatus(
                 version: Daemon.version, pid: getpid(), uptime: Date().timeIntervalSince(startedAt), socket: socket,
                 configSource: config.source, connections: server?.connectionCounts ?? (0, 0, 0),
-                limits: server?.limits ?? config.limits, showRate: config.showRate,
-                showsRateLimited: gate.showsRateLimited,
+                limits: server?.limits ?? config.limits, showRate: config.showRate, loadRate: config.loadRate,
+                budgets: config.scheduler.budgets, refused: gate.refusedCounts,
                 plugins: loaded.map { .init(info: $0.info, refusal: nil, statsJSON: nil) }
                     + plugins.refusals.values.sorted { $0.name < $1.name }.map { .init(info: nil, refusal: $0, statsJSON: nil) },
                 slots: engine.slotStatuses(at: now()), networks: engine.networkStatuses(at: now()),
@@ -164,4 +171,6 @@ enum SessionCall: String { case start, pause, resume, stop }
 enum SessionCallError: Error {
     case slotNotFound(String)
     case session(SessionError)
+    /// Refused by the call gate (the slot's [access] rule), already logged.
+    case denied(VarlinkError)
 }

@@ -15,21 +15,15 @@ extension EngineRuntime {
             case .show(let id, let plugin, let userID): present(id, plugin: plugin, userID: userID)
             case .withdrawShow(let id, let plugin): plugins[plugin]?.withdrawShow(id)
             case .notify(let id, let plugin, let event): plugins[plugin]?.notify(id, event: event)
-            case .destroy(let id, let plugin):
-                holders[id] = nil
-                plugins[plugin]?.destroy(id)
+            case .destroy(let id, let plugin): plugins[plugin]?.destroy(id)
             case .emit(let event): feed.publish(event)
             case .completeShow(let request, let result):
-                guard let call = pendingShows.removeValue(forKey: request) else { continue }
-                if case .success(let ad) = result, let holder = call.holder { holders[ad.id] = holder }
-                call.answer(result)
+                pendingShows.removeValue(forKey: request)?(result)
             case .completeLoad(let request, let result):
-                guard let call = pendingLoads.removeValue(forKey: request) else { continue }
-                if case .success(let ads) = result, let holder = call.holder { for ad in ads { holders[ad.id] = holder } }
-                call.answer(result)
+                pendingLoads.removeValue(forKey: request)?(result)
             case .grantReward(let grant):
                 // docs/rules.md, "Rewards": the ledger row is on disk before anyone hears of it.
-                if let event = rewards?.record(grant, holder: holders[grant.adID], ids: ids) { feed.publish(event) }
+                if let event = rewards?.record(grant, holder: engine.holder(of: grant.adID), ids: ids) { feed.publish(event) }
             case .startSession(let id, let plugin):
                 // A plugin stuck for longer than this is as good as a refusal; the start timeout covers the rest.
                 plugins[plugin]?.show(id, userID: nil, timeout: .seconds(5)) { [self] started in

@@ -27,12 +27,9 @@ final class EngineRuntime: @unchecked Sendable {
     var sessions = InteractiveSessions()
     /// Rewards, durably; opened by start.
     private(set) var rewards: RewardDesk?
-    /// Who each ad was handed to (Show, Load): only that uid may report on it or acknowledge
-    /// its reward. An entry lives as long as the ad's plugin object.
-    var holders: [AdID: UInt32] = [:]
     /// Show and Load calls waiting for the engine's answer, by request.
-    var pendingShows: [RequestID: (holder: UInt32?, answer: @Sendable (Result<ShownAd, ShowError>) -> Void)] = [:]
-    var pendingLoads: [RequestID: (holder: UInt32?, answer: @Sendable (Result<[ShownAd], LoadFailure>) -> Void)] = [:]
+    var pendingShows: [RequestID: @Sendable (Result<ShownAd, ShowError>) -> Void] = [:]
+    var pendingLoads: [RequestID: @Sendable (Result<[ShownAd], LoadFailure>) -> Void] = [:]
     private var nextRequest: RequestID = 1
     private var estimatesFile: EstimatesFile
     /// Wakes the engine when it asked to be.
@@ -50,6 +47,7 @@ final class EngineRuntime: @unchecked Sendable {
         self.gate = gate
         self.logger = logger
         engine = Engine(slots: [], plugins: [], settings: config.scheduler)
+        sessions.budgets = config.scheduler.budgets
         estimatesFile = EstimatesFile(stateDir: stateDir)
         feed = EventFeed(queue: queue, logger: logger, ids: ids)
         plugins = PluginRegistry(queue: queue, logger: logger, options: options)
@@ -135,6 +133,7 @@ final class EngineRuntime: @unchecked Sendable {
         if !next.plugins.isEmpty { plugins.forgetRefusals(except: wanted) }
         apply(engine.setAvailablePlugins(Set(plugins.loaded.keys).subtracting(removed), now: now()))
         apply(engine.reconfigure(slots: next.slots, settings: next.scheduler, now: now()))
+        sessions.budgets = next.scheduler.budgets
         let interactive = Set(next.slots.filter { $0.format == .interactive }.map(\.id))
         apply(sessions.endAll(where: { slot, plugin in !interactive.contains(slot) || removed.contains(plugin) },
                               reason: "the reload removed its slot or its plugin", now: now()))

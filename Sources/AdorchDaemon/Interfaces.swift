@@ -196,11 +196,21 @@ error LedgerFailed (message: string)
 # The daemon is stopping; subscriptions end with this.
 error ShuttingDown ()
 
-# This uid called Show faster than [limits] shows_per_second_per_uid allows.
+# This uid called Show or Load faster than [limits] shows_per_second_per_uid or
+# loads_per_second_per_uid allows.
 error RateLimited (retry_after_ms: int, message: string)
 
+# This uid holds `open` ads not yet closed, expired or ended, and `loading` more are on their
+# way to it: the call would take it past [limits] max_open_ads_per_uid (`budget`, `limit`).
+# Report close on the ads it is done with.
+error TooManyOpenAds (budget: string, limit: int, open: int, loading: int, message: string)
+
+# This uid has `live` interactive sessions, [limits] max_sessions_per_uid (`budget`, `limit`):
+# stop one first.
+error TooManySessions (budget: string, limit: int, live: int, message: string)
+
 # The caller's user may not make this call: the config's [access] rules or the slot's
-# users and groups do not admit it, or the ad or reward was handed to another user.
+# users and groups do not admit it, or the ad, reward or session belongs to another user.
 error PermissionDenied (method: string, uid: int, message: string)
 
 """

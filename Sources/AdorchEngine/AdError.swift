@@ -62,6 +62,9 @@ public enum ShowError: Error, Equatable, Sendable {
     /// The daemon is stopping.
     case shuttingDown
     case invalidParameter(name: String, reason: String)
+    /// `uid` holds `open` ads and `loading` more are on their way to it: the call would go
+    /// past its `limit` (`UIDBudgets.maxOpenAds`).
+    case tooManyOpenAds(uid: UInt32, open: Int, loading: Int, limit: Int)
 }
 
 /// Why a viewer report was refused.

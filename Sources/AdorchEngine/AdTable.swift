@@ -22,6 +22,8 @@ struct AdTable: Sendable {
     /// still open for reports (thousands, on a busy slot).
     private var bySlot: [String: [AdRecord.Phase: Set<AdID>]] = [:]
     private var loadingByPlugin: [String: Int] = [:]
+    /// Ads handed to each uid and not ended yet: its open-ads budget, asked on every Show and Load.
+    private var heldByUID: [UInt32: Int] = [:]
     var timers = DeadlineQueue<EngineTimer>()
     /// Slots that may be below their buffer: their ads changed, or they were still short when last looked at.
     var wanting: Set<String> = []
@@ -75,6 +77,9 @@ struct AdTable: Sendable {
 
     func loadsInFlight(to plugin: String) -> Int { loadingByPlugin[plugin, default: 0] }
 
+    /// Ads handed to `uid` that have not ended.
+    func held(by uid: UInt32) -> Int { heldByUID[uid, default: 0] }
+
     private mutating func reindex(_ id: AdID, from old: AdRecord?, to new: AdRecord?) {
         if let old {
             wanting.insert(old.slot)
@@ -83,6 +88,13 @@ struct AdTable: Sendable {
                 if bySlot[old.slot]?.values.allSatisfy(\.isEmpty) == true { bySlot[old.slot] = nil }
             }
             if old.isLoading { loadingByPlugin[old.plugin, default: 0] -= 1 }
+        }
+        if old?.holder != new?.holder {
+            if let uid = old?.holder {
+                heldByUID[uid]! -= 1
+                if heldByUID[uid] == 0 { heldByUID[uid] = nil }
+            }
+            if let uid = new?.holder { heldByUID[uid, default: 0] += 1 }
         }
         if let new {
             wanting.insert(new.slot)

@@ -3,8 +3,10 @@
 extension Engine {
     /// An app asks for ads of an on-demand slot (banner, splash, native). The waterfall is
     /// tried entry by entry, each with its own timeout, within the request's overall
-    /// deadline; the outcome comes later as a `.completeLoad` effect.
-    public mutating func load(slot slotID: String, _ asked: LoadParameters, request: RequestID, now: Moment) -> (Result<Void, ShowError>, [Effect]) {
+    /// deadline; the outcome comes later as a `.completeLoad` effect. Its ads are `holder`'s
+    /// until they end, and count against its open-ads budget from the call on.
+    public mutating func load(slot slotID: String, _ asked: LoadParameters, holder: UInt32? = nil, request: RequestID,
+                              now: Moment) -> (Result<Void, ShowError>, [Effect]) {
         guard let slot = slots[slotID] else { return (.failure(.slotNotFound(slotID)), []) }
         let config = slot.config
         guard config.format.isOnDemand else {
@@ -33,8 +35,9 @@ extension Engine {
         guard timeout >= .milliseconds(bounds.lowerBound), timeout <= .milliseconds(bounds.upperBound) else {
             return (.failure(.invalidParameter(name: "timeout_ms", reason: LoadBounds.timeoutInWords)), [])
         }
+        if let refusal = openAdsRefusal(holder, asking: count) { return (.failure(refusal), []) }
         requests[request] = LoadRequest(slot: slotID, count: count, width: width, height: height, deadline: now + timeout,
-                                        targetingJSON: asked.targetingJSON)
+                                        targetingJSON: asked.targetingJSON, holder: holder)
         return (.success(()), attempt(request, now: now))
     }
 
@@ -104,6 +107,7 @@ extension Engine {
             record.id = child
             record.objectID = ad.id
             record.requestID = nil
+            record.holder = request.holder
             record.state = .shown(endsAt: min(expiresAt, now + settings.shownLifetime))
             record.payloadJSON = item.json
             record.price = price ?? 0

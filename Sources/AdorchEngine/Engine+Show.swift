@@ -12,8 +12,10 @@ extension Engine {
 
     /// An app asks for an ad to show now: the ad is taken (no longer valid for anyone else)
     /// and `.show` asks its plugin to present it. A Show call goes through `requestShow`,
-    /// which also follows the plugin's answer.
-    public mutating func show(slot slotID: String, userID: String?, reward: RewardModel? = nil, now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
+    /// which also follows the plugin's answer. The ad is `holder`'s until it ends, and
+    /// counts against its open-ads budget.
+    public mutating func show(slot slotID: String, userID: String?, reward: RewardModel? = nil, holder: UInt32? = nil,
+                              now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
         guard let slot = slots[slotID] else { return (.failure(.slotNotFound(slotID)), []) }
         guard slot.config.format.isPreloaded else {
             return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is \(slot.config.format.slotInWords): \(slot.config.format.howToUse)")), [])
@@ -22,21 +24,24 @@ extension Engine {
             // docs/rules.md, "Rewards": the reward goes to a user, so a rewarded Show names one.
             return (.failure(.invalidParameter(name: "user_id", reason: "a rewarded slot needs a non-empty user_id")), [])
         }
+        // Refused before it counts as demand: the refusal changes nothing else.
+        if let refusal = openAdsRefusal(holder, asking: 1) { return (.failure(refusal), []) }
         // Demand is every Show asked, found or not.
         slots[slotID]!.demand.noteShow(at: now)
         let effects = advance(to: now)
-        let (result, taken) = take(from: slotID, userID: userID, reward: reward, now: now)
+        let (result, taken) = take(from: slotID, userID: userID, reward: reward, holder: holder, now: now)
         return (result, effects + taken)
     }
 
     /// A Show call: like `show`, and its answer comes as one `.completeShow(request, …)`:
     /// the ad its plugin presented, or why there is none. `.show` is the last effect, so
     /// whatever its answer sets off comes after the call's own events.
-    public mutating func requestShow(slot slotID: String, userID: String?, reward: RewardModel? = nil, request: RequestID,
-                                     now: Moment) -> [Effect] {
-        var (result, effects) = show(slot: slotID, userID: userID, reward: reward, now: now)
+    public mutating func requestShow(slot slotID: String, userID: String?, reward: RewardModel? = nil, holder: UInt32? = nil,
+                                     request: RequestID, now: Moment) -> [Effect] {
+        var (result, effects) = show(slot: slotID, userID: userID, reward: reward, holder: holder, now: now)
         guard case .success(let ad) = result else { return effects + [.completeShow(request, result)] }
-        return awaitAnswer(PendingShow(request: request, userID: userID, reward: reward, tries: 1, ad: ad, deadline: now + Self.showAnswerTimeout),
+        return awaitAnswer(PendingShow(request: request, userID: userID, reward: reward, holder: holder, tries: 1, ad: ad,
+                                       deadline: now + Self.showAnswerTimeout),
                            effects: &effects, now: now)
     }
 
@@ -86,7 +91,8 @@ extension Engine {
         guard pending.tries < Self.showAttempts else {
             return [.completeShow(pending.request, .failure(.displayFailed(slot: slotID, tries: pending.tries)))]
         }
-        var (result, effects) = take(from: slotID, userID: pending.userID, reward: pending.reward, now: now)
+        // The ad that failed has ended, so the next one fits the holder's budget in its place.
+        var (result, effects) = take(from: slotID, userID: pending.userID, reward: pending.reward, holder: pending.holder, now: now)
         guard case .success(let ad) = result else { return effects + [.completeShow(pending.request, result)] }
         var next = pending
         (next.tries, next.ad, next.deadline) = (pending.tries + 1, ad, now + Self.showAnswerTimeout)
@@ -106,7 +112,8 @@ extension Engine {
 
     /// Takes the best valid ad of the slot: out of validity at once (docs/rules.md,
     /// "adValid"), before anything else can pick it again.
-    private mutating func take(from slotID: String, userID: String?, reward: RewardModel?, now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
+    private mutating func take(from slotID: String, userID: String?, reward: RewardModel?, holder: UInt32?,
+                               now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
         // The highest price, then the earliest expiry (the one that would be wasted first).
         guard let pick = ads.first(in: slotID, .ready, where: { $0.isValid(at: now) }, by: { a, b in
             (-a.price, a.expiresAt!, a.id) < (-b.price, b.expiresAt!, b.id)
@@ -117,6 +124,7 @@ extension Engine {
         ads[pick.id]!.state = .shown(endsAt: now + settings.shownLifetime)
         ads[pick.id]!.userID = userID
         ads[pick.id]!.rewardOverride = reward
+        ads[pick.id]!.holder = holder
         slots[slotID]!.counters.shows += 1
         let shown = ShownAd(
             id: pick.id, slot: slotID, network: pick.plugin, format: pick.format,
@@ -135,6 +143,7 @@ struct PendingShow: Sendable {
     var request: RequestID
     var userID: String?
     var reward: RewardModel?
+    var holder: UInt32?
     /// Ads handed to plugins so far in this call, this one included.
     var tries: Int
     var ad: ShownAd

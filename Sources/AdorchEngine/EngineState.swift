@@ -59,6 +59,9 @@ struct AdRecord: Sendable {
     var requestID: RequestID?
     /// For one of a Load's ads: the plugin object it came from.
     var objectID: AdID?
+    /// The uid a Show or Load handed this ad to: only it may report on it, and it counts
+    /// against that uid's open ads until it ends.
+    var holder: UInt32?
     var reported: Set<ViewerEvent> = []
 
     var expiresAt: Moment? {
@@ -78,6 +81,8 @@ struct LoadRequest: Sendable {
     var height: Int
     var deadline: Moment
     var targetingJSON: String?
+    /// Who asked: its ads go to this uid, and count against its open ads while they load.
+    var holder: UInt32?
     var nextEntry = 0
     var attempts: [LoadFailure.Attempt] = []
 }

@@ -17,6 +17,8 @@ public struct InteractiveSessions: Sendable {
     public let maxLive: Int
     /// A session whose renderer never sends a terminal event ends after this long.
     public let maxLife: Duration
+    /// What one uid may hold: live sessions, and how long one may wait unstarted.
+    public var budgets = UIDBudgets()
 
     public init(memory: Duration = .seconds(600), maxLive: Int = 1000, maxLife: Duration = .seconds(3600)) {
         self.memory = memory
@@ -30,23 +32,32 @@ public struct InteractiveSessions: Sendable {
     /// Live sessions of a slot.
     public func liveCount(in slot: String) -> Int { live.values.filter { $0.slot == slot }.count }
 
+    /// The slot of a live session, whose access rules apply to every call on it.
+    public func slot(of id: AdID) -> String? { live[id]?.slot }
+
     // MARK: Calls from apps
 
     /// InitInteractive: a fresh plugin object that starts fetching at once. `plugin` is the
     /// first loaded plugin of the slot's waterfall that runs interactive sessions, if any.
+    /// The session is `owner`'s: only it (and root) may start, pause, resume or stop it.
     public mutating func initiate(_ id: AdID, slot: SlotConfig, plugin: WaterfallEntry?, request: InteractiveRequest,
-                                  now: Moment) -> Result<[Effect], SessionError> {
+                                  owner: UInt32?, now: Moment) -> Result<[Effect], SessionError> {
         guard slot.format == .interactive else {
             return .failure(.invalidParameter(name: "slot", reason: "\(slot.id) is \(slot.format.slotInWords): \(slot.format.howToUse)"))
         }
         guard let entry = plugin else {
             return .failure(.unavailable(slot: slot.id, reason: "no plugin of \(slot.id)'s waterfall that runs interactive sessions is loaded"))
         }
+        if let owner, UIDBudgets.bind(owner) {
+            let own = live.values.count { $0.owner == owner }
+            guard own < budgets.maxSessions else { return .failure(.tooManySessions(uid: owner, live: own, limit: budgets.maxSessions)) }
+        }
         guard live.count < maxLive else {
             return .failure(.unavailable(slot: slot.id, reason: "\(maxLive) sessions are live already: stop one first"))
         }
-        live[id] = Session(slot: slot.id, plugin: entry.plugin, fetchTimeout: slot.fetchTimeout, startTimeout: slot.startTimeout,
-                           fetchDeadline: now + slot.fetchTimeout, endsAt: now + maxLife)
+        live[id] = Session(slot: slot.id, plugin: entry.plugin, owner: owner, fetchTimeout: slot.fetchTimeout, startTimeout: slot.startTimeout,
+                           fetchDeadline: now + slot.fetchTimeout, unstartedDeadline: now + budgets.unstartedSessionTimeout,
+                           endsAt: now + maxLife)
         counters[slot.id, default: SessionCounters()].initiated += 1
         var fetching = entry
         fetching.timeout = slot.fetchTimeout
@@ -59,19 +70,22 @@ public struct InteractiveSessions: Sendable {
 
     /// Start: show the unit as soon as the fetch has completed (now, or when it does). The
     /// start timeout runs from here.
-    public mutating func start(_ id: AdID, now: Moment) -> Result<[Effect], SessionError> {
-        guard let session = live[id] else { return .failure(.sessionNotFound(id)) }
+    public mutating func start(_ id: AdID, by caller: UInt32?, now: Moment) -> Result<[Effect], SessionError> {
+        if let refusal = refusal(of: id, by: caller) { return .failure(refusal) }
+        let session = live[id]!
         guard !session.startAsked else {
             return .failure(.invalidParameter(name: "session_id", reason: "the session was started already"))
         }
         live[id]!.startAsked = true
+        live[id]!.unstartedDeadline = nil
         live[id]!.startDeadline = now + session.startTimeout
         return .success(session.fetchDeadline == nil ? sendStart(id) : [])
     }
 
     /// Pause or resume; asking for the state the session is already in changes nothing.
-    public mutating func control(_ control: SessionControl, _ id: AdID) -> Result<[Effect], SessionError> {
-        guard let session = live[id] else { return .failure(.sessionNotFound(id)) }
+    public mutating func control(_ control: SessionControl, _ id: AdID, by caller: UInt32?) -> Result<[Effect], SessionError> {
+        if let refusal = refusal(of: id, by: caller) { return .failure(refusal) }
+        let session = live[id]!
         let pausing = control == .pause
         guard session.paused != pausing else { return .success([]) }
         live[id]!.paused = pausing
@@ -79,8 +93,8 @@ public struct InteractiveSessions: Sendable {
     }
 
     /// Stop: the session and its plugin object end now; the session's last event is `stopped`.
-    public mutating func stop(_ id: AdID, now: Moment) -> Result<[Effect], SessionError> {
-        guard live[id] != nil else { return .failure(.sessionNotFound(id)) }
+    public mutating func stop(_ id: AdID, by caller: UInt32?, now: Moment) -> Result<[Effect], SessionError> {
+        if let refusal = refusal(of: id, by: caller) { return .failure(refusal) }
         counters[live[id]!.slot, default: SessionCounters()].stopped += 1
         return .success(end(id, as: "stopped", detail: nil, now: now))
     }
@@ -140,6 +154,10 @@ public struct InteractiveSessions: Sendable {
                 counters[session.slot, default: SessionCounters()].startTimeouts += 1
                 effects += terminalError(id, message: "start timeout: no started within \(session.startTimeout) of Start",
                                          code: .timeout, now: now)
+            } else if let deadline = session.unstartedDeadline, deadline <= now {
+                counters[session.slot, default: SessionCounters()].unstartedTimeouts += 1
+                effects += terminalError(id, message: "unstarted timeout: no Start within \(budgets.unstartedSessionTimeout) of InitInteractive",
+                                         code: .timeout, now: now)
             } else if session.endsAt <= now {
                 effects += terminalError(id, message: "the renderer sent no terminal event within \(maxLife)", code: .timeout, now: now)
             }
@@ -162,11 +180,18 @@ public struct InteractiveSessions: Sendable {
     /// The next moment at which `advance` has something to do: `now` if something fell due
     /// since the last advance (skipping it would leave it waiting for an unrelated wakeup).
     public func nextWakeup(after now: Moment) -> Moment? {
-        let moments = live.values.flatMap { [$0.fetchDeadline, $0.startDeadline, $0.endsAt].compactMap { $0 } } + ended.values.map(\.forgetAt)
+        let moments = live.values.flatMap { [$0.fetchDeadline, $0.startDeadline, $0.unstartedDeadline, $0.endsAt].compactMap { $0 } } + ended.values.map(\.forgetAt)
         return moments.min().map { max($0, now) }
     }
 
     // MARK: Helpers
+
+    /// A session belongs to the uid that made it: another uid's call on it is refused. Root,
+    /// the operator, may act on any session.
+    private func refusal(of id: AdID, by caller: UInt32?) -> SessionError? {
+        guard let session = live[id] else { return .sessionNotFound(id) }
+        return caller == session.owner || caller == 0 ? nil : .notOwner(session.owner)
+    }
 
     /// The renderer's terminal events (docs/rules.md, "Interactive sessions"); `stopped` (the
     /// app's own Stop) ends a session too.
@@ -232,6 +257,10 @@ public enum SessionError: Error, Equatable, Sendable {
     case invalidParameter(name: String, reason: String)
     /// No session can be made in this slot now.
     case unavailable(slot: String, reason: String)
+    /// The session belongs to another uid (its maker, nil if unknown).
+    case notOwner(UInt32?)
+    /// `uid` has `live` sessions, its `limit` (`UIDBudgets.maxSessions`).
+    case tooManySessions(uid: UInt32, live: Int, limit: Int)
 }
 
 /// What happened to a slot's interactive sessions since the daemon started.
@@ -243,6 +272,8 @@ public struct SessionCounters: Sendable, Equatable {
     public var stopped = 0
     public var fetchTimeouts = 0
     public var startTimeouts = 0
+    /// Sessions never started within `UIDBudgets.unstartedSessionTimeout`.
+    public var unstartedTimeouts = 0
     public var adFreePods = 0
     public var ignoredCallbacks = 0
     public var contractViolations = 0
@@ -252,12 +283,16 @@ public struct SessionCounters: Sendable, Equatable {
 private struct Session: Sendable {
     var slot: String
     var plugin: String
+    /// The uid that made it (InitInteractive).
+    var owner: UInt32?
     var fetchTimeout: Duration
     var startTimeout: Duration
     /// Until fetch_complete; nil after it.
     var fetchDeadline: Moment?
     /// From Start until started.
     var startDeadline: Moment?
+    /// Until Start.
+    var unstartedDeadline: Moment?
     /// The longest a session lives.
     var endsAt: Moment
     var startAsked = false

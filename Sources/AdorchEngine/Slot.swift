@@ -197,6 +197,8 @@ public struct SchedulerSettings: Sendable, Equatable {
     public var rateLimitPause: Duration
     /// At most this many loads in flight to one network, over all slots.
     public var maxLoadsInFlightPerNetwork: Int
+    /// What one uid may hold ([limits]; docs/rules.md, "Budgets per uid").
+    public var budgets = UIDBudgets()
 
     public init(
         refreshAhead: Duration = .seconds(60), backoffBase: Duration = .seconds(1),
@@ -214,4 +216,21 @@ public struct SchedulerSettings: Sendable, Equatable {
         self.rateLimitPause = rateLimitPause
         self.maxLoadsInFlightPerNetwork = maxLoadsInFlightPerNetwork
     }
+}
+
+/// What one app's uid may hold of the engine at once ([limits]; docs/rules.md, "Budgets per
+/// uid"), so one app cannot take what every other app needs. Root, the operator, is exempt.
+public struct UIDBudgets: Sendable, Equatable {
+    /// Ads handed to one uid (Show, Load) that have not ended (closed, expired, destroyed).
+    public var maxOpenAds = 256
+    /// Live interactive sessions one uid made (InitInteractive).
+    public var maxSessions = 16
+    /// A session made by InitInteractive and never started ends after this long.
+    public var unstartedSessionTimeout: Duration = .seconds(60)
+
+    public init() {}
+
+    /// Whether the budgets bind `uid`: not root, and not a caller without credentials (never
+    /// the case on a Unix socket), which no one could be told apart from.
+    public static func bind(_ uid: UInt32?) -> Bool { uid.map { $0 != 0 } ?? false }
 }

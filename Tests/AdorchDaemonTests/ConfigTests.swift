@@ -105,6 +105,29 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(refusal(native.replacingOccurrences(of: "format = \"native\"", with: "format = \"native\"\ncount = 11"))?.location, "key slots[0].count")
     }
 
+    func testTheBudgetsPerUidHaveDefaultsAndAreRangeChecked() throws {
+        let defaults = try DaemonConfig.parse(toml: minimal, source: "test.toml")
+        XCTAssertEqual(defaults.loadRate, CallRate(perSecond: 20, burst: 50))
+        XCTAssertEqual(defaults.scheduler.budgets, UIDBudgets())
+        XCTAssertEqual([defaults.scheduler.budgets.maxOpenAds, defaults.scheduler.budgets.maxSessions], [256, 16])
+        XCTAssertEqual(defaults.scheduler.budgets.unstartedSessionTimeout, .seconds(60))
+        let set = try DaemonConfig.parse(toml: """
+            [limits]
+            loads_per_second_per_uid = 2.5
+            load_burst_per_uid = 5
+            max_open_ads_per_uid = 10
+            max_sessions_per_uid = 3
+            unstarted_session_timeout_s = 20
+            """ + "\n" + minimal, source: "test.toml")
+        XCTAssertEqual(set.loadRate, CallRate(perSecond: 2.5, burst: 5))
+        XCTAssertEqual([set.scheduler.budgets.maxOpenAds, set.scheduler.budgets.maxSessions], [10, 3])
+        XCTAssertEqual(set.scheduler.budgets.unstartedSessionTimeout, .seconds(20))
+        for (key, value) in [("loads_per_second_per_uid", "-1"), ("load_burst_per_uid", "0"), ("max_open_ads_per_uid", "0"),
+                             ("max_sessions_per_uid", "0"), ("unstarted_session_timeout_s", "0"), ("max_open_ads_per_uid", "\"many\"")] {
+            XCTAssertEqual(refusal("[limits]\n\(key) = \(value)\n" + minimal)?.location, "key limits.\(key)")
+        }
+    }
+
     /// buffer = N is fixed; buffer_min / buffer_max are demand-aware; bad bounds are named.
     func testBufferBoundsAreCheckedAndNamed() throws {
         func withKeys(_ keys: String) -> String { minimal.replacingOccurrences(of: "format = \"interstitial\"", with: "format = \"interstitial\"\n" + keys) }

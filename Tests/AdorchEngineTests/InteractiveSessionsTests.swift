@@ -10,10 +10,12 @@ final class InteractiveSessionsTests: XCTestCase {
     private var effects: [Effect] = []
     private let slot = SlotConfig(id: "i", format: .interactive, buffer: 0, waterfall: [WaterfallEntry(plugin: "p", adUnitID: "u")],
                                   fetchTimeout: .seconds(2), startTimeout: .seconds(3))
+    /// The uid of the app that makes the sessions.
+    private let app: UInt32 = 1000
     private let request = InteractiveRequest(creativeURL: "https://x.invalid/c.js", adParametersJSON: #"{"k":1}"#, slotType: .midroll)
 
     private func initiate(_ id: AdID) throws {
-        effects += try sessions.initiate(id, slot: slot, plugin: slot.waterfall[0], request: request, now: now).get()
+        effects += try sessions.initiate(id, slot: slot, plugin: slot.waterfall[0], request: request, owner: app, now: now).get()
     }
 
     private func report(_ report: PluginReport, _ id: AdID) {
@@ -56,7 +58,7 @@ final class InteractiveSessionsTests: XCTestCase {
 
     func testTheWholePathWithAnEarlyStartAndTheCreditOnTheTerminalEvent() throws {
         try initiate(1)
-        effects += try sessions.start(1, now: now).get()
+        effects += try sessions.start(1, by: app, now: now).get()
         XCTAssertEqual(starts, 0, "an early Start waits for the fetch")
         fetched(1)
         XCTAssertEqual(starts, 1, "the unit starts as soon as the fetch completed")
@@ -68,15 +70,15 @@ final class InteractiveSessionsTests: XCTestCase {
         XCTAssertEqual(destroys, [1], "the session's object goes with its terminal event")
         XCTAssertEqual(sessions.counters["i"]?.completed, 1)
         XCTAssertEqual(sessions.counters["i"]?.adFreePods, 1)
-        XCTAssertEqual(try? sessions.start(1, now: now).get(), nil)
-        XCTAssertEqual(sessions.control(.pause, 1).failureValue, .sessionNotFound(1))
-        XCTAssertEqual(sessions.stop(1, now: now).failureValue, .sessionNotFound(1))
+        XCTAssertEqual(try? sessions.start(1, by: app, now: now).get(), nil)
+        XCTAssertEqual(sessions.control(.pause, 1, by: app).failureValue, .sessionNotFound(1))
+        XCTAssertEqual(sessions.stop(1, by: app, now: now).failureValue, .sessionNotFound(1))
     }
 
     func testOptingOutEndsWithoutTheCredit() throws {
         try initiate(1)
         fetched(1)
-        effects += try sessions.start(1, now: now).get()
+        effects += try sessions.start(1, by: app, now: now).get()
         XCTAssertEqual(starts, 1, "a Start after the fetch starts at once")
         for name in ["started", "opt_out", "completed"] { event(name, 1) }
         XCTAssertEqual(terminals.map(\.adFreePod), [false])
@@ -85,7 +87,7 @@ final class InteractiveSessionsTests: XCTestCase {
     func testOnlyTheFirstTerminalEventCountsAndLaterReportsAreIgnored() throws {
         try initiate(1)
         fetched(1)
-        effects += try sessions.start(1, now: now).get()
+        effects += try sessions.start(1, by: app, now: now).get()
         event("started", 1)
         event("error", 1, detail: #"{"message":"boom"}"#)
         // Crossing the destroy on its way: allowed, dropped silently.
@@ -130,7 +132,7 @@ final class InteractiveSessionsTests: XCTestCase {
         XCTAssertEqual(sessions.counters["i"]?.fetchTimeouts, 1)
         fetched(1)
         XCTAssertEqual(names, ["error"], "a fetch after the timeout is not a session event")
-        XCTAssertEqual(sessions.start(1, now: now).failureValue, .sessionNotFound(1))
+        XCTAssertEqual(sessions.start(1, by: app, now: now).failureValue, .sessionNotFound(1))
     }
 
     func testTheStartTimeoutRunsFromStartUntilStarted() throws {
@@ -139,7 +141,7 @@ final class InteractiveSessionsTests: XCTestCase {
         fetched(1)
         advance(.seconds(10))
         XCTAssertTrue(terminals.isEmpty, "no start timeout before Start: the app may preload long before the break")
-        effects += try sessions.start(1, now: now).get()
+        effects += try sessions.start(1, by: app, now: now).get()
         XCTAssertEqual(sessions.nextWakeup(after: now), now + .seconds(3))
         advance(.seconds(3))
         XCTAssertEqual(terminals.map { $0.sessionEvent }, ["error"])
@@ -148,7 +150,7 @@ final class InteractiveSessionsTests: XCTestCase {
 
         try initiate(2)
         fetched(2)
-        effects += try sessions.start(2, now: now).get()
+        effects += try sessions.start(2, by: app, now: now).get()
         advance(.seconds(2))
         event("started", 2)
         advance(.seconds(30))
@@ -158,21 +160,21 @@ final class InteractiveSessionsTests: XCTestCase {
     func testStopEndsTheSessionWithStoppedAndTheIdIsNeverValidAgain() throws {
         try initiate(1)
         fetched(1)
-        effects += try sessions.start(1, now: now).get()
+        effects += try sessions.start(1, by: app, now: now).get()
         event("started", 1)
         event("ad_free_pod", 1)
-        effects += try sessions.stop(1, now: now).get()
+        effects += try sessions.stop(1, by: app, now: now).get()
         XCTAssertEqual(terminals.map { $0.sessionEvent }, ["stopped"])
         XCTAssertEqual(terminals.first?.adFreePod, true)
         XCTAssertEqual(destroys, [1])
-        for failure in [sessions.start(1, now: now).failureValue, sessions.control(.resume, 1).failureValue, sessions.stop(1, now: now).failureValue] {
+        for failure in [sessions.start(1, by: app, now: now).failureValue, sessions.control(.resume, 1, by: app).failureValue, sessions.stop(1, by: app, now: now).failureValue] {
             XCTAssertEqual(failure, .sessionNotFound(1))
         }
     }
 
     func testPauseAndResumeReachThePluginOnceEach() throws {
         try initiate(1)
-        for control in [SessionControl.pause, .pause, .resume, .resume, .pause] { effects += try sessions.control(control, 1).get() }
+        for control in [SessionControl.pause, .pause, .resume, .resume, .pause] { effects += try sessions.control(control, 1, by: app).get() }
         let sent = effects.compactMap { if case .controlSession(_, _, let c) = $0 { c } else { nil } }
         XCTAssertEqual(sent, [.pause, .resume, .pause])
     }
@@ -183,14 +185,14 @@ final class InteractiveSessionsTests: XCTestCase {
         event("started", 1)
         XCTAssertFalse(names.contains("started"))
         XCTAssertEqual(sessions.counters["i"]?.ignoredCallbacks, 1)
-        effects += try sessions.start(1, now: now).get()
-        XCTAssertEqual(sessions.start(1, now: now).failureValue, .invalidParameter(name: "session_id", reason: "the session was started already"))
+        effects += try sessions.start(1, by: app, now: now).get()
+        XCTAssertEqual(sessions.start(1, by: app, now: now).failureValue, .invalidParameter(name: "session_id", reason: "the session was started already"))
     }
 
     func testARefusedStartIsATerminalError() throws {
         try initiate(1)
         fetched(1)
-        effects += try sessions.start(1, now: now).get()
+        effects += try sessions.start(1, by: app, now: now).get()
         effects += sessions.startRefused(1, now: now)
         XCTAssertEqual(terminals.map { $0.sessionEvent }, ["error"])
         XCTAssertEqual(terminals.first?.errorCode, .notReady)
@@ -198,13 +200,13 @@ final class InteractiveSessionsTests: XCTestCase {
 
     func testRefusalsBeforeAnySession() {
         let banner = SlotConfig(id: "b", format: .banner, waterfall: slot.waterfall)
-        XCTAssertEqual(sessions.initiate(1, slot: banner, plugin: banner.waterfall[0], request: request, now: now).failureValue,
+        XCTAssertEqual(sessions.initiate(1, slot: banner, plugin: banner.waterfall[0], request: request, owner: app, now: now).failureValue,
                        .invalidParameter(name: "slot", reason: "b is a banner slot: its ads are loaded on demand with Load"))
-        XCTAssertEqual(sessions.initiate(1, slot: slot, plugin: nil, request: request, now: now).failureValue,
+        XCTAssertEqual(sessions.initiate(1, slot: slot, plugin: nil, request: request, owner: app, now: now).failureValue,
                        .unavailable(slot: "i", reason: "no plugin of i's waterfall that runs interactive sessions is loaded"))
         var small = InteractiveSessions(maxLive: 1)
-        XCTAssertNotNil(try? small.initiate(1, slot: slot, plugin: slot.waterfall[0], request: request, now: now).get())
-        XCTAssertEqual(small.initiate(2, slot: slot, plugin: slot.waterfall[0], request: request, now: now).failureValue,
+        XCTAssertNotNil(try? small.initiate(1, slot: slot, plugin: slot.waterfall[0], request: request, owner: app, now: now).get())
+        XCTAssertEqual(small.initiate(2, slot: slot, plugin: slot.waterfall[0], request: request, owner: app, now: now).failureValue,
                        .unavailable(slot: "i", reason: "1 sessions are live already: stop one first"))
     }
 
@@ -222,12 +224,62 @@ final class InteractiveSessionsTests: XCTestCase {
 
     func testARendererThatNeverEndsIsEndedAfterTheMaximumLife() throws {
         var bounded = InteractiveSessions(maxLife: .seconds(100))
-        effects += try bounded.initiate(1, slot: slot, plugin: slot.waterfall[0], request: request, now: now).get()
+        effects += try bounded.initiate(1, slot: slot, plugin: slot.waterfall[0], request: request, owner: app, now: now).get()
         effects += bounded.pluginReported(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil), for: 1, from: "p", now: now)
-        effects += try bounded.start(1, now: now).get()
+        effects += try bounded.start(1, by: app, now: now).get()
         effects += bounded.pluginReported(.other(name: "started", detailJSON: nil), for: 1, from: "p", now: now)
         effects += bounded.advance(to: now + .seconds(100))
         XCTAssertEqual(terminals.map { $0.sessionEvent }, ["error"])
+    }
+
+    // MARK: Budgets per uid and ownership
+
+    func testASessionIsItsMakersAndRootsOnly() throws {
+        try initiate(1)
+        let other = app + 1
+        XCTAssertEqual(sessions.start(1, by: other, now: now).failureValue, .notOwner(app))
+        XCTAssertEqual(sessions.control(.pause, 1, by: other).failureValue, .notOwner(app))
+        XCTAssertEqual(sessions.stop(1, by: other, now: now).failureValue, .notOwner(app))
+        XCTAssertTrue(effects.count == 1 && names.isEmpty, "a refused call changes nothing: \(effects)")
+        effects += try sessions.control(.pause, 1, by: app).get()
+        effects += try sessions.stop(1, by: 0, now: now).get()
+        XCTAssertEqual(terminals.map(\.sessionEvent), ["stopped"], "root, the operator, may stop any session")
+    }
+
+    func testEachUidHasItsOwnSessionsBudgetAndRootNone() throws {
+        sessions.budgets.maxSessions = 2
+        try initiate(1)
+        try initiate(2)
+        XCTAssertEqual(sessions.initiate(3, slot: slot, plugin: slot.waterfall[0], request: request, owner: app, now: now).failureValue,
+                       .tooManySessions(uid: app, live: 2, limit: 2))
+        XCTAssertEqual(sessions.liveCount(in: "i"), 2, "the refused session was never made")
+        XCTAssertNoThrow(try sessions.initiate(3, slot: slot, plugin: slot.waterfall[0], request: request, owner: app + 1, now: now).get())
+        for id: AdID in 4...6 {
+            XCTAssertNoThrow(try sessions.initiate(id, slot: slot, plugin: slot.waterfall[0], request: request, owner: 0, now: now).get())
+        }
+        effects += try sessions.stop(1, by: app, now: now).get()
+        try initiate(7)
+    }
+
+    func testASessionNeverStartedEndsAfterTheUnstartedTimeout() throws {
+        sessions.budgets.unstartedSessionTimeout = .seconds(30)
+        try initiate(1)
+        try initiate(2)
+        fetched(1)
+        fetched(2)
+        effects += try sessions.start(2, by: app, now: now).get()
+        event("started", 2)
+        XCTAssertEqual(sessions.nextWakeup(after: now), now + .seconds(30))
+        advance(.seconds(29))
+        XCTAssertTrue(terminals.isEmpty)
+        advance(.seconds(1))
+        XCTAssertEqual(terminals.map(\.adID), [1], "only the session never started")
+        XCTAssertEqual(terminals.first?.sessionEvent, "error")
+        XCTAssertEqual(terminals.first?.errorCode, .timeout)
+        XCTAssertEqual(terminals.first?.message, "unstarted timeout: no Start within 30.0 seconds of InitInteractive")
+        XCTAssertEqual(destroys, [1])
+        XCTAssertEqual(sessions.counters["i"]?.unstartedTimeouts, 1)
+        XCTAssertEqual(sessions.start(1, by: app, now: now).failureValue, .sessionNotFound(1))
     }
 }
 

@@ -1,21 +1,23 @@
-/// How fast one uid may call Show ([limits] shows_per_second_per_uid, show_burst_per_uid).
-public struct ShowRate: Sendable, Equatable {
-    /// Shows a uid may make per second, sustained; 0 turns the limit off.
-    public var perSecond: Double = 100
-    /// Shows a uid may make at once after a quiet spell.
-    public var burst: Double = 200
+/// How fast one uid may make a call ([limits] shows_per_second_per_uid and show_burst_per_uid,
+/// loads_per_second_per_uid and load_burst_per_uid).
+public struct CallRate: Sendable, Equatable {
+    /// Calls a uid may make per second, sustained; 0 turns the limit off.
+    public var perSecond: Double
+    /// Calls a uid may make at once after a quiet spell.
+    public var burst: Double
+
+    public static let shows = CallRate(perSecond: 100, burst: 200)
+    public static let loads = CallRate(perSecond: 20, burst: 50)
 }
 
-/// Show calls per uid as token buckets: one app calling Show in a loop drains only its own
-/// bucket, and every other uid's Shows go on as before.
-struct ShowRateLimiter {
-    var rate: ShowRate
+/// One method's calls per uid as token buckets: one app calling in a loop drains only its
+/// own bucket, and every other uid's calls go on as before.
+struct RateLimiter {
+    var rate: CallRate
     private var buckets: [UInt32: (tokens: Double, at: ContinuousClock.Instant)] = [:]
-    /// Refused Shows since start, for the status.
-    private(set) var refused = 0
     private var takes = 0
 
-    init(rate: ShowRate) { self.rate = rate }
+    init(rate: CallRate) { self.rate = rate }
 
     /// Takes a token for `uid` at `now`; nil if it had one, else how long until it will.
     mutating func take(_ uid: UInt32, now: ContinuousClock.Instant) -> Duration? {
@@ -30,7 +32,6 @@ struct ShowRateLimiter {
             bucket.tokens -= 1
             return nil
         }
-        refused += 1
         return .milliseconds(Int64(((1 - bucket.tokens) / rate.perSecond * 1000).rounded(.up)))
     }
 

@@ -1,0 +1,145 @@
+import AdorchVarlink
+import Foundation
+import XCTest
+
+/// Issue 20: the budgets per uid over the real socket. The tests run as root, which is
+/// exempt, so the offending app is another uid: python3 under setpriv, one connection each.
+final class BudgetTests: XCTestCase {
+    /// Sends each call in turn on one connection and prints each reply on a line of its own.
+    private static let client = """
+    import socket, sys
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    buf = b""
+    for call in sys.argv[2:]:
+        s.sendall(call.encode() + b"\\0")
+        while b"\\0" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                sys.exit("the daemon closed the connection")
+            buf += chunk
+        reply, buf = buf.split(b"\\0", 1)
+        print(reply.decode(), flush=True)
+    """
+
+    /// The replies to `calls` (method, parameters) made in order by `uid`.
+    private func calls(as uid: Int, _ daemon: DaemonProcess, _ calls: [(String, JSONValue)]) throws -> [JSONValue] {
+        let messages = calls.map { JSONValue.object(["method": .string($0.0), "parameters": $0.1]).jsonString }
+        let run = try runCommand("/usr/bin/setpriv", setprivArguments(uid: uid) + ["/usr/bin/python3", "-c", Self.client, daemon.socket] + messages)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let replies = run.stdout.split(separator: "\n").compactMap { JSONValue.parse(Data($0.utf8)) }
+        XCTAssertEqual(replies.count, calls.count, run.stdout)
+        return replies
+    }
+
+    private func occurrences(of text: String, in log: String) -> Int { log.components(separatedBy: text).count - 1 }
+
+    func testLoadsAreRateLimitedAndOpenAdsBudgetedPerUidAndRootIsExempt() throws {
+        let daemon = try DaemonProcess(config: simConfig(slots: """
+        [limits]
+        loads_per_second_per_uid = 0.01
+        load_burst_per_uid = 4
+        max_open_ads_per_uid = 2
+
+        [[slots]]
+        id = "b"
+        format = "banner"
+        width = 320
+        height = 50
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "latency_ms=0"
+
+        [[slots]]
+        id = "s"
+        format = "interstitial"
+        buffer = 2
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "latency_ms=0"
+        """))
+        try daemon.waitFor("s full") { try daemon.slotStatus("s")["ready"]?.intValue == 2 }
+        let load: (String, JSONValue) = ("io.adorch.Ads.Load", ["slot": "b"])
+        let greedy = try calls(as: 4321, daemon, Array(repeating: load, count: 6) + [("io.adorch.Ads.Show", ["slot": "s"])])
+        XCTAssertEqual(greedy.map { $0["error"]?.stringValue }, [
+            nil, nil, "io.adorch.Ads.TooManyOpenAds", "io.adorch.Ads.TooManyOpenAds",
+            "io.adorch.Ads.RateLimited", "io.adorch.Ads.RateLimited", "io.adorch.Ads.TooManyOpenAds",
+        ], "two ads, the budget; a burst of four Loads, then one every 100 s; a Show counts against the same budget")
+        let refusal = try XCTUnwrap(greedy[2]["parameters"])
+        XCTAssertEqual(refusal["budget"], "max_open_ads_per_uid")
+        XCTAssertEqual(refusal["limit"]?.intValue, 2)
+        XCTAssertEqual(refusal["open"]?.intValue, 2)
+        XCTAssertEqual(refusal["message"]?.stringValue?.hasPrefix("uid 4321 holds 2 ads not yet closed, expired or ended"), true, "\(refusal)")
+        XCTAssertGreaterThan(greedy[4]["parameters"]?["retry_after_ms"]?.intValue ?? 0, 1000)
+        XCTAssertEqual(try daemon.slotStatus("s")["ready"]?.intValue, 2, "the refused Show took no ad")
+
+        // Another uid has budgets of its own; root, the operator, has none.
+        XCTAssertEqual(try calls(as: 4322, daemon, [load, load]).map { $0["error"] }, [nil, nil])
+        for _ in 0..<5 { _ = try daemon.call("io.adorch.Ads.Load", ["slot": "b"]) }
+
+        let limits = try daemon.status()["limits"]
+        XCTAssertEqual(limits?["loads_rate_limited"]?.intValue, 2)
+        XCTAssertEqual(limits?["open_ads_refused"]?.intValue, 3)
+        XCTAssertEqual(limits?["max_open_ads_per_uid"]?.intValue, 2)
+        XCTAssertEqual(limits?["loads_per_second_per_uid"]?.doubleValue, 0.01)
+        XCTAssertEqual(limits?["load_burst_per_uid"]?.doubleValue, 4)
+        // One journal line per uid and kind a minute, however often it is refused.
+        XCTAssertEqual(occurrences(of: "Load rate limit: uid 4321 may load again in", in: daemon.log), 1, daemon.log)
+        XCTAssertEqual(occurrences(of: "open ads budget: uid 4321 holds 2 ads", in: daemon.log), 1, daemon.log)
+    }
+
+    func testASessionIsItsMakersAndEachUidHasASessionsBudget() throws {
+        let daemon = try DaemonProcess(config: simConfig(slots: """
+        [limits]
+        max_sessions_per_uid = 2
+        """ + "\n" + InteractiveSessionTests.slot("i", "script=opt_in_complete latency_ms=5 step_ms=5")))
+        let initiate: (String, JSONValue) = ("io.adorch.Ads.InitInteractive", [
+            "slot": "i", "creative_url": "https://creative.invalid/unit.js", "ad_parameters": [:], "slot_type": "midroll",
+        ])
+        let made = try calls(as: 4321, daemon, [initiate, initiate, initiate])
+        let sessions = made.prefix(2).compactMap { $0["parameters"]?["session_id"] }
+        XCTAssertEqual(sessions.count, 2, "\(made)")
+        XCTAssertEqual(made[2]["error"], "io.adorch.Ads.TooManySessions")
+        XCTAssertEqual(made[2]["parameters"]?["budget"], "max_sessions_per_uid")
+        XCTAssertEqual(made[2]["parameters"]?["live"]?.intValue, 2)
+
+        // Another uid may neither start, pause, resume nor stop them, and has a budget of its own.
+        let foreign = try calls(as: 4322, daemon, ["Start", "Pause", "Resume", "Stop", "Stop"].map {
+            ("io.adorch.Ads.\($0)", ["session_id": sessions[0]])
+        } + [initiate])
+        for reply in foreign.prefix(5) {
+            XCTAssertEqual(reply["error"], "io.adorch.Ads.PermissionDenied")
+            XCTAssertEqual(reply["parameters"]?["message"]?.stringValue,
+                           "uid 4322 is not the user session \(sessions[0].stringValue ?? "") was made by (uid 4321)")
+        }
+        XCTAssertNil(foreign[5]["error"])
+        XCTAssertEqual(occurrences(of: "called io.adorch.Ads.Stop: not the user session", in: daemon.log), 1, "a line a minute: \(daemon.log)")
+
+        // Its maker may; root, the operator, may act on any session; a stopped one frees its place.
+        XCTAssertNil(try calls(as: 4321, daemon, [("io.adorch.Ads.Pause", ["session_id": sessions[0]])])[0]["error"])
+        _ = try daemon.call("io.adorch.Ads.Stop", ["session_id": sessions[1]])
+        XCTAssertNil(try calls(as: 4321, daemon, [initiate])[0]["error"])
+
+        let limits = try daemon.status()["limits"]
+        XCTAssertEqual(limits?["sessions_refused"]?.intValue, 1)
+        XCTAssertEqual(limits?["max_sessions_per_uid"]?.intValue, 2)
+        XCTAssertEqual(occurrences(of: "sessions budget: uid 4321 has 2 live interactive sessions", in: daemon.log), 1, daemon.log)
+    }
+
+    func testASessionNeverStartedEndsAfterTheUnstartedTimeout() throws {
+        let daemon = try DaemonProcess(config: simConfig(slots: """
+        [limits]
+        unstarted_session_timeout_s = 1
+        """ + "\n" + InteractiveSessionTests.slot("i", "script=opt_in_complete latency_ms=5 step_ms=5")))
+        let made = try calls(as: 4321, daemon, [("io.adorch.Ads.InitInteractive", [
+            "slot": "i", "creative_url": "https://creative.invalid/unit.js", "ad_parameters": [:], "slot_type": "midroll",
+        ])])
+        let session = try XCTUnwrap(made[0]["parameters"]?["session_id"])
+        try daemon.waitFor("the unstarted session's end") { try daemon.slotStatus("i")["sessions"]?["unstarted_timeouts"]?.intValue == 1 }
+        XCTAssertEqual(try daemon.slotStatus("i")["sessions"]?["live"]?.intValue, 0)
+        let events = try daemon.call("io.adorch.Ads.ListEvents", ["slots": ["i"]])["events"]?.arrayValue ?? []
+        let terminal = events.last { $0["session_id"] == session && $0["terminal"] == true }
+        XCTAssertEqual(terminal?["name"], "error", "\(events)")
+        XCTAssertEqual(terminal?["message"]?.stringValue?.hasPrefix("unstarted timeout: no Start within 1.0 seconds"), true, "\(events)")
+    }
+}
