@@ -18,6 +18,7 @@ final class RewardDesk: Sendable {
     init(stateDir: String, config: DaemonConfig, logger: Logger) throws {
         ledger = try RewardLedger(path: stateDir + "/adorch.sqlite")
         self.logger = logger
+        Self.reportOversized(ledger, logger)
         var path = config.rewardKeyFile
         if path == nil, let credentials = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"] {
             let credential = credentials + "/reward-key"
@@ -79,7 +80,7 @@ final class RewardDesk: Sendable {
 
     /// Rewards no app acknowledged yet.
     func unacknowledged(userID: String?, since: Date?) -> Result<[JSONValue], VarlinkError> {
-        Result { try ledger.unacknowledged(userID: userID, since: since).map(Self.json) }.mapError(Self.ledgerFailed)
+        Result { try ledger.unacknowledged(userID: userID, since: since, within: FieldBounds.rewardRows).map(Self.json) }.mapError(Self.ledgerFailed)
     }
 
     /// Acknowledges a reward for `caller`: only the uid its ad was handed to (or root) may.
@@ -102,13 +103,24 @@ final class RewardDesk: Sendable {
     /// The events a new subscriber of `slots` is sent first: rewards no app acknowledged yet
     /// are delivered again until one does.
     func redeliveries(slots: Set<String>?) -> [JSONValue] {
-        ((try? ledger.unacknowledged(slots: slots)) ?? []).map { row in
+        ((try? ledger.unacknowledged(slots: slots, within: FieldBounds.rewardRows)) ?? []).map { row in
             [
                 "kind": .string(EngineEvent.Kind.rewardGranted.rawValue), "name": "reward", "time": .string(timestamp(row.grantedAt)),
                 "slot": .string(row.slot), "ad_id": .string(row.adID), "network": .string(row.network),
                 "user_id": .string(row.userID), "detail": Self.json(row), "message": "redelivered: not acknowledged yet",
             ]
         }
+    }
+
+    /// Rows over the field bounds, written before there were any, are never read back (a few
+    /// could fill any subscriber's buffer): said once, at start, with how to clear them.
+    private static func reportOversized(_ ledger: RewardLedger, _ logger: Logger) {
+        guard let oversized = try? ledger.oversized(beyond: FieldBounds.rewardRows), !oversized.isEmpty else { return }
+        let shown = oversized.prefix(10).joined(separator: ", ")
+        logger.warning("""
+            reward ledger: \(oversized.count) unacknowledged rewards have a user id, reward name or extra over the field bounds \
+            (docs/rules.md, "Bounded fields"); they are not listed or redelivered. AckReward clears them: \(shown)\(oversized.count > 10 ? ", ..." : "")
+            """)
     }
 
     static func json(_ row: RewardRecord) -> JSONValue {
