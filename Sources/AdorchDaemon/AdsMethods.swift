@@ -49,14 +49,16 @@ struct AdsMethods {
                 }
             }
         }
-        routes.add("io.adorch.Ads.Subscribe", SubscribeCall.self) { p, _, replier in
-            runtime.subscribe(slots: p.slots, replier: replier)
+        routes.add("io.adorch.Ads.Subscribe", SubscribeCall.self) { p, call, replier in
+            runtime.subscribe(slots: p.slots, viewer: Viewer(peer: call.peer, gate: gate), replier: replier)
         }
-        routes.add("io.adorch.Ads.ListEvents", ListEventsCall.self) { p, _, replier in
-            runtime.recentEvents(slots: p.slots, limit: p.limit) { replier.reply(["events": .array($0)]) }
+        routes.add("io.adorch.Ads.ListEvents", ListEventsCall.self) { p, call, replier in
+            let viewer = Viewer(peer: call.peer, gate: gate)
+            runtime.recentEvents(slots: p.slots, limit: p.limit, viewer: viewer) { replier.reply(["events": .array($0)]) }
         }
-        routes.add("io.adorch.Ads.ListRewards", ListRewardsCall.self) { p, _, replier in
-            runtime.withRewards({ $0.unacknowledged(userID: p.userID, since: p.since) }) { result in
+        routes.add("io.adorch.Ads.ListRewards", ListRewardsCall.self) { p, call, replier in
+            let viewer = Viewer(peer: call.peer, gate: gate)
+            runtime.withRewards({ $0.unacknowledged(userID: p.userID, since: p.since, viewer: viewer) }) { result in
                 switch result {
                 case .success(let rows): replier.reply(["rewards": .array(rows)])
                 case .failure(let error): replier.fail(error)

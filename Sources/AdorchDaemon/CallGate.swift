@@ -22,6 +22,9 @@ final class CallGate: Sendable {
         shows.withLock { $0.rate = config.showRate }
     }
 
+    /// The [access] rules in force now, for what a caller may see (`Viewer`).
+    var policy: AccessPolicy { access.withLock { $0 } }
+
     /// Shows refused for the rate limit since start.
     var showsRateLimited: Int { shows.withLock { $0.refused } }
 

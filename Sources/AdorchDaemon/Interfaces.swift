@@ -58,7 +58,9 @@ type Ad (
   price: float
 )
 
-# Something that happened in the daemon.
+# Something that happened in the daemon. An app sees the events of the slots it may use, and a
+# reward_granted only if the ad was handed to its uid; root and the Manager users see all
+# (docs/rules.md, "Who sees what").
 type Event (
   # subscribed, ad_loaded, ad_failed, ad_timed_out, ad_expired, ad_replaced, ad_shown,
   # ad_event, media_cached, slot_empty, network_paused, callback_ignored, contract_violation,
@@ -130,7 +132,8 @@ method Show(
   reward: ?RewardModel
 ) -> (ad: Ad)
 
-# Rewards granted but not acknowledged, oldest first (since: RFC 3339).
+# Rewards granted but not acknowledged, oldest first (since: RFC 3339): those of the ads handed
+# to the caller's uid; root and the Manager users get everyone's.
 method ListRewards(
   # at most \(FieldBounds.userID) bytes
   user_id: ?string,
@@ -189,11 +192,13 @@ method Resume(session_id: string) -> ()
 # Ends the session at once (its last event is stopped); the id is never valid again.
 method Stop(session_id: string) -> ()
 
-# The latest events (at most 512 are kept), oldest first, of the named slots or of all.
+# The latest events (at most 512 are kept), oldest first, of the named slots or of all, that
+# the caller may see (Event).
 method ListEvents(slots: ?[]string, limit: ?int) -> (events: []Event)
 
-# Streams events (call with more): first one of kind "subscribed", then one per event
-# of the named slots, or of all slots when none are named.
+# Streams events (call with more): first one of kind "subscribed", then the unacknowledged
+# rewards the caller may see (ListRewards), then one per event of the named slots, or of all
+# slots when none are named, that the caller may see (Event).
 method Subscribe(slots: ?[]string) -> (event: Event)
 
 # The slot has no valid ad right now; it is being refilled.

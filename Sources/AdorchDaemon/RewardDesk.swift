@@ -78,9 +78,9 @@ final class RewardDesk: Sendable {
         return .success((true, nil))
     }
 
-    /// Rewards no app acknowledged yet.
-    func unacknowledged(userID: String?, since: Date?) -> Result<[JSONValue], VarlinkError> {
-        Result { try ledger.unacknowledged(userID: userID, since: since, within: FieldBounds.rewardRows).map(Self.json) }.mapError(Self.ledgerFailed)
+    /// Rewards no app acknowledged yet, of those `viewer` may see.
+    func unacknowledged(userID: String?, since: Date?, viewer: Viewer) -> Result<[JSONValue], VarlinkError> {
+        Result { try visible(to: viewer, userID: userID, since: since).map(Self.json) }.mapError(Self.ledgerFailed)
     }
 
     /// Acknowledges a reward for `caller`: only the uid its ad was handed to (or root) may.
@@ -100,16 +100,23 @@ final class RewardDesk: Sendable {
         }
     }
 
-    /// The events a new subscriber of `slots` is sent first: rewards no app acknowledged yet
-    /// are delivered again until one does.
-    func redeliveries(slots: Set<String>?) -> [JSONValue] {
-        ((try? ledger.unacknowledged(slots: slots, within: FieldBounds.rewardRows)) ?? []).map { row in
+    /// The events a new subscriber of `slots` is sent first: the rewards `viewer` may see that
+    /// no app acknowledged yet are delivered again until one does.
+    func redeliveries(slots: Set<String>?, viewer: Viewer) -> [JSONValue] {
+        ((try? visible(to: viewer, slots: slots)) ?? []).map { row in
             [
                 "kind": .string(EngineEvent.Kind.rewardGranted.rawValue), "name": "reward", "time": .string(timestamp(row.grantedAt)),
                 "slot": .string(row.slot), "ad_id": .string(row.adID), "network": .string(row.network),
                 "user_id": .string(row.userID), "detail": Self.json(row), "message": "redelivered: not acknowledged yet",
             ]
         }
+    }
+
+    /// Unacknowledged rows within the field bounds that `viewer` may see: the ledger picks the
+    /// viewer's and those with no holder recorded, whose slot decides.
+    private func visible(to viewer: Viewer, userID: String? = nil, since: Date? = nil, slots: Set<String>? = nil) throws -> [RewardRecord] {
+        try ledger.unacknowledged(userID: userID, since: since, slots: slots, holder: viewer.rewardHolder, within: FieldBounds.rewardRows)
+            .filter { viewer.sees(rewardOf: $0.holderUID, in: $0.slot) }
     }
 
     /// Rows over the field bounds, written before there were any, are never read back (a few

@@ -128,14 +128,17 @@ public final class RewardLedger: Sendable {
         }
     }
 
-    /// Rewards not acknowledged by the app, oldest first. `within`: only rows within these bounds.
+    /// Rewards not acknowledged by the app, oldest first. `holder`: only the rewards of ads
+    /// handed to this uid, and those of rows older than the holder column (no holder
+    /// recorded); nil: everyone's. `within`: only rows within these bounds.
     public func unacknowledged(userID: String? = nil, since: Date? = nil, slots: Set<String>? = nil,
-                               within bounds: RewardRowBounds? = nil) throws -> [RewardRecord] {
+                               holder: Int64? = nil, within bounds: RewardRowBounds? = nil) throws -> [RewardRecord] {
         try database.read { db in
             var request = RewardRecord.filter(Column("acknowledged") == false)
             if let userID { request = request.filter(Column("user_id") == userID) }
             if let since { request = request.filter(Column("granted_at") >= since) }
             if let slots { request = request.filter(slots.contains(Column("slot"))) }
+            if let holder { request = request.filter(Column("holder_uid") == holder || Column("holder_uid") == nil) }
             if let bounds { request = request.filter(bounds.sql) }
             return try request.order(Column("granted_at"), Column("trans_id")).fetchAll(db)
         }

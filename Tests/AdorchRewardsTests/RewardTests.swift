@@ -86,6 +86,19 @@ final class RewardLedgerTests: XCTestCase {
         XCTAssertEqual(try ledger.reward(transID: "t1")?.acknowledged, true)
     }
 
+    func testAHolderIsReadItsOwnRewardsAndThoseWithNoHolderRecorded() throws {
+        let ledger = try RewardLedger(path: dir.appendingPathComponent("ledger.sqlite").path)
+        for (trans, holder) in [("t1", 1000), ("t2", 1001), ("t3", nil)] as [(String, Int64?)] {
+            var row = record(trans, ad: "a-\(trans)", at: Double(trans.dropFirst())!)
+            row.holderUID = holder
+            _ = try ledger.grant(row)
+        }
+        XCTAssertEqual(try ledger.unacknowledged(holder: 1000).map(\.transID), ["t1", "t3"])
+        XCTAssertEqual(try ledger.unacknowledged(holder: 1001).map(\.transID), ["t2", "t3"])
+        XCTAssertEqual(try ledger.unacknowledged(holder: 0).map(\.transID), ["t3"])
+        XCTAssertEqual(try ledger.unacknowledged().map(\.transID), ["t1", "t2", "t3"])
+    }
+
     func testRowsOverTheBoundsAreNotReadBackButNamedAndStillAcknowledged() throws {
         let ledger = try RewardLedger(path: dir.appendingPathComponent("ledger.sqlite").path)
         let bounds = RewardRowBounds(userID: 8, rewardName: 4, extra: 2)
