@@ -50,14 +50,16 @@ struct AdsMethods {
                 }
             }
         }
-        routes.add("io.adorch.Ads.Subscribe", SubscribeCall.self) { p, _, replier in
-            runtime.subscribe(slots: p.slots, replier: replier)
+        routes.add("io.adorch.Ads.Subscribe", SubscribeCall.self) { p, call, replier in
+            runtime.subscribe(slots: p.slots, viewer: Viewer(peer: call.peer, gate: gate), replier: replier)
         }
-        routes.add("io.adorch.Ads.ListEvents", ListEventsCall.self) { p, _, replier in
-            runtime.recentEvents(slots: p.slots, limit: p.limit) { replier.reply(["events": .array($0)]) }
+        routes.add("io.adorch.Ads.ListEvents", ListEventsCall.self) { p, call, replier in
+            let viewer = Viewer(peer: call.peer, gate: gate)
+            runtime.recentEvents(slots: p.slots, limit: p.limit, viewer: viewer) { replier.reply(["events": .array($0)]) }
         }
-        routes.add("io.adorch.Ads.ListRewards", ListRewardsCall.self) { p, _, replier in
-            runtime.withRewards({ $0.unacknowledged(userID: p.userID, since: p.since) }) { result in
+        routes.add("io.adorch.Ads.ListRewards", ListRewardsCall.self) { p, call, replier in
+            let viewer = Viewer(peer: call.peer, gate: gate)
+            runtime.withRewards({ $0.unacknowledged(userID: p.userID, since: p.since, viewer: viewer) }) { result in
                 switch result {
                 case .success(let rows): replier.reply(["rewards": .array(rows)])
                 case .failure(let error): replier.fail(error)
@@ -104,7 +106,7 @@ struct ShowCall: CallParameters {
 
     init(_ call: VarlinkCall) throws(VarlinkError) {
         slot = try call.string("slot")
-        userID = try call.optionalString("user_id")
+        if let id = try call.optionalString("user_id") { userID = try FieldBounds.check(id, "user_id", max: FieldBounds.userID) }
         switch call.parameters["reward"] {
         case nil, .null?: break
         case .object(let r)?:
@@ -112,7 +114,9 @@ struct ShowCall: CallParameters {
                   r["name"].map({ $0.stringValue != nil }) ?? true, r["extra"].map({ $0.stringValue != nil }) ?? true,
                   r["amount"].map({ ($0.intValue ?? -1) >= 0 }) ?? true
             else { throw invalidParameter("reward", "expected {name: string, amount: int >= 0, extra: string}") }
-            reward = RewardModel(name: r["name"]?.stringValue ?? "", amount: r["amount"]?.intValue ?? 0, extra: r["extra"]?.stringValue ?? "")
+            reward = RewardModel(name: try FieldBounds.check(r["name"]?.stringValue ?? "", "reward.name", max: FieldBounds.rewardName),
+                                 amount: r["amount"]?.intValue ?? 0,
+                                 extra: try FieldBounds.check(r["extra"]?.stringValue ?? "", "reward.extra", max: FieldBounds.rewardExtra))
         default: throw invalidParameter("reward", "expected an object")
         }
     }
@@ -131,6 +135,7 @@ struct LoadCall: CallParameters {
         case nil, .null?: break
         case .object(let object)?:
             if let (key, message) = Targeting.problem(object) { throw invalidParameter("targeting.\(key)", message) }
+            _ = try FieldBounds.check(object, "targeting", max: FieldBounds.targeting)
             targeting = object
         default: throw invalidParameter("targeting", "expected an object")
         }
@@ -193,7 +198,7 @@ struct ListRewardsCall: CallParameters {
             guard let date = try? Date(text, strategy: .iso8601) else { throw invalidParameter("since", "expected an RFC 3339 time, got \"\(text)\"") }
             since = date
         }
-        userID = try call.optionalString("user_id")
+        if let id = try call.optionalString("user_id") { userID = try FieldBounds.check(id, "user_id", max: FieldBounds.userID) }
     }
 }
 
@@ -206,25 +211,21 @@ struct AckRewardCall: CallParameters {
 
 struct InitInteractiveCall: CallParameters {
     static let names: Set<String> = ["slot", "creative_url", "ad_parameters", "slot_type"]
-    /// The longest creative URL accepted.
-    static let maxURLBytes = 8192
     var slot: String
     var request: InteractiveRequest
 
     init(_ call: VarlinkCall) throws(VarlinkError) {
         slot = try call.string("slot")
-        let creativeURL = try call.string("creative_url")
-        guard !creativeURL.isEmpty, creativeURL.utf8.count <= Self.maxURLBytes else {
-            throw invalidParameter("creative_url", "expected a URL of 1 to \(Self.maxURLBytes) bytes")
-        }
+        let creativeURL = try FieldBounds.creativeURL(try call.string("creative_url"))
         guard case .object(let adParameters)? = call.parameters["ad_parameters"] else {
             throw invalidParameter("ad_parameters", "expected an object (the ad's AdParameters, {} if it has none)")
         }
+        let adParametersJSON = try FieldBounds.check(adParameters, "ad_parameters", max: FieldBounds.adParameters)
         let typeName = try call.string("slot_type")
         guard let slotType = InteractiveRequest.SlotType(rawValue: typeName) else {
             throw invalidParameter("slot_type", "expected preroll or midroll, got \"\(typeName)\"")
         }
-        request = InteractiveRequest(creativeURL: creativeURL, adParametersJSON: JSONValue.object(adParameters).jsonString, slotType: slotType)
+        request = InteractiveRequest(creativeURL: creativeURL, adParametersJSON: adParametersJSON, slotType: slotType)
     }
 }
 

@@ -35,6 +35,9 @@ final class CallGate: Sendable {
     /// Calls refused for each budget since start.
     var refusedCounts: [Budget: Int] { refusals.withLock { $0.counts } }
 
+    /// The [access] rules in force now, for what a caller may see (`Viewer`).
+    var policy: AccessPolicy { access.withLock { $0 } }
+
     /// The refusal of `call` (on `slot`) as the caller sees it, or nil if it may make it.
     func refusal(of call: VarlinkCall, slot: String?) -> VarlinkError? {
         guard let reason = access.withLock({ $0.refusal(of: call, slot: slot) }) else { return nil }

@@ -111,15 +111,16 @@ extension EngineRuntime {
         }
     }
 
-    func recentEvents(slots: Set<String>?, limit: Int, completion: @escaping @Sendable ([JSONValue]) -> Void) {
-        queue.async { [self] in completion(feed.recentEvents(slots: slots, limit: limit)) }
+    func recentEvents(slots: Set<String>?, limit: Int, viewer: Viewer, completion: @escaping @Sendable ([JSONValue]) -> Void) {
+        queue.async { [self] in completion(feed.recentEvents(slots: slots, limit: limit, viewer: viewer)) }
     }
 
-    /// Streams events to `replier`, starting with the rewards no app acknowledged yet.
-    func subscribe(slots: Set<String>?, replier: VarlinkReplier) {
+    /// Streams the events `viewer` may see to `replier`, starting with the rewards of its
+    /// own that no app acknowledged yet.
+    func subscribe(slots: Set<String>?, viewer: Viewer, replier: VarlinkReplier) {
         queue.async { [self] in
-            feed.subscribe(slots: slots, replier: replier)
-            for event in rewards?.redeliveries(slots: slots) ?? [] { replier.reply(["event": event], continues: true) }
+            feed.subscribe(slots: slots, viewer: viewer, replier: replier)
+            for event in rewards?.redeliveries(slots: slots, viewer: viewer) ?? [] { replier.reply(["event": event], continues: true) }
         }
     }
 

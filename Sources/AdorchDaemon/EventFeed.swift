@@ -32,7 +32,8 @@ final class EventFeed: @unchecked Sendable {
         return subscribers.count
     }
 
-    func publish(_ reported: EngineEvent) {
+    /// `owner`: for a reward, the uid its ad was handed to; only it and the Manager side hear of it.
+    func publish(_ reported: EngineEvent, owner: UInt32? = nil) {
         dispatchPrecondition(condition: .onQueue(queue))
         var event = reported
         if event.kind == .session, event.message == nil,
@@ -42,26 +43,28 @@ final class EventFeed: @unchecked Sendable {
         let level = event.logLevel
         if logger.logLevel <= level { logger.log(level: level, "\(event.logLine(ids))", metadata: event.logMetadata(ids)) }
         let now = Date()
-        recent.append((event, now))
-        let listening = subscribers.values.filter { $0.wants(event.slot) }
+        recent.append(Recent(event: event, time: now, owner: owner))
+        let listening = subscribers.values.filter { $0.wants(event.slot) && $0.viewer.sees(event, owner: owner) }
         guard !listening.isEmpty, let server else { return }
         server.broadcast(["event": event.json(at: now, ids)], to: listening.map(\.replier))
     }
 
-    /// The latest `limit` events of `slots` (all if nil), oldest first.
-    func recentEvents(slots: Set<String>?, limit: Int) -> [JSONValue] {
+    /// The latest `limit` events of `slots` (all if nil) that `viewer` may see, oldest first.
+    func recentEvents(slots: Set<String>?, limit: Int, viewer: Viewer) -> [JSONValue] {
         dispatchPrecondition(condition: .onQueue(queue))
-        let matching = recent.elements.filter { event, _ in slots.map { s in event.slot.map(s.contains) ?? false } ?? true }
-        return matching.suffix(limit).map { event, time in event.json(at: time, ids) }
+        let matching = recent.elements.filter { kept in
+            (slots.map { s in kept.event.slot.map(s.contains) ?? false } ?? true) && viewer.sees(kept.event, owner: kept.owner)
+        }
+        return matching.suffix(limit).map { $0.event.json(at: $0.time, ids) }
     }
 
-    /// From here on `replier` streams the events of `slots`; it is dropped when its
-    /// connection closes. The first reply says the subscription is in place.
-    func subscribe(slots: Set<String>?, replier: VarlinkReplier) {
+    /// From here on `replier` streams the events of `slots` that `viewer` may see; it is
+    /// dropped when its connection closes. The first reply says the subscription is in place.
+    func subscribe(slots: Set<String>?, viewer: Viewer, replier: VarlinkReplier) {
         dispatchPrecondition(condition: .onQueue(queue))
         let id = nextSubscriber
         nextSubscriber += 1
-        subscribers[id] = Subscriber(slots: slots, replier: replier)
+        subscribers[id] = Subscriber(slots: slots, viewer: viewer, replier: replier)
         replier.onClose { [weak self] in
             guard let self else { return }
             queue.async { self.subscribers[id] = nil }
@@ -79,6 +82,7 @@ final class EventFeed: @unchecked Sendable {
 
 private struct Subscriber {
     var slots: Set<String>?
+    var viewer: Viewer
     var replier: VarlinkReplier
 
     func wants(_ slot: String?) -> Bool {
@@ -87,19 +91,26 @@ private struct Subscriber {
     }
 }
 
+/// An event as ListEvents keeps it: with who may see it if it is a reward.
+struct Recent {
+    var event: EngineEvent
+    var time: Date
+    var owner: UInt32?
+}
+
 /// The last `capacity` events, oldest first: a ring, so a full one costs no shifting.
 struct RecentEvents {
-    private var ring: [(EngineEvent, Date)] = []
+    private var ring: [Recent] = []
     private var start = 0
     let capacity: Int
 
     init(capacity: Int) { self.capacity = capacity }
 
-    mutating func append(_ element: (EngineEvent, Date)) {
+    mutating func append(_ element: Recent) {
         guard ring.count == capacity else { return ring.append(element) }
         ring[start] = element
         start = (start + 1) % capacity
     }
 
-    var elements: [(EngineEvent, Date)] { Array(ring[start...] + ring[..<start]) }
+    var elements: [Recent] { Array(ring[start...] + ring[..<start]) }
 }

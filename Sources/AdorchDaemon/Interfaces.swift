@@ -58,7 +58,9 @@ type Ad (
   price: float
 )
 
-# Something that happened in the daemon.
+# Something that happened in the daemon. An app sees the events of the slots it may use, and a
+# reward_granted only if the ad was handed to its uid; root and the Manager users see all
+# (docs/rules.md, "Who sees what").
 type Event (
   # subscribed, ad_loaded, ad_failed, ad_timed_out, ad_expired, ad_replaced, ad_shown,
   # ad_event, media_cached, slot_empty, network_paused, callback_ignored, contract_violation,
@@ -75,7 +77,7 @@ type Event (
   message: ?string,
   # for ad_event: impression, click, close, complete, skip, start, first_quartile, midpoint, third_quartile
   viewer_event: ?string,
-  # for ad_shown: the app's user id, if it gave one
+  # for ad_shown and reward_granted: the app's user id, if it gave one
   user_id: ?string,
   # the ad event vocabulary: loaded, media_cached, failed, shown, will_present, presented,
   # impression, click, left_application, skipped, play_finished, will_close, closed,
@@ -98,7 +100,13 @@ type Event (
 method ListSlots() -> (slots: []Slot)
 
 # A reward model: what the viewer earns (docs/rules.md, "Rewards").
-type RewardModel (name: ?string, amount: ?int, extra: ?string)
+type RewardModel (
+  # at most \(FieldBounds.rewardName) bytes
+  name: ?string,
+  amount: ?int,
+  # custom data passed through to the ledger and the callback; at most \(FieldBounds.rewardExtra) bytes
+  extra: ?string
+)
 
 # A reward in the ledger.
 type Reward (
@@ -117,10 +125,20 @@ type Reward (
 # Takes the best valid ad of a slot (highest price, then earliest expiry) and has its plugin
 # present it; if the plugin cannot (failed_to_display), the next valid ad is taken in the
 # same call. A rewarded slot needs a non-empty user_id; reward overrides the slot's model.
-method Show(slot: string, user_id: ?string, reward: ?RewardModel) -> (ad: Ad)
+method Show(
+  slot: string,
+  # at most \(FieldBounds.userID) bytes
+  user_id: ?string,
+  reward: ?RewardModel
+) -> (ad: Ad)
 
-# Rewards granted but not acknowledged, oldest first (since: RFC 3339).
-method ListRewards(user_id: ?string, since: ?string) -> (rewards: []Reward)
+# Rewards granted but not acknowledged, oldest first (since: RFC 3339): those of the ads handed
+# to the caller's uid; root and the Manager users get everyone's.
+method ListRewards(
+  # at most \(FieldBounds.userID) bytes
+  user_id: ?string,
+  since: ?string
+) -> (rewards: []Reward)
 
 # The app has delivered this reward: it is not offered again.
 method AckReward(trans_id: string) -> ()
@@ -130,7 +148,15 @@ method AckReward(trans_id: string) -> ()
 # the caller (shown); native loads 1 to 10 at once (count, default the slot's, 3 recommended).
 # targeting: app_id, gender (male, female, unknown), age, keywords, extra (object),
 # paid_app, test_mode; its keys override the slot's and the daemon's for this request.
-method Load(slot: string, count: ?int, width: ?int, height: ?int, timeout_ms: ?int, targeting: ?object) -> (ads: []Ad)
+method Load(
+  slot: string,
+  count: ?int,
+  width: ?int,
+  height: ?int,
+  timeout_ms: ?int,
+  # at most \(FieldBounds.targeting) bytes as compact JSON
+  targeting: ?object
+) -> (ads: []Ad)
 
 # Reports what the viewer did with a shown ad: impression, click, close, complete, skip, and
 # the video's progress: start, first_quartile, midpoint, third_quartile.
@@ -144,7 +170,14 @@ type SlotType (preroll, midroll)
 # A fresh session in an interactive slot; it starts fetching at once, so call it before the
 # break (preloading) and Start at the break. creative_url and ad_parameters are what the
 # app's ad response gave for the interactive ad.
-method InitInteractive(slot: string, creative_url: string, ad_parameters: object, slot_type: SlotType) -> (session_id: string)
+method InitInteractive(
+  slot: string,
+  # an absolute http or https URL of at most \(FieldBounds.creativeURL) bytes
+  creative_url: string,
+  # at most \(FieldBounds.adParameters) bytes as compact JSON
+  ad_parameters: object,
+  slot_type: SlotType
+) -> (session_id: string)
 
 # Shows the session's unit as soon as its fetch is complete. If no started event comes within
 # the slot's start_timeout_ms, the daemon stops the session with a terminal error.
@@ -159,11 +192,13 @@ method Resume(session_id: string) -> ()
 # Ends the session at once (its last event is stopped); the id is never valid again.
 method Stop(session_id: string) -> ()
 
-# The latest events (at most 512 are kept), oldest first, of the named slots or of all.
+# The latest events (at most 512 are kept), oldest first, of the named slots or of all, that
+# the caller may see (Event).
 method ListEvents(slots: ?[]string, limit: ?int) -> (events: []Event)
 
-# Streams events (call with more): first one of kind "subscribed", then one per event
-# of the named slots, or of all slots when none are named.
+# Streams events (call with more): first one of kind "subscribed", then the unacknowledged
+# rewards the caller may see (ListRewards), then one per event of the named slots, or of all
+# slots when none are named, that the caller may see (Event).
 method Subscribe(slots: ?[]string) -> (event: Event)
 
 # The slot has no valid ad right now; it is being refilled.
@@ -184,7 +219,8 @@ type Attempt (network: string, ad_unit_id: string, error: string)
 # A Load ended without ads: error is the host code of the last attempt (no_fill, timeout, ...).
 error LoadFailed (slot: string, error: string, message: string, attempts: []Attempt)
 
-# A parameter is missing, of the wrong type, or out of range.
+# A parameter is missing, of the wrong type, or out of range; a string over its bound names
+# the limit in bytes in message (docs/rules.md, "Bounded fields").
 error InvalidParameter (parameter: string, message: string)
 
 # No reward has this transaction id.

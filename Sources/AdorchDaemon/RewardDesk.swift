@@ -18,6 +18,7 @@ final class RewardDesk: Sendable {
     init(stateDir: String, config: DaemonConfig, logger: Logger) throws {
         ledger = try RewardLedger(path: stateDir + "/adorch.sqlite")
         self.logger = logger
+        Self.reportOversized(ledger, logger)
         var path = config.rewardKeyFile
         if path == nil, let credentials = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"] {
             let credential = credentials + "/reward-key"
@@ -77,9 +78,9 @@ final class RewardDesk: Sendable {
         return .success((true, nil))
     }
 
-    /// Rewards no app acknowledged yet.
-    func unacknowledged(userID: String?, since: Date?) -> Result<[JSONValue], VarlinkError> {
-        Result { try ledger.unacknowledged(userID: userID, since: since).map(Self.json) }.mapError(Self.ledgerFailed)
+    /// Rewards no app acknowledged yet, of those `viewer` may see.
+    func unacknowledged(userID: String?, since: Date?, viewer: Viewer) -> Result<[JSONValue], VarlinkError> {
+        Result { try visible(to: viewer, userID: userID, since: since).map(Self.json) }.mapError(Self.ledgerFailed)
     }
 
     /// Acknowledges a reward for `caller`: only the uid its ad was handed to (or root) may.
@@ -99,16 +100,34 @@ final class RewardDesk: Sendable {
         }
     }
 
-    /// The events a new subscriber of `slots` is sent first: rewards no app acknowledged yet
-    /// are delivered again until one does.
-    func redeliveries(slots: Set<String>?) -> [JSONValue] {
-        ((try? ledger.unacknowledged(slots: slots)) ?? []).map { row in
+    /// The events a new subscriber of `slots` is sent first: the rewards `viewer` may see that
+    /// no app acknowledged yet are delivered again until one does.
+    func redeliveries(slots: Set<String>?, viewer: Viewer) -> [JSONValue] {
+        ((try? visible(to: viewer, slots: slots)) ?? []).map { row in
             [
                 "kind": .string(EngineEvent.Kind.rewardGranted.rawValue), "name": "reward", "time": .string(timestamp(row.grantedAt)),
                 "slot": .string(row.slot), "ad_id": .string(row.adID), "network": .string(row.network),
                 "user_id": .string(row.userID), "detail": Self.json(row), "message": "redelivered: not acknowledged yet",
             ]
         }
+    }
+
+    /// Unacknowledged rows within the field bounds that `viewer` may see: the ledger picks the
+    /// viewer's and those with no holder recorded, whose slot decides.
+    private func visible(to viewer: Viewer, userID: String? = nil, since: Date? = nil, slots: Set<String>? = nil) throws -> [RewardRecord] {
+        try ledger.unacknowledged(userID: userID, since: since, slots: slots, holder: viewer.rewardHolder, within: FieldBounds.rewardRows)
+            .filter { viewer.sees(rewardOf: $0.holderUID, in: $0.slot) }
+    }
+
+    /// Rows over the field bounds, written before there were any, are never read back (a few
+    /// could fill any subscriber's buffer): said once, at start, with how to clear them.
+    private static func reportOversized(_ ledger: RewardLedger, _ logger: Logger) {
+        guard let oversized = try? ledger.oversized(beyond: FieldBounds.rewardRows), !oversized.isEmpty else { return }
+        let shown = oversized.prefix(10).joined(separator: ", ")
+        logger.warning("""
+            reward ledger: \(oversized.count) unacknowledged rewards have a user id, reward name or extra over the field bounds \
+            (docs/rules.md, "Bounded fields"); they are not listed or redelivered. AckReward clears them: \(shown)\(oversized.count > 10 ? ", ..." : "")
+            """)
     }
 
     static func json(_ row: RewardRecord) -> JSONValue {

@@ -43,6 +43,29 @@ public struct RewardRecord: Codable, Sendable, Equatable, FetchableRecord, Persi
     }
 }
 
+/// The longest user id, reward name and extra, in bytes, a read of the ledger returns. Rows
+/// over them were written before the daemon bounded these fields: they stay in the ledger
+/// (acknowledging one by its transaction id still works) but are not read back.
+public struct RewardRowBounds: Sendable, Equatable {
+    public var userID: Int
+    public var rewardName: Int
+    public var extra: Int
+
+    public init(userID: Int, rewardName: Int, extra: Int) {
+        self.userID = userID
+        self.rewardName = rewardName
+        self.extra = extra
+    }
+
+    /// Measured in SQL, so that an oversized row is never loaded at all.
+    var sql: SQLExpression {
+        SQL("""
+            length(CAST(user_id AS BLOB)) <= \(userID) AND length(CAST(reward_name AS BLOB)) <= \(rewardName) \
+            AND length(CAST(extra AS BLOB)) <= \(extra)
+            """).sqlExpression
+    }
+}
+
 /// The reward ledger: SQLite in the state directory, in WAL mode with synchronous writes,
 /// so a reward the daemon announced survives a crash (a `kill -9` included).
 public final class RewardLedger: Sendable {
@@ -105,14 +128,27 @@ public final class RewardLedger: Sendable {
         }
     }
 
-    /// Rewards not acknowledged by the app, oldest first.
-    public func unacknowledged(userID: String? = nil, since: Date? = nil, slots: Set<String>? = nil) throws -> [RewardRecord] {
+    /// Rewards not acknowledged by the app, oldest first. `holder`: only the rewards of ads
+    /// handed to this uid, and those of rows older than the holder column (no holder
+    /// recorded); nil: everyone's. `within`: only rows within these bounds.
+    public func unacknowledged(userID: String? = nil, since: Date? = nil, slots: Set<String>? = nil,
+                               holder: Int64? = nil, within bounds: RewardRowBounds? = nil) throws -> [RewardRecord] {
         try database.read { db in
             var request = RewardRecord.filter(Column("acknowledged") == false)
             if let userID { request = request.filter(Column("user_id") == userID) }
             if let since { request = request.filter(Column("granted_at") >= since) }
             if let slots { request = request.filter(slots.contains(Column("slot"))) }
+            if let holder { request = request.filter(Column("holder_uid") == holder || Column("holder_uid") == nil) }
+            if let bounds { request = request.filter(bounds.sql) }
             return try request.order(Column("granted_at"), Column("trans_id")).fetchAll(db)
+        }
+    }
+
+    /// The transaction ids of unacknowledged rows over `bounds`, which no read returns.
+    public func oversized(beyond bounds: RewardRowBounds) throws -> [String] {
+        try database.read { db in
+            try RewardRecord.filter(Column("acknowledged") == false).filter(!bounds.sql).order(Column("granted_at"))
+                .select(Column("trans_id"), as: String.self).fetchAll(db)
         }
     }
 

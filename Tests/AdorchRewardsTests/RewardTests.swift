@@ -86,6 +86,37 @@ final class RewardLedgerTests: XCTestCase {
         XCTAssertEqual(try ledger.reward(transID: "t1")?.acknowledged, true)
     }
 
+    func testAHolderIsReadItsOwnRewardsAndThoseWithNoHolderRecorded() throws {
+        let ledger = try RewardLedger(path: dir.appendingPathComponent("ledger.sqlite").path)
+        for (trans, holder) in [("t1", 1000), ("t2", 1001), ("t3", nil)] as [(String, Int64?)] {
+            var row = record(trans, ad: "a-\(trans)", at: Double(trans.dropFirst())!)
+            row.holderUID = holder
+            _ = try ledger.grant(row)
+        }
+        XCTAssertEqual(try ledger.unacknowledged(holder: 1000).map(\.transID), ["t1", "t3"])
+        XCTAssertEqual(try ledger.unacknowledged(holder: 1001).map(\.transID), ["t2", "t3"])
+        XCTAssertEqual(try ledger.unacknowledged(holder: 0).map(\.transID), ["t3"])
+        XCTAssertEqual(try ledger.unacknowledged().map(\.transID), ["t1", "t2", "t3"])
+    }
+
+    func testRowsOverTheBoundsAreNotReadBackButNamedAndStillAcknowledged() throws {
+        let ledger = try RewardLedger(path: dir.appendingPathComponent("ledger.sqlite").path)
+        let bounds = RewardRowBounds(userID: 8, rewardName: 4, extra: 2)
+        var rows = [record("fits", ad: "a1", user: "12345678", at: 1), record("long-user", ad: "a2", user: "123456789", at: 2),
+                    record("long-name", ad: "a3", at: 3), record("long-extra", ad: "a4", at: 4)]
+        rows[0].rewardName = "abcd"
+        rows[1].rewardName = "abcd"
+        rows[2].rewardName = "abcde"
+        rows[3].rewardName = "abcd"
+        rows[3].extra = "éé"  // two characters, four bytes: bounds count bytes
+        for row in rows { _ = try ledger.grant(row) }
+        XCTAssertEqual(try ledger.unacknowledged(within: bounds).map(\.transID), ["fits"])
+        XCTAssertEqual(try ledger.oversized(beyond: bounds), ["long-user", "long-name", "long-extra"])
+        XCTAssertTrue(try ledger.acknowledge(transID: "long-user"))
+        XCTAssertEqual(try ledger.oversized(beyond: bounds), ["long-name", "long-extra"])
+        XCTAssertEqual(try ledger.unacknowledged().count, 3, "without bounds every row is read")
+    }
+
     func testACallbackIsAcceptedOnceThenItIsAReplay() throws {
         let ledger = try RewardLedger(path: dir.appendingPathComponent("ledger.sqlite").path)
         XCTAssertTrue(try ledger.acceptCallback(transID: "t9", at: Date()))

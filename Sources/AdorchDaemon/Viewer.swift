@@ -1,0 +1,46 @@
+import AdorchEngine
+import AdorchVarlink
+
+/// [any queue] A caller, as what it may see of events and rewards (docs/rules.md, "Who sees
+/// what"): the Manager side (root, [access] manager users and groups) sees everything; an Ads
+/// caller sees the events of the slots it may use and the rewards of the ads handed to its
+/// uid. The rules are read from the gate at each look, so a reload narrows open subscriptions.
+struct Viewer: Sendable {
+    let peer: PeerCredentials?
+    let gate: CallGate
+
+    /// The uid whose rewards the ledger is asked for; nil: everyone's (the Manager side).
+    var rewardHolder: Int64? {
+        gate.policy.manager.admits(peer) ? nil : Int64(peer?.uid ?? UInt32.max)
+    }
+
+    /// An event as it is published; `owner`: the uid the rewarded ad was handed to, if known.
+    func sees(_ event: EngineEvent, owner: UInt32?) -> Bool {
+        if event.kind == .rewardGranted, let slot = event.slot { return sees(rewardOf: owner.map(Int64.init), in: slot) }
+        return sees(slot: event.slot)
+    }
+
+    /// A reward of the ad handed to `holder`. One granted before the ledger recorded holders
+    /// goes, as every reward did then, to those who may use its slot.
+    func sees(rewardOf holder: Int64?, in slot: String) -> Bool {
+        let policy = gate.policy
+        if policy.manager.admits(peer) { return true }
+        guard let holder else { return policy.mayUse(slot, peer) }
+        return peer.map { Int64($0.uid) == holder } ?? false
+    }
+
+    /// The events of a slot go to those who may use it. An event of no slot (a plugin's
+    /// report on an ad it does not own) is the operator's business alone.
+    func sees(slot: String?) -> Bool {
+        let policy = gate.policy
+        if policy.manager.admits(peer) { return true }
+        return slot.map { policy.mayUse($0, peer) } ?? false
+    }
+}
+
+extension AccessPolicy {
+    /// Whether `peer` may call Show, Load or InitInteractive on `slot` under these rules.
+    func mayUse(_ slot: String, _ peer: PeerCredentials?) -> Bool {
+        ads.admits(peer) && (slots[slot]?.admits(peer) ?? true)
+    }
+}

@@ -1,0 +1,57 @@
+import AdorchEngine
+import AdorchVarlink
+import Logging
+import XCTest
+
+@testable import AdorchDaemon
+
+final class ViewerTests: XCTestCase {
+    private func config(privateSlotUsers: Set<UInt32>) -> DaemonConfig {
+        var config = DaemonConfig.embeddedDefault()
+        config.access = AccessPolicy(manager: Audience(users: [4330], groups: [7100]),
+                                     slots: ["private": Audience(users: privateSlotUsers, groups: [])])
+        return config
+    }
+
+    private func viewer(_ uid: UInt32, groups: [UInt32] = [], _ gate: CallGate) -> Viewer {
+        Viewer(peer: PeerCredentials(pid: 1, uid: uid, gid: uid, groups: groups), gate: gate)
+    }
+
+    func testAnAppSeesTheSlotsItMayUseAndTheManagerSideSeesAll() {
+        let gate = CallGate(config(privateSlotUsers: [4322]), logger: Logger(label: "test"))
+        let app = viewer(4321, gate), privateUser = viewer(4322, gate)
+        XCTAssertTrue(app.sees(slot: "r"))
+        XCTAssertFalse(app.sees(slot: "private"))
+        XCTAssertTrue(privateUser.sees(slot: "private"))
+        XCTAssertFalse(app.sees(slot: nil), "an event of no slot is the operator's")
+        for manager in [viewer(0, gate), viewer(4330, gate), viewer(5000, groups: [7100], gate)] {
+            XCTAssertTrue(manager.sees(slot: "private"))
+            XCTAssertTrue(manager.sees(slot: nil))
+            XCTAssertNil(manager.rewardHolder)
+        }
+        XCTAssertEqual(app.rewardHolder, 4321)
+        XCTAssertFalse(Viewer(peer: nil, gate: gate).sees(slot: nil))
+        XCTAssertEqual(Viewer(peer: nil, gate: gate).rewardHolder, Int64(UInt32.max), "no credentials: no one's rewards")
+    }
+
+    func testARewardIsItsHoldersAndOneWithNoHolderGoesToTheSlotsUsers() {
+        let gate = CallGate(config(privateSlotUsers: [4322]), logger: Logger(label: "test"))
+        let granted = EngineEvent(.rewardGranted, slot: "r", userID: "u")
+        XCTAssertTrue(viewer(4321, gate).sees(granted, owner: 4321))
+        XCTAssertFalse(viewer(4322, gate).sees(granted, owner: 4321))
+        XCTAssertTrue(viewer(0, gate).sees(granted, owner: 4321))
+        XCTAssertTrue(viewer(4322, gate).sees(granted, owner: nil))
+        XCTAssertFalse(viewer(4321, gate).sees(rewardOf: nil, in: "private"))
+        XCTAssertTrue(viewer(4322, gate).sees(rewardOf: nil, in: "private"))
+        // Other events of a slot go to all its users, whoever's ad they are about.
+        XCTAssertTrue(viewer(4322, gate).sees(EngineEvent(.adShown, slot: "r", userID: "u"), owner: nil))
+    }
+
+    func testAReloadNarrowsWhatAnOpenViewerSees() {
+        let gate = CallGate(config(privateSlotUsers: [4321]), logger: Logger(label: "test"))
+        let app = viewer(4321, gate)
+        XCTAssertTrue(app.sees(slot: "private"))
+        gate.update(config(privateSlotUsers: []))
+        XCTAssertFalse(app.sees(slot: "private"))
+    }
+}

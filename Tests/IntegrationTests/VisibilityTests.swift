@@ -1,0 +1,196 @@
+import AdorchVarlink
+import Foundation
+import XCTest
+
+/// Issue 20, who sees what (docs/rules.md, "Who sees what"): an app sees the events of the
+/// slots it may use and only its own rewards; the Manager side sees everything. Each app is
+/// a small Python client run as its own uid with setpriv, as AccessTests does with adorchctl.
+final class VisibilityTests: XCTestCase {
+    /// `call METHOD PARAMETERS`: one call, its reply printed. `watch SLOT USER`: Subscribe,
+    /// print the first reply, wait for a line on stdin, then Show on SLOT and print every
+    /// event up to that Show's ad_shown: all the stream held before it, redeliveries included.
+    private static let client = #"""
+    import json, socket, sys
+    class Connection:
+        def __init__(self, path):
+            self.socket = socket.socket(socket.AF_UNIX)
+            self.socket.settimeout(20)
+            self.socket.connect(path)
+            self.buffer = b""
+        def send(self, method, parameters, more=False):
+            message = {"method": method, "parameters": parameters}
+            if more:
+                message["more"] = True
+            self.socket.sendall(json.dumps(message).encode() + b"\0")
+        def receive(self):
+            while b"\0" not in self.buffer:
+                chunk = self.socket.recv(65536)
+                if not chunk:
+                    sys.exit("the daemon closed the connection")
+                self.buffer += chunk
+            message, self.buffer = self.buffer.split(b"\0", 1)
+            return json.loads(message)
+    path, mode = sys.argv[1], sys.argv[2]
+    if mode == "call":
+        connection = Connection(path)
+        connection.send(sys.argv[3], json.loads(sys.argv[4]))
+        print(json.dumps(connection.receive()))
+    else:
+        stream = Connection(path)
+        stream.send("io.adorch.Ads.Subscribe", {}, more=True)
+        print(json.dumps(stream.receive()), flush=True)
+        sys.stdin.readline()
+        caller = Connection(path)
+        caller.send("io.adorch.Ads.Show", {"slot": sys.argv[3], "user_id": sys.argv[4]})
+        ad = caller.receive()["parameters"]["ad"]["id"]
+        seen = []
+        while True:
+            reply = stream.receive()
+            if "error" in reply:
+                sys.exit("the stream ended: " + json.dumps(reply))
+            seen.append(reply["parameters"]["event"])
+            if seen[-1].get("kind") == "ad_shown" and seen[-1].get("ad_id") == ad:
+                break
+        print(json.dumps(seen), flush=True)
+    """#
+
+    private func arguments(_ uid: Int, _ daemon: DaemonProcess, _ rest: [String]) -> [String] {
+        setprivArguments(uid: uid) + ["/usr/bin/python3", "-c", Self.client, daemon.socket] + rest
+    }
+
+    /// One call as `uid`: its reply's parameters, or the error's name.
+    private func call(as uid: Int, _ daemon: DaemonProcess, _ method: String, _ parameters: JSONValue = [:]) throws -> JSONValue {
+        let result = try runCommand("/usr/bin/setpriv", arguments(uid, daemon, ["call", method, parameters.jsonString]))
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let reply = try XCTUnwrap(JSONValue.parse(Data(result.stdout.utf8)), result.stdout)
+        if let error = reply["error"]?.stringValue { throw TestFailure("\(method) as uid \(uid): \(error) \(reply)") }
+        return reply["parameters"] ?? [:]
+    }
+
+    /// A subscription of `uid`'s, open until `events` is called.
+    private final class Watcher {
+        let process = Process()
+        let input = Pipe(), output = Pipe(), errors = Pipe()
+
+        init(_ arguments: [String]) throws {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = arguments
+            process.standardInput = input
+            process.standardOutput = output
+            process.standardError = errors
+            try process.run()
+            let first = try line()
+            guard JSONValue.parse(Data(first.utf8))?["parameters"]?["event"]?["kind"]?.stringValue == "subscribed" else {
+                throw TestFailure("Subscribe: \(first) \(String(decoding: errors.fileHandleForReading.availableData, as: UTF8.self))")
+            }
+        }
+
+        private func line() throws -> String {
+            var bytes = Data()
+            while true {
+                let byte = output.fileHandleForReading.readData(ofLength: 1)
+                if byte.isEmpty || byte == Data("\n".utf8) { break }
+                bytes.append(byte)
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+
+        /// What the stream held, up to the marker Show's ad_shown.
+        func events() throws -> [JSONValue] {
+            input.fileHandleForWriting.write(Data("go\n".utf8))
+            let text = try line()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0, let events = JSONValue.parse(Data(text.utf8))?.arrayValue else {
+                throw TestFailure("watcher: \(text) \(String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))")
+            }
+            return events
+        }
+    }
+
+    private func watch(as uid: Int, _ daemon: DaemonProcess, marker slot: String) throws -> Watcher {
+        try Watcher(arguments(uid, daemon, ["watch", slot, "marker-\(uid)"]))
+    }
+
+    private func isReward(_ event: JSONValue) -> Bool { event["kind"]?.stringValue == "reward_granted" }
+    private func slots(_ events: [JSONValue]) -> Set<String> { Set(events.compactMap { $0["slot"]?.stringValue }) }
+
+    func testAnAppSeesOnlyItsOwnRewardsAndTheEventsOfItsSlots() throws {
+        let daemon = try DaemonProcess(config: simConfig(slots: """
+        [access]
+        manager_users = ["4330"]
+
+        [[slots]]
+        id = "r"
+        format = "rewarded"
+        buffer = 3
+        reward_name = "coins"
+        reward_amount = 10
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "latency_ms=0"
+
+        [[slots]]
+        id = "private"
+        format = "interstitial"
+        buffer = 1
+        users = ["4322"]
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "latency_ms=0"
+        """))
+        try daemon.waitFor("slots full") { try daemon.allSlotsFull() }
+        let live4321 = try watch(as: 4321, daemon, marker: "r")
+        let live4322 = try watch(as: 4322, daemon, marker: "r")
+
+        // 4321 earns a reward in the shared slot; 4322 is shown an ad in its own slot.
+        let shown = try call(as: 4321, daemon, "io.adorch.Ads.Show", ["slot": "r", "user_id": "u-4321"])
+        let ad = try XCTUnwrap(shown["ad"]?["id"]?.stringValue)
+        _ = try call(as: 4321, daemon, "io.adorch.Ads.Report", ["ad_id": .string(ad), "event": "complete"])
+        _ = try call(as: 4322, daemon, "io.adorch.Ads.Show", ["slot": "private"])
+        var trans = ""
+        try daemon.waitFor("the reward in the ledger") {
+            trans = try daemon.call("io.adorch.Ads.ListRewards")["rewards"]?.arrayValue?.first?["trans_id"]?.stringValue ?? ""
+            return !trans.isEmpty
+        }
+
+        // Live: the reward reached its holder only; the private slot's events only its user.
+        let heard4321 = try live4321.events(), heard4322 = try live4322.events()
+        XCTAssertEqual(heard4321.filter(isReward).compactMap { $0["ad_id"]?.stringValue }, [ad])
+        XCTAssertEqual(heard4321.first(where: isReward)?["user_id"]?.stringValue, "u-4321")
+        XCTAssertEqual(heard4322.filter(isReward), [])
+        XCTAssertFalse(slots(heard4321).contains("private"), "\(heard4321)")
+        XCTAssertTrue(slots(heard4322).contains("private"), "\(heard4322)")
+
+        // Redelivery on a new Subscribe: the unacknowledged reward goes to 4321 again, not to 4322.
+        try daemon.waitFor("r full again") { try daemon.allSlotsFull() }
+        let again4321 = try watch(as: 4321, daemon, marker: "r").events()
+        let again4322 = try watch(as: 4322, daemon, marker: "r").events()
+        XCTAssertEqual(again4321.filter(isReward).compactMap { $0["detail"]?["trans_id"]?.stringValue }, [trans])
+        XCTAssertEqual(again4322.filter(isReward), [])
+
+        // ListRewards: the holder and the Manager side (the admin user, root) see it; the other app does not.
+        func rewards(_ uid: Int) throws -> [String] {
+            try call(as: uid, daemon, "io.adorch.Ads.ListRewards")["rewards"]?.arrayValue?.compactMap { $0["trans_id"]?.stringValue } ?? []
+        }
+        XCTAssertEqual(try rewards(4321), [trans])
+        XCTAssertEqual(try rewards(4322), [])
+        XCTAssertEqual(try rewards(4322 + 1), [], "an app that never showed an ad")
+        XCTAssertEqual(try rewards(4330), [trans])
+        XCTAssertEqual(try rewards(0), [trans])
+        XCTAssertEqual(try call(as: 4322, daemon, "io.adorch.Ads.ListRewards", ["user_id": "u-4321"])["rewards"]?.arrayValue, [],
+                       "naming the other app's user changes nothing")
+
+        // ListEvents: the same rules over the recent events.
+        func recent(_ uid: Int, _ parameters: JSONValue = ["limit": 512]) throws -> [JSONValue] {
+            try call(as: uid, daemon, "io.adorch.Ads.ListEvents", parameters)["events"]?.arrayValue ?? []
+        }
+        let recent4321 = try recent(4321), recent4322 = try recent(4322), recentAdmin = try recent(4330)
+        XCTAssertEqual(slots(recent4321), ["r"])
+        XCTAssertEqual(slots(recent4322), ["r", "private"])
+        XCTAssertEqual(slots(recentAdmin), ["r", "private"])
+        XCTAssertEqual(recent4321.filter(isReward).count, 1)
+        XCTAssertEqual(recent4322.filter(isReward).count, 0)
+        XCTAssertEqual(recentAdmin.filter(isReward).count, 1)
+        XCTAssertEqual(try recent(4321, ["slots": ["private"], "limit": 512]), [], "naming a slot it may not use shows nothing")
+    }
+}
