@@ -158,8 +158,20 @@ def huge_user_id(args):
     say(result={"attack": "huge_user_id", "replies": replies})
 
 
+def dropped(readers):
+    """How many of these connections the daemon has closed, seen without reading them (POLLRDHUP)."""
+    poller = select.poll()
+    for reader in readers:
+        poller.register(reader, select.POLLRDHUP)
+    return len(poller.poll(0))
+
+
 def never_read(args):
-    """Subscribers that never read, while this uid Shows with user_ids as big as the daemon accepts."""
+    """Subscribers that never read, while this uid Shows with user_ids as big as the daemon accepts.
+
+    It shows until the daemon drops a subscriber (or --shows, or --give-up-s): the kernel takes
+    a few hundred KB for each connection before the daemon has to hold any of it.
+    """
     readers = []
     for _ in range(args.subscribers):
         reader = varlink.Connection(args.socket, rcvbuf=args.rcvbuf)
@@ -168,7 +180,7 @@ def never_read(args):
     shower = varlink.Connection(args.socket, timeout=10)
     size, shown, refusals = args.user_id_bytes, 0, {}
     deadline = time.monotonic() + args.give_up_s
-    while shown < args.shows and time.monotonic() < deadline:
+    while shown < args.shows and time.monotonic() < deadline and not (shown % 20 == 0 and dropped(readers)):
         reply = shower.call("io.adorch.Ads.Show", {"slot": args.slot, "user_id": "u" * size})
         name = varlink.error_of(reply)
         parameters = reply.get("parameters", {})
@@ -178,6 +190,7 @@ def never_read(args):
             time.sleep(parameters.get("retry_after_ms", 100) / 1000)
         elif name is not None:
             refusals[name] = refusals.get(name, 0) + 1
+            time.sleep(0.01)  # NoAdReady: the slot refills
         else:
             shown += 1
             shower.call("io.adorch.Ads.Report", {"ad_id": parameters["ad"]["id"], "event": "close"})
@@ -291,7 +304,7 @@ def main():
     command(hog, connections=(int, REQUIRED), expect_refused=(int, REQUIRED), window_s=(float, 3), hold_s=(float, None))
     command(idle, connections=(int, 5), give_up_s=(float, 20))
     command(huge_user_id, slot=(str, REQUIRED), bytes=(int, 1_000_000), repeat=(int, 5))
-    command(never_read, slot=(str, REQUIRED), subscribers=(int, 300), rcvbuf=(int, 4096), shows=(int, 60),
+    command(never_read, slot=(str, REQUIRED), subscribers=(int, 300), rcvbuf=(int, 4096), shows=(int, 1000),
             user_id_bytes=(int, 65536), quiet_s=(float, 0.2), give_up_s=(float, 30))
     command(steal, session=(str, REQUIRED))
     command(owner, slot=(str, REQUIRED), give_up_s=(float, 10))
