@@ -66,6 +66,7 @@ final class HostileScript {
     }
 
     deinit {
+        guard process.processIdentifier != 0 else { return }  // never launched
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
     }
