@@ -30,11 +30,12 @@ FUZZ_SECONDS ?= 300
 SOAK_MINUTES ?= 30
 CYCLES ?= 1000000
 
-.PHONY: run test bench footprint fuzz soak cycles asan tsan build deps clean help install install-files
+.PHONY: run test hostile bench footprint fuzz soak cycles asan tsan build deps clean help install install-files
 
 help:
 	@echo "make run    build and run adorchd in the foreground on the embedded default config"
 	@echo "make test   build and run every test (unit and integration)"
+	@echo "make hostile  only the hostile-client tests: each attack of issue 20 against a polite client"
 	@echo "make bench  run the benchmarks (release build); the tables also go to BENCHMARKS.md"
 	@echo "make footprint  the idle daemon's memory, by mapping, and exec -> READY=1 (release build, no redis)"
 	@echo "make fuzz   fuzz the Varlink decoder, the config parser and the reward callback [FUZZ_SECONDS=300 per target]"
@@ -58,6 +59,11 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --disable-swift-testing
 	scripts/fuzz.sh --seconds $(FUZZ_SMOKE_SECONDS)
+
+# Part of `make test`; alone, to iterate on the daemon's budgets without the rest.
+hostile: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build --disable-swift-testing --filter 'Hostile'
 
 fuzz: deps
 	scripts/fuzz.sh --seconds $(FUZZ_SECONDS)

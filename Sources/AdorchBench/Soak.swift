@@ -5,8 +5,8 @@ import Foundation
 import Synchronization
 
 /// The soak: many clients mixing Show, Report, Subscribe and reconnects for a long time, while
-/// plugins misbehave in every way sim can, one plugin blocks in its calls, and the daemon is
-/// reloaded on a timer. It watches what a slow leak or a lost reply would show: requests
+/// plugins misbehave in every way sim can, one plugin blocks in its calls, the hostile clients
+/// of issue 20 attack as other uids (`SoakAttackers`), and the daemon is reloaded on a timer. It watches what a slow leak or a lost reply would show: requests
 /// answered, errors by kind, RSS and open fds over time, and the daemon's exit.
 public struct Soak {
     public var adorchd: String
@@ -77,6 +77,8 @@ public struct Soak {
             baselineFiles = now
         }
         let baselineFDs = baselineFiles.count
+        let attackers = SoakAttackers.make(socket: daemon.socket)
+        if case .success(let attackers) = attackers { attackers.start() }
         let state = SoakState()
         let group = DispatchGroup()
         for index in 0..<clients {
@@ -133,6 +135,14 @@ public struct Soak {
         }
         state.stop.store(true, ordering: .relaxed)
         group.wait()
+        let attackerReport: String
+        switch attackers {
+        case .success(let attackers):
+            attackers.stop()
+            attackerReport = "attackers, each its own uid, throughout (what the daemon answered them):\n\(attackers.report)"
+        case .failure(let unavailable):
+            attackerReport = "attackers: none (\(unavailable.reason))"
+        }
 
         // Every client has closed its connections: the daemon's fds go back to what it had
         // before any client came, as soon as it has seen each close.
@@ -149,11 +159,11 @@ public struct Soak {
         let exit = crashed ?? daemon.stopReportingExit()
         let final = state.tally.withLock { $0 }
         return summarize(final, samples: samples, baselineFDs: baselineFDs, endFDs: endFDs, extraFiles: extraFiles, exit: exit,
-                         crashed: crashed != nil, pluginStats: simStats)
+                         crashed: crashed != nil, pluginStats: simStats, attackers: attackerReport)
     }
 
     private func summarize(_ t: Tally, samples: [Sample], baselineFDs: Int, endFDs: Int, extraFiles: [String], exit: String, crashed: Bool,
-                           pluginStats: String) -> Result {
+                           pluginStats: String, attackers: String) -> Result {
         // RSS after warm-up: the first sample past a quarter of the run (at most two minutes in).
         let warmupEnd = min(duration / 4, .seconds(120))
         let warm = samples.first { $0.at >= warmupEnd } ?? samples.first
@@ -179,6 +189,7 @@ public struct Soak {
             \(judgesRSS ? "(limit +10 %)" : "(not judged: a run under 10 minutes is all warm-up)")
             fds: \(baselineFDs) before the clients, peak \(samples.map(\.fds).max() ?? 0), \(endFDs) after they left
             plugins: \(pluginStats)
+            \(attackers)
             adorchd: \(exit)
             verdict: \(failures.isEmpty ? "PASS" : "FAIL: " + failures.joined(separator: "; "))
             """
@@ -233,6 +244,24 @@ public struct Soak {
         toml += slot("rewarded", format: "rewarded", [("sim", "\(fast) seed=11", 1000)],
                      extra: "reward_name = \"coins\"\nreward_amount = 5\n")
         if variant % 2 == 1 { toml += slot("extra", [("sim", "\(fast) seed=12", 1000)]) }
+        toml += """
+            [[slots]]
+            id = "\(SoakAttackers.bannerSlot)"
+            format = "banner"
+            width = 320
+            height = 50
+              [[slots.waterfall]]
+              plugin = "sim"
+              server_parameter = "\(fast) seed=13"
+
+            [[slots]]
+            id = "\(SoakAttackers.interactiveSlot)"
+            format = "interactive"
+              [[slots.waterfall]]
+              plugin = "sim"
+              server_parameter = "script=opt_out latency_ms=5 step_ms=5"
+
+            """
         return toml
     }
 
