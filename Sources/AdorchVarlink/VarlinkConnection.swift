@@ -61,6 +61,7 @@ final class VarlinkConnection: @unchecked Sendable {
                 waitingToWrite = false
                 updateInterest()
                 flush()
+                if !waitingToWrite { pump() }
             }
         }
     }
@@ -132,7 +133,9 @@ final class VarlinkConnection: @unchecked Sendable {
         guard !pumping else { return }
         pumping = true
         var turn = Self.callsPerTurn
-        while !busy, !closeWhenFlushed, !closed, turn > 0, let decoded = framer.takeMessage({ VarlinkCall.decode(bytes: $0, peer: peer) }) {
+        // A client whose socket is full is not reading its replies: its next call waits until
+        // it does, so a pipeline of calls it never reads costs the daemon one reply, not all.
+        while !busy, !waitingToWrite, !closeWhenFlushed, !closed, turn > 0, let decoded = framer.takeMessage({ VarlinkCall.decode(bytes: $0, peer: peer) }) {
             turn -= 1
             switch decoded {
             case .failure(let error):

@@ -49,6 +49,9 @@ public final class VarlinkServer: @unchecked Sendable {
     let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 1)
     /// GetInfo's reply: nothing in it changes once the server is made.
     private let getInfoReply: [UInt8]
+    /// GetInterfaceDescription's replies by interface, the largest a client can ask for: made
+    /// once, so that asking in a loop costs a copy each, not an encoding.
+    private let descriptionReplies: [String: [UInt8]]
 
     /// Fails only when the process has no descriptor left for the socket watcher.
     public init(info: VarlinkServiceInfo, interfaces: [VarlinkInterface], limits: VarlinkLimits, logger: Logger,
@@ -63,6 +66,7 @@ public final class VarlinkServer: @unchecked Sendable {
             byName[interface.name] = interface
         }
         self.interfaces = byName
+        descriptionReplies = byName.mapValues { VarlinkWire.reply(["description": .string($0.description)], continues: false) }
         getInfoReply = VarlinkWire.reply([
             "vendor": .string(info.vendor), "product": .string(info.product),
             "version": .string(info.version), "url": .string(info.url),
@@ -331,8 +335,8 @@ public final class VarlinkServer: @unchecked Sendable {
                 replier.replyOnQueue(getInfoReply)
             case "GetInterfaceDescription":
                 guard let name = try? call.string("interface") else { return replier.replyOnQueue(VarlinkWire.error(.invalidParameter("interface"))) }
-                guard let interface = interfaces[name] else { return replier.replyOnQueue(VarlinkWire.error(.interfaceNotFound(name))) }
-                replier.replyOnQueue(VarlinkWire.reply(["description": .string(interface.description)], continues: false))
+                guard let reply = descriptionReplies[name] else { return replier.replyOnQueue(VarlinkWire.error(.interfaceNotFound(name))) }
+                replier.replyOnQueue(reply)
             default:
                 replier.replyOnQueue(VarlinkWire.error(.methodNotFound(call.method)))
             }

@@ -184,7 +184,7 @@ def never_read(args):
         reply = shower.call("io.adorch.Ads.Show", {"slot": args.slot, "user_id": "u" * size})
         name = varlink.error_of(reply)
         parameters = reply.get("parameters", {})
-        if name == "org.varlink.service.InvalidParameter" and parameters.get("parameter") == "user_id" and size > 16:
+        if name is not None and name.endswith(".InvalidParameter") and parameters.get("parameter") == "user_id" and size > 16:
             size //= 2  # bigger than the daemon's bound: the biggest it takes is what hurts most
         elif name == "io.adorch.Ads.RateLimited":
             time.sleep(parameters.get("retry_after_ms", 100) / 1000)
