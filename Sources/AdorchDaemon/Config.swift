@@ -54,22 +54,11 @@ extension DaemonConfig {
     }
 
     public static func load(path: String) throws(ConfigError) -> DaemonConfig {
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw ConfigError(file: path, location: "file", message: "cannot be read: \(error.localizedDescription)")
-        }
+        let text = try ConfigFile.text(path)
         // Drop-ins, in name order, override or extend the main file (systemd's convention).
         let dropInDir = path + ".d"
         var dropIns: [(source: String, text: String)] = []
-        for name in ((try? FileManager.default.contentsOfDirectory(atPath: dropInDir)) ?? []).filter({ $0.hasSuffix(".toml") }).sorted() {
-            let file = dropInDir + "/" + name
-            guard let extra = try? String(contentsOfFile: file, encoding: .utf8) else {
-                throw ConfigError(file: file, location: "file", message: "cannot be read")
-            }
-            dropIns.append((file, extra))
-        }
+        for file in try ConfigFile.dropIns(in: dropInDir) { dropIns.append((file, try ConfigFile.text(file))) }
         return try parse(toml: text, source: path, dropIns: dropIns, mergedSource: "\(path) (with drop-ins from \(dropInDir))")
     }
 
