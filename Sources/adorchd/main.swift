@@ -111,8 +111,10 @@ struct AdorchD: ParsableCommand {
         let settings: DaemonConfig
         do throws(ConfigError) {
             settings = try config.map { path throws(ConfigError) in try DaemonConfig.load(path: path) } ?? .embeddedDefault()
+            if checkConfig { try settings.checkFiles(pluginDir: pluginDir) }
         } catch {
-            FileHandle.standardError.write(Data("adorchd: bad config, not starting: \(error)\n".utf8))
+            // write(contentsOf:) throws where write(_:) would trap: a closed stderr changes nothing here.
+            try? FileHandle.standardError.write(contentsOf: Data("adorchd: bad config, not starting: \(error)\n".utf8))
             throw ExitCode(78)  // EX_CONFIG
         }
         if checkConfig {
@@ -140,6 +142,9 @@ struct AdorchD: ParsableCommand {
         do {
             try daemon.start()
         } catch let error as StateDirectoryError {
+            logger.critical("cannot start: \(error)")
+            throw ExitCode(78)  // EX_CONFIG
+        } catch let error as ConfigError {
             logger.critical("cannot start: \(error)")
             throw ExitCode(78)  // EX_CONFIG
         } catch {
