@@ -6,6 +6,11 @@ import Dispatch
 import Foundation
 import Logging
 
+// First of all: a reader that goes away (`adorchd 2>&1 | head`, a journal stream that
+// closed) must cost a log line, never the daemon. Writes then fail with EPIPE, which the
+// log handlers drop.
+signal(SIGPIPE, SIG_IGN)
+
 /// SIGTERM, SIGINT and SIGHUP: blocked in every thread and taken by sigwait in run().
 func handledSignals() -> sigset_t {
     var set = sigset_t()
