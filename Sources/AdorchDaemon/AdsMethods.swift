@@ -254,6 +254,9 @@ private func showError(_ error: ShowError, _ call: VarlinkCall, _ gate: CallGate
         VarlinkError("io.adorch.Ads.SlotNotFound", ["slot": .string(slot), "message": .string("no slot \"\(slot)\" is configured")])
     case .noAdReady(let slot):
         VarlinkError("io.adorch.Ads.NoAdReady", ["slot": .string(slot), "message": .string("no valid ad is ready in \(slot); it is being refilled")])
+    case .unservable(let slot, let missing):
+        VarlinkError("io.adorch.Ads.NoAdReady", ["slot": .string(slot), "message": .string(
+            "\(slot) cannot be filled: \(StatusJSON.unservable(missing))")])
     case .displayFailed(let slot, let tries):
         VarlinkError("io.adorch.Ads.NoAdReady", ["slot": .string(slot), "message": .string(
             "the plugins could not present any of the \(tries) ads of \(slot) this call took; it is being refilled")])

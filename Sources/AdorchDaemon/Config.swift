@@ -55,22 +55,11 @@ extension DaemonConfig {
     }
 
     public static func load(path: String) throws(ConfigError) -> DaemonConfig {
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw ConfigError(file: path, location: "file", message: "cannot be read: \(error.localizedDescription)")
-        }
+        let text = try ConfigFile.text(path)
         // Drop-ins, in name order, override or extend the main file (systemd's convention).
         let dropInDir = path + ".d"
         var dropIns: [(source: String, text: String)] = []
-        for name in ((try? FileManager.default.contentsOfDirectory(atPath: dropInDir)) ?? []).filter({ $0.hasSuffix(".toml") }).sorted() {
-            let file = dropInDir + "/" + name
-            guard let extra = try? String(contentsOfFile: file, encoding: .utf8) else {
-                throw ConfigError(file: file, location: "file", message: "cannot be read")
-            }
-            dropIns.append((file, extra))
-        }
+        for file in try ConfigFile.dropIns(in: dropInDir) { dropIns.append((file, try ConfigFile.text(file))) }
         return try parse(toml: text, source: path, dropIns: dropIns, mergedSource: "\(path) (with drop-ins from \(dropInDir))")
     }
 
@@ -183,13 +172,13 @@ extension DaemonConfig {
         if let s = try r.table("scheduler") {
             try s.only(["refresh_ahead_s", "backoff_base_ms", "backoff_max_s", "backoff_jitter", "shown_lifetime_s",
                         "rate_limit_pause_s", "max_loads_in_flight_per_network"])
-            if let v = try s.int("refresh_ahead_s", min: 0) { scheduler.refreshAhead = .seconds(v) }
-            if let v = try s.int("backoff_base_ms", min: 1) { scheduler.backoffBase = .milliseconds(v) }
-            if let v = try s.int("backoff_max_s", min: 1) { scheduler.backoffMax = .seconds(v) }
-            if let v = try s.double("backoff_jitter", range: 0...1) { scheduler.backoffJitter = v }
-            if let v = try s.int("shown_lifetime_s", min: 1) { scheduler.shownLifetime = .seconds(v) }
-            if let v = try s.int("rate_limit_pause_s", min: 0) { scheduler.rateLimitPause = .seconds(v) }
-            if let v = try s.int("max_loads_in_flight_per_network", min: 1, max: 1000) { scheduler.maxLoadsInFlightPerNetwork = Int(v) }
+            if let v = try s.int("refresh_ahead_s", in: ConfigBounds.refreshAheadSeconds) { scheduler.refreshAhead = .seconds(v) }
+            if let v = try s.int("backoff_base_ms", in: ConfigBounds.backoffBaseMilliseconds) { scheduler.backoffBase = .milliseconds(v) }
+            if let v = try s.int("backoff_max_s", in: ConfigBounds.backoffMaxSeconds) { scheduler.backoffMax = .seconds(v) }
+            if let v = try s.double("backoff_jitter", range: ConfigBounds.backoffJitter) { scheduler.backoffJitter = v }
+            if let v = try s.int("shown_lifetime_s", in: ConfigBounds.shownLifetimeSeconds) { scheduler.shownLifetime = .seconds(v) }
+            if let v = try s.int("rate_limit_pause_s", in: ConfigBounds.rateLimitPauseSeconds) { scheduler.rateLimitPause = .seconds(v) }
+            if let v = try s.int("max_loads_in_flight_per_network", in: ConfigBounds.maxLoadsInFlightPerNetwork) { scheduler.maxLoadsInFlightPerNetwork = Int(v) }
         }
         scheduler.budgets = budgets
 
@@ -199,7 +188,9 @@ extension DaemonConfig {
                 guard isName(name) else { throw r.error("plugins.\(name)", "plugin names are [a-z0-9_-]+") }
                 guard let section = try p.table(name) else { throw r.error("plugins.\(name)", "expected a table") }
                 try section.only(["path", "config"])
-                let configJSON = try section.table("config").map { $0.table.convert(to: .json) } ?? "{}"
+                let pluginConfig = try section.table("config")
+                try pluginConfig?.requireFiniteNumbers()
+                let configJSON = pluginConfig.map { $0.table.convert(to: .json) } ?? "{}"
                 plugins.append(PluginConfig(name: name, path: try section.string("path"), configJSON: configJSON))
             }
         }
@@ -227,17 +218,17 @@ extension DaemonConfig {
                 waterfall.append(WaterfallEntry(
                     plugin: plugin, adUnitID: try w.string("ad_unit_id") ?? "",
                     serverParameter: try w.string("server_parameter") ?? "",
-                    timeout: .milliseconds(try w.int("timeout_ms", min: 1) ?? 5000)
+                    timeout: .milliseconds(try w.int("timeout_ms", in: ConfigBounds.entryTimeoutMilliseconds) ?? 5000)
                 ))
             }
             guard !waterfall.isEmpty else { throw s.error("waterfall", "a slot needs at least one [[slots.waterfall]] entry") }
             let (bufferMin, bufferMax) = try s.buffer(format: format)
-            let fetchTimeout = try s.int("fetch_timeout_ms", min: 1, max: 120_000)
-            let startTimeout = try s.int("start_timeout_ms", min: 1, max: 120_000)
+            let fetchTimeout = try s.int("fetch_timeout_ms", in: ConfigBounds.sessionTimeoutMilliseconds)
+            let startTimeout = try s.int("start_timeout_ms", in: ConfigBounds.sessionTimeoutMilliseconds)
             if format != .interactive, let key = fetchTimeout != nil ? "fetch_timeout_ms" : startTimeout != nil ? "start_timeout_ms" : nil {
                 throw s.error(key, "only interactive slots take fetch_timeout_ms and start_timeout_ms")
             }
-            let parallel = try s.int("parallel", min: 1, max: 10)
+            let parallel = try s.int("parallel", in: ConfigBounds.parallel)
             if !format.isPreloaded, parallel != nil {
                 throw s.error("parallel", "parallel mode is for preloaded slots (rewarded, fullscreen, interstitial)")
             }
@@ -250,15 +241,14 @@ extension DaemonConfig {
             }
             slots.append(SlotConfig(
                 id: id, format: format, buffer: bufferMin, bufferMax: bufferMax,
-                ttl: .seconds(try s.int("ttl_s", min: 1) ?? 3600), waterfall: waterfall,
-                reward: RewardModel(name: try s.string("reward_name") ?? "", amount: try s.int("reward_amount", min: 0) ?? 0,
+                ttl: .seconds(try s.int("ttl_s", in: ConfigBounds.ttlSeconds) ?? 3600), waterfall: waterfall,
+                reward: RewardModel(name: try s.string("reward_name") ?? "", amount: try s.int("reward_amount", in: ConfigBounds.rewardAmount) ?? 0,
                                     extra: try s.string("reward_extra") ?? ""),
                 testMode: try s.bool("test_mode") ?? daemonTargeting["test_mode"]?.boolValue ?? false,
                 targetingJSON: JSONValue.object(Targeting.merge(daemonTargeting, try s.targeting("targeting") ?? [:])).jsonString,
                 width: Int(try s.int("width", in: LoadBounds.size) ?? 0), height: Int(try s.int("height", in: LoadBounds.size) ?? 0),
                 count: Int(try s.int("count", in: LoadBounds.count) ?? (format == .native ? 3 : 1)),
-                loadTimeout: try s.int("load_timeout_ms", min: LoadBounds.timeoutMilliseconds.lowerBound,
-                                       max: LoadBounds.timeoutMilliseconds.upperBound).map { .milliseconds($0) },
+                loadTimeout: try s.int("load_timeout_ms", in: LoadBounds.timeoutMilliseconds).map { .milliseconds($0) },
                 variant: variant,
                 imageOptionsJSON: try s.imageOptions() ?? "{}",
                 parallel: Int(parallel ?? 1),
@@ -266,7 +256,7 @@ extension DaemonConfig {
             ))
         }
 
-        limits.maxMessageSize = Int(try daemon?.int("max_message_bytes", min: 1024, max: 64 << 20) ?? 1 << 20)
+        limits.maxMessageSize = Int(try daemon?.int("max_message_bytes", in: ConfigBounds.maxMessageBytes) ?? 1 << 20)
         return DaemonConfig(
             source: source, socketPath: try daemon?.string("socket"), stateDir: try daemon?.string("state_dir"),
             pluginDir: try daemon?.string("plugin_dir"), logLevel: logLevel,
@@ -323,11 +313,16 @@ struct TableReader {
         try int(name, min: Int64(bounds.lowerBound), max: Int64(bounds.upperBound))
     }
 
-    func int(_ name: String, min: Int64? = nil, max: Int64? = nil) throws(ConfigError) -> Int64? {
+    func int(_ name: String, in bounds: ClosedRange<Int64>) throws(ConfigError) -> Int64? {
+        try int(name, min: bounds.lowerBound, max: bounds.upperBound)
+    }
+
+    /// Both bounds are required: a number without a ceiling reaches arithmetic that can trap.
+    func int(_ name: String, min: Int64, max: Int64) throws(ConfigError) -> Int64? {
         guard let value = table[name] else { return nil }
         guard let i = value.int.map(Int64.init) else { throw error(name, "expected an integer, got \(typeName(value))") }
-        if let min, i < min { throw error(name, "expected an integer of at least \(min), got \(i)") }
-        if let max, i > max { throw error(name, "expected an integer of at most \(max), got \(i)") }
+        if i < min { throw error(name, "expected an integer of at least \(min), got \(i)") }
+        if i > max { throw error(name, "expected an integer of at most \(max), got \(i)") }
         return i
     }
 
@@ -336,6 +331,20 @@ struct TableReader {
         guard let d = value.double ?? value.int.map(Double.init) else { throw error(name, "expected a number, got \(typeName(value))") }
         guard range.contains(d) else { throw error(name, "expected a number from \(range.lowerBound) to \(range.upperBound), got \(d)") }
         return d
+    }
+
+    /// Every number in the table and below is finite: a plugin's config is opaque to the
+    /// daemon, but reaches the plugin as JSON, which has no nan or inf.
+    func requireFiniteNumbers() throws(ConfigError) {
+        for name in table.keys { try requireFinite(table[name]!, name) }
+    }
+
+    private func requireFinite(_ value: TOMLValueConvertible, _ name: String) throws(ConfigError) {
+        if let d = value.double, !d.isFinite {
+            throw error(name, "expected a finite number (the plugin gets its config as JSON, which has no nan or inf), got \(d)")
+        }
+        if let t = value.table { try TableReader(t, path: key(name), source: source).requireFiniteNumbers() }
+        if let a = value.array { for (i, item) in a.enumerated() { try requireFinite(item, "\(name)[\(i)]") } }
     }
 
     func bool(_ name: String) throws(ConfigError) -> Bool? {

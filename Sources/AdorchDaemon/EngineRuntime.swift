@@ -63,6 +63,7 @@ final class EngineRuntime: @unchecked Sendable {
             plugins.load(config.plugins, dirs: config.pluginDir, onReport: reportHandler)
             engine = Engine(slots: config.slots, plugins: Set(plugins.loaded.keys), settings: config.scheduler,
                             seed: UInt64.random(in: 1...UInt64.max))
+            logUnservable(config.slots)
             timer = makeTimer { [unowned self] in advance() }
             if let (kept, away) = estimatesFile.load(logger: logger) {
                 let (effects, refused) = engine.restore(kept, away: away, now: now())
@@ -141,9 +142,19 @@ final class EngineRuntime: @unchecked Sendable {
         if next.limits != config.limits || next.socketPath != config.socketPath {
             logger.notice("reload: socket, max_message_bytes and connection [limits] changes take effect at the next start")
         }
+        logUnservable(next.slots)
         config = next
         gate.update(next)
         return .success(summary())
+    }
+
+    /// One line per slot no plugin can fill (a plugin refused, a waterfall naming the wrong
+    /// one), at start and at each reload: the slot says so too, in status and to Show.
+    private func logUnservable(_ slots: [SlotConfig]) {
+        for slot in slots {
+            guard let missing = engine.missingPlugins(of: slot.id) else { continue }
+            logger.error("slot \(slot.id) cannot be filled: \(StatusJSON.unservable(missing))", metadata: ["slot": "\(slot.id)"])
+        }
     }
 
     /// The state directory (ledger, estimates) must exist and be writable: said in words,

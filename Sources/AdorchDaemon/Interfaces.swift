@@ -38,7 +38,9 @@ type Slot (
   # loads in flight
   loading: int,
   # what the target is made of (preloaded slots)
-  demand: ?Demand
+  demand: ?Demand,
+  # set when the slot cannot fill: why (no plugin its waterfall names is loaded)
+  unservable: ?string
 )
 
 \(demandTypeIDL)
@@ -201,7 +203,8 @@ method ListEvents(slots: ?[]string, limit: ?int) -> (events: []Event)
 # slots when none are named, that the caller may see (Event).
 method Subscribe(slots: ?[]string) -> (event: Event)
 
-# The slot has no valid ad right now; it is being refilled.
+# The slot has no valid ad right now; it is being refilled, unless the message says it
+# cannot be (no plugin its waterfall names is loaded).
 error NoAdReady (slot: string, message: string)
 
 # No slot has this id.
@@ -365,7 +368,9 @@ type Slot (
   # how many waterfall entries a refill asks at once (1: one after the other)
   parallel: int,
   waterfall: []WaterfallEntry,
-  counters: Counters
+  counters: Counters,
+  # set when the slot cannot fill: why (no plugin its waterfall names is loaded)
+  unservable: ?string
 )
 
 method GetStatus() -> (

@@ -36,14 +36,12 @@ final class PluginRegistry: @unchecked Sendable {
         if options.insecurePlugins {
             logger.warning("--insecure-plugins: plugin files are loaded without checking who owns them or who may write them; never run a production daemon this way")
         }
-        let dirs = (options.pluginDir ?? configured).map { [$0] } ?? DefaultPaths.pluginDirs
-        let list = wanted.isEmpty && loaded.isEmpty ? discover(in: dirs) : wanted
+        let dirs = Self.dirs(options.pluginDir ?? configured)
+        let list = wanted.isEmpty && loaded.isEmpty ? Self.discover(in: dirs) : wanted
         for plugin in list {
-            let file = plugin.path ?? "libadorch-plugin-\(plugin.name).so"
-            let candidates = file.hasPrefix("/") ? [file] : dirs.map { "\($0)/\(file)" }
-            guard let path = candidates.first(where: { FileManager.default.fileExists(atPath: $0) }) else {
-                refuse(plugin.name, path: candidates.first ?? file,
-                       reason: "plugin \(plugin.name) refused: \(file) not found in \(dirs.joined(separator: ", "))")
+            guard let path = Self.locate(plugin, in: dirs) else {
+                refuse(plugin.name, path: Self.candidates(plugin, in: dirs).first ?? Self.file(of: plugin),
+                       reason: "plugin \(plugin.name) refused: \(Self.notFound(plugin, in: dirs))")
                 continue
             }
             do {
@@ -93,7 +91,30 @@ final class PluginRegistry: @unchecked Sendable {
         refusals[name] = PluginRefusal(name: name, path: path, reason: reason)
     }
 
-    private func discover(in dirs: [String]) -> [PluginConfig] {
+    /// The folders searched: the command line's or the config's, else the defaults.
+    static func dirs(_ configured: String?) -> [String] { configured.map { [$0] } ?? DefaultPaths.pluginDirs }
+
+    /// The .so a plugin is loaded from: its `path`, else by its name.
+    static func file(of plugin: PluginConfig) -> String { plugin.path ?? "libadorch-plugin-\(plugin.name).so" }
+
+    /// Where the plugin's file may be: an absolute path as it is, a relative one in each of `dirs`.
+    static func candidates(_ plugin: PluginConfig, in dirs: [String]) -> [String] {
+        let file = file(of: plugin)
+        return file.hasPrefix("/") ? [file] : dirs.map { "\($0)/\(file)" }
+    }
+
+    /// The first candidate that exists.
+    static func locate(_ plugin: PluginConfig, in dirs: [String]) -> String? {
+        candidates(plugin, in: dirs).first { FileManager.default.fileExists(atPath: $0) }
+    }
+
+    static func notFound(_ plugin: PluginConfig, in dirs: [String]) -> String {
+        let file = file(of: plugin)
+        return file.hasPrefix("/") ? "\(file) does not exist" : "\(file) not found in \(dirs.joined(separator: ", "))"
+    }
+
+    /// Every plugin in `dirs` (by file name, the first dir's winning), as a config naming none loads them.
+    static func discover(in dirs: [String]) -> [PluginConfig] {
         var found: [String: PluginConfig] = [:]
         for dir in dirs {
             for file in ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).sorted() where file.hasSuffix(".so") {

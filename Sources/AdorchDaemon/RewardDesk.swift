@@ -19,18 +19,7 @@ final class RewardDesk: Sendable {
         ledger = try RewardLedger(path: stateDir + "/adorch.sqlite")
         self.logger = logger
         Self.reportOversized(ledger, logger)
-        var path = config.rewardKeyFile
-        if path == nil, let credentials = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"] {
-            let credential = credentials + "/reward-key"
-            if FileManager.default.fileExists(atPath: credential) { path = credential }
-        }
-        guard let path else {
-            key = nil
-            return
-        }
-        let text = try String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !text.isEmpty else { throw ConfigError(file: path, location: "file", message: "the reward key file is empty") }
-        key = text
+        key = try config.rewardKey()
     }
 
     /// Writes the grant to the ledger; the event to publish once it is on disk, or nil if it

@@ -7,11 +7,17 @@ import Foundation
 struct StatusJSON {
     let ids: ExternalIDs
 
+    /// Why a slot cannot fill (`SlotStatus.missingPlugins`), as status, Show and the log say it.
+    static func unservable(_ missingPlugins: [String]) -> String {
+        "no plugin its waterfall names is loaded (\(missingPlugins.joined(separator: ", ")))"
+    }
+
     /// One slot as ListSlots returns it.
     func listedSlotJSON(_ s: SlotStatus) -> JSONValue {
         var slot = bufferJSON(s)
         (slot["id"], slot["format"]) = (.string(s.config.id), .string(s.config.format.rawValue))
         (slot["ready"], slot["loading"]) = (.int(Int64(s.ready)), .int(Int64(s.loading)))
+        slot["unservable"] = s.missingPlugins.map { .string(Self.unservable($0)) }
         return .object(slot)
     }
 
@@ -82,6 +88,7 @@ struct StatusJSON {
     func slotJSON(_ s: SlotStatus, sessions: (live: Int, counters: SessionCounters)?) -> JSONValue {
         let c = s.counters
         var slot = bufferJSON(s)
+        slot["unservable"] = s.missingPlugins.map { .string(Self.unservable($0)) }
         slot.merge([
             "id": .string(s.config.id), "format": .string(s.config.format.rawValue),
             "ready": .int(Int64(s.ready)), "loading": .int(Int64(s.loading)), "shown_open": .int(Int64(s.shownOpen)),

@@ -55,6 +55,8 @@ extension adorch_error {
 public enum ShowError: Error, Equatable, Sendable {
     case slotNotFound(String)
     case noAdReady(slot: String)
+    /// No plugin the slot's waterfall names is available (`Engine.missingPlugins`): none will fill it.
+    case unservable(slot: String, missingPlugins: [String])
     /// The plugins could not present any of the `tries` ads the call took (`Engine.showAttempts`).
     case displayFailed(slot: String, tries: Int)
     /// The ad the call took ended before its plugin answered (`reason`: removed by a reload, ...).

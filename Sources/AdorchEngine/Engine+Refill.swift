@@ -169,11 +169,9 @@ extension Engine {
         if code != .rateLimited, let slot = slots[ad.slot], slot.config.isDemandAware {
             excess = max(0, failures - slot.entries[ad.entryIndex].estimate.expectedNoFillRun)
         }
-        let doubling = Double(UInt64(1) << UInt64(min(excess, 30)))
-        let raw = min(settings.backoffMax.seconds, settings.backoffBase.seconds * doubling)
-        let spread = 1 + settings.backoffJitter * (2 * random.nextUnit() - 1)
+        let backoff = settings.backoff(doublings: excess, spread: 2 * random.nextUnit() - 1)
         slots[ad.slot]!.entries[ad.entryIndex].failuresInRow = failures
-        slots[ad.slot]!.entries[ad.entryIndex].backoffUntil = now + .nanoseconds(Int64(raw * spread * 1e9))
+        slots[ad.slot]!.entries[ad.entryIndex].backoffUntil = now + backoff
         ads.timers.set(.backoff(slot: ad.slot, entry: ad.entryIndex), at: slots[ad.slot]!.entries[ad.entryIndex].backoffUntil)
     }
 

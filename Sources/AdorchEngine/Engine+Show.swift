@@ -119,7 +119,8 @@ extension Engine {
             (-a.price, a.expiresAt!, a.id) < (-b.price, b.expiresAt!, b.id)
         }) else {
             // The Show raised the slot's demand: its target may have risen with it.
-            return (.failure(.noAdReady(slot: slotID)), markDry(slotID) + refill(slotID, now: now))
+            let error = missingPlugins(of: slotID).map { ShowError.unservable(slot: slotID, missingPlugins: $0) } ?? .noAdReady(slot: slotID)
+            return (.failure(error), markDry(slotID) + refill(slotID, now: now))
         }
         ads[pick.id]!.state = .shown(endsAt: now + settings.shownLifetime)
         ads[pick.id]!.userID = userID

@@ -114,7 +114,8 @@ public struct Engine: Sendable {
                                 backoff: entry.backoffUntil > now ? entry.backoffUntil - now : .zero,
                                 estimate: entry.estimate)
                 },
-                target: target(of: id, now: now)
+                target: target(of: id, now: now),
+                missingPlugins: missingPlugins(of: id)
             )
         }
     }

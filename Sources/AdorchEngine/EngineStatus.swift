@@ -27,6 +27,8 @@ public struct SlotStatus: Sendable, Equatable {
     public var entries: [EntryStatus]
     /// How many valid ads the scheduler keeps ready now, and why.
     public var target: BufferTarget
+    /// Set when the slot cannot fill: the plugins its waterfall names, none of them available.
+    public var missingPlugins: [String]?
 }
 
 /// One waterfall entry as operators see it: what it was asked, what it gave, how long it rests.

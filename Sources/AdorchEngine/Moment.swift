@@ -12,10 +12,11 @@ public struct Moment: Comparable, Hashable, Sendable, CustomStringConvertible {
     public static func < (a: Moment, b: Moment) -> Bool { a.nanoseconds < b.nanoseconds }
 
     public static func + (m: Moment, d: Duration) -> Moment {
+        // Saturating at both ends of the clock: past its end is "never", not a moment long past.
         let ns = d.nanosecondsClamped
-        return ns >= 0
-            ? Moment(nanoseconds: m.nanoseconds &+ UInt64(ns))
-            : Moment(nanoseconds: m.nanoseconds >= UInt64(-ns) ? m.nanoseconds - UInt64(-ns) : 0)
+        guard ns >= 0 else { return Moment(nanoseconds: m.nanoseconds >= ns.magnitude ? m.nanoseconds - ns.magnitude : 0) }
+        let (sum, overflow) = m.nanoseconds.addingReportingOverflow(UInt64(ns))
+        return Moment(nanoseconds: overflow ? .max : sum)
     }
 
     public static func - (m: Moment, d: Duration) -> Moment { m + (Duration.zero - d) }
@@ -40,6 +41,13 @@ extension Duration {
 
     /// Seconds as a floating-point number, for reports and arithmetic on fractions.
     public var seconds: Double { Double(nanosecondsClamped) / 1e9 }
+
+    /// `nanoseconds` rounded toward zero and clamped to 0...Int64.max (NaN is 0): a wait
+    /// computed in floating point never traps, whatever it was computed from.
+    public static func saturating(nanoseconds: Double) -> Duration {
+        if nanoseconds >= 0x1p63 { return .nanoseconds(Int64.max) }
+        return .nanoseconds(nanoseconds > 0 ? Int64(nanoseconds) : 0)
+    }
 
     /// Milliseconds, clamped to UInt32, for the plugin ABI.
     public var millisecondsUInt32: UInt32 { UInt32(clamping: nanosecondsClamped / 1_000_000) }

@@ -234,3 +234,15 @@ public struct UIDBudgets: Sendable, Equatable {
     /// the case on a Unix socket), which no one could be told apart from.
     public static func bind(_ uid: UInt32?) -> Bool { uid.map { $0 != 0 } ?? false }
 }
+
+extension SchedulerSettings {
+    /// The rest a waterfall entry takes after a failure: backoffBase doubled `doublings`
+    /// times (at most 30), no more than backoffMax, spread by backoffJitter times `spread`
+    /// (a draw from -1 to 1). Whole nanoseconds, saturating: no settings can make it trap.
+    public func backoff(doublings: Int, spread: Double) -> Duration {
+        let longest = backoffMax.nanosecondsClamped
+        let (doubled, overflow) = backoffBase.nanosecondsClamped.multipliedReportingOverflow(by: 1 << min(doublings, 30))
+        let raw = overflow ? longest : min(longest, doubled)
+        return .saturating(nanoseconds: Double(raw) * (1 + backoffJitter * spread))
+    }
+}

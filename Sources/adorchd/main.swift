@@ -6,6 +6,11 @@ import Dispatch
 import Foundation
 import Logging
 
+// First of all: a reader that goes away (`adorchd 2>&1 | head`, a journal stream that
+// closed) must cost a log line, never the daemon. Writes then fail with EPIPE, which the
+// log handlers drop.
+signal(SIGPIPE, SIG_IGN)
+
 /// SIGTERM, SIGINT and SIGHUP: blocked in every thread and taken by sigwait in run().
 func handledSignals() -> sigset_t {
     var set = sigset_t()
@@ -111,8 +116,10 @@ struct AdorchD: ParsableCommand {
         let settings: DaemonConfig
         do throws(ConfigError) {
             settings = try config.map { path throws(ConfigError) in try DaemonConfig.load(path: path) } ?? .embeddedDefault()
+            if checkConfig { try settings.checkFiles(pluginDir: pluginDir) }
         } catch {
-            FileHandle.standardError.write(Data("adorchd: bad config, not starting: \(error)\n".utf8))
+            // write(contentsOf:) throws where write(_:) would trap: a closed stderr changes nothing here.
+            try? FileHandle.standardError.write(contentsOf: Data("adorchd: bad config, not starting: \(error)\n".utf8))
             throw ExitCode(78)  // EX_CONFIG
         }
         if checkConfig {
@@ -140,6 +147,9 @@ struct AdorchD: ParsableCommand {
         do {
             try daemon.start()
         } catch let error as StateDirectoryError {
+            logger.critical("cannot start: \(error)")
+            throw ExitCode(78)  // EX_CONFIG
+        } catch let error as ConfigError {
             logger.critical("cannot start: \(error)")
             throw ExitCode(78)  // EX_CONFIG
         } catch {

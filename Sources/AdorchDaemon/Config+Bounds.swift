@@ -1,0 +1,30 @@
+/// The range of every number a config may set outside [limits] (those are checked where
+/// they are read), named once: the parser checks each key against its range, the tests
+/// drive the engine at the top of each. The upper bounds are generous for an operator and
+/// keep all arithmetic on the values (nanoseconds in Int64, a backoff doubled thirty
+/// times, JSON integers read as doubles) far from overflow.
+enum ConfigBounds {
+    // [daemon]
+    static let maxMessageBytes: ClosedRange<Int64> = 1024...(64 << 20)
+
+    // [scheduler]; a day is the longest any wait of the scheduler's need be.
+    static let refreshAheadSeconds: ClosedRange<Int64> = 0...86_400
+    static let backoffBaseMilliseconds: ClosedRange<Int64> = 1...3_600_000
+    static let backoffMaxSeconds: ClosedRange<Int64> = 1...86_400
+    static let backoffJitter: ClosedRange<Double> = 0...1
+    static let shownLifetimeSeconds: ClosedRange<Int64> = 1...86_400
+    static let rateLimitPauseSeconds: ClosedRange<Int64> = 0...86_400
+    static let maxLoadsInFlightPerNetwork: ClosedRange<Int64> = 1...1000
+
+    // [[slots]]
+    /// No network keeps an ad valid for longer than a week.
+    static let ttlSeconds: ClosedRange<Int64> = 1...604_800
+    /// Up to 2^53 - 1: an app reading the reward from JSON as a double still gets it exactly.
+    static let rewardAmount: ClosedRange<Int64> = 0...(1 << 53) - 1
+    static let parallel: ClosedRange<Int64> = 1...10
+    /// fetch_timeout_ms and start_timeout_ms of an interactive slot.
+    static let sessionTimeoutMilliseconds: ClosedRange<Int64> = 1...120_000
+
+    // [[slots.waterfall]]
+    static let entryTimeoutMilliseconds: ClosedRange<Int64> = 1...300_000
+}
