@@ -16,7 +16,7 @@ struct DaemonStatus: Sendable {
     var uptime: Double
     var socket: String
     var configSource: String
-    var connections: (open: Int, accepted: Int, refused: Int)
+    var connections: VarlinkCounts
     var limits: VarlinkLimits
     var showRate: CallRate
     var loadRate: CallRate

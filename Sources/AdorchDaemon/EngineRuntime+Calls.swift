@@ -135,7 +135,7 @@ extension EngineRuntime {
             let loaded = plugins.loaded.values.sorted { $0.info.name < $1.info.name }
             let base = DaemonStatus(
                 version: Daemon.version, pid: getpid(), uptime: Date().timeIntervalSince(startedAt), socket: socket,
-                configSource: config.source, connections: server?.connectionCounts ?? (0, 0, 0),
+                configSource: config.source, connections: server?.counts ?? VarlinkCounts(),
                 limits: server?.limits ?? config.limits, showRate: config.showRate, loadRate: config.loadRate,
                 budgets: config.scheduler.budgets, refused: gate.refusedCounts,
                 plugins: loaded.map { .init(info: $0.info, refusal: nil, statsJSON: nil) }

@@ -128,12 +128,6 @@ public final class VarlinkServer: @unchecked Sendable {
         watcher.shutdown()
     }
 
-    /// Open connections now, accepted since start, and refused for a connection limit.
-    public var connectionCounts: (open: Int, accepted: Int, refused: Int) {
-        let counts = counts
-        return (counts.open, counts.accepted, counts.refused)
-    }
-
     /// Connections open now, and what the limits did to them since start.
     public var counts: VarlinkCounts {
         queue.sync {

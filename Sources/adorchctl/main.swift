@@ -66,10 +66,13 @@ struct Status: ParsableCommand {
         print("socket \(s["socket"]?.stringValue ?? "?"), config \(s["config"]?.stringValue ?? "?")")
         let c = s["connections"], l = s["limits"]
         func n(_ v: JSONValue?) -> String { v?.intValue.map(String.init) ?? v?.doubleValue.map { String(format: "%g", $0) } ?? "?" }
-        print("connections: \(n(c?["open"])) open, \(n(c?["accepted"])) accepted, \(n(c?["refused"])) refused; subscribers: \(n(s["subscribers"]))")
-        print("limits: \(n(l?["max_connections"])) connections, \(n(l?["max_connections_per_uid"])) per uid, messages \(n(l?["max_message_bytes"])) bytes, "
-              + "partial message \(n(l?["partial_message_timeout_ms"])) ms, unread replies \(n(l?["max_unsent_bytes"])) bytes, "
-              + "Show \(n(l?["shows_per_second_per_uid"]))/s per uid (burst \(n(l?["show_burst_per_uid"])), \(n(l?["shows_rate_limited"])) refused)")
+        print("connections: \(n(c?["open"])) open, \(n(c?["accepted"])) accepted, \(n(c?["refused"])) refused at once, "
+              + "\(n(c?["closed_idle"])) closed idle, \(n(c?["dropped_slow_readers"])) dropped for unread replies, "
+              + "\(n(c?["incomplete_messages"])) cut off mid-message; subscribers: \(n(s["subscribers"]))")
+        // Every budget and refusal count the daemon reports, by its [limits] key: a new one
+        // shows here without a change to adorchctl.
+        let budgets = (l?.objectValue ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\(n($0.value))" }
+        print("limits:", budgets.joined(separator: " "))
         print()
         var plugins = [["PLUGIN", "STATE", "VERSION", "ABI", "DETAIL"]]
         for p in s["plugins"]?.arrayValue ?? [] {
