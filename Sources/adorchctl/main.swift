@@ -1,5 +1,4 @@
 import AdorchDaemon
-import AdorchRewards
 import AdorchVarlink
 import ArgumentParser
 import Foundation
@@ -167,88 +166,6 @@ struct Report: ParsableCommand {
     }
 }
 
-struct Interactive: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Run interactive ad sessions (the renderer's init, start, pause, resume, stop).",
-        subcommands: [Run.self, Init.self, Call.self]
-    )
-
-    struct Request: ParsableArguments {
-        @Argument(help: "An interactive slot's id.") var slot: String
-        @Option(help: "The creative URL the app's ad response gave.") var creativeURL = "https://creative.invalid/interactive.js"
-        @Option(help: ArgumentHelp("The ad's AdParameters, a JSON object.", valueName: "json")) var adParameters = "{}"
-        @Option(help: "preroll or midroll.") var slotType = "midroll"
-
-        func parameters() throws -> [String: JSONValue] {
-            guard let object = JSONValue.parse(Data(adParameters.utf8)), object.objectValue != nil else {
-                throw CtlError("--ad-parameters must be a JSON object, got \(adParameters)")
-            }
-            return ["slot": .string(slot), "creative_url": .string(creativeURL), "ad_parameters": object, "slot_type": .string(slotType)]
-        }
-    }
-
-    struct Run: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "Init and start a session, print its events until the terminal one; exit 1 unless it completed."
-        )
-        @OptionGroup var connection: Connection
-        @OptionGroup var request: Request
-
-        func run() throws {
-            // Subscribed first, so the session's first event cannot be missed.
-            let stream = try connection.client()
-            let first = try stream.call("io.adorch.Ads.Subscribe", ["slots": [.string(request.slot)]], more: true)
-            if let error = first.error { throw CtlError(describe(error: error, parameters: first.parameters)) }
-            let session = try connection.call("io.adorch.Ads.InitInteractive", try request.parameters())["session_id"] ?? .null
-            _ = try connection.call("io.adorch.Ads.Start", ["session_id": session])
-            if !connection.json { print("session \(session.stringValue ?? "?") started in \(request.slot)") }
-            while true {
-                let reply: VarlinkClient.Reply
-                do { reply = try stream.nextReply() } catch { throw CtlError("event stream ended: \(error)") }
-                guard let event = reply.parameters["event"], event["session_id"] == session else { continue }
-                if connection.json {
-                    print(event.jsonString)
-                } else {
-                    let detail = event["detail"].map { " \($0.jsonString)" } ?? ""
-                    let message = event["message"]?.stringValue.map { ": \($0)" } ?? ""
-                    print("\(event["name"]?.stringValue ?? "?")\(detail)\(message)")
-                }
-                fflush(nil)
-                if event["terminal"] == true {
-                    if !connection.json { print("ad_free_pod: \(event["ad_free_pod"] == true ? "yes, skip the pod's other ads" : "no, play the pod")") }
-                    if event["name"] != "completed" { throw ExitCode(1) }
-                    return
-                }
-            }
-        }
-    }
-
-    struct Init: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Init a session (it fetches at once); print its id.")
-        @OptionGroup var connection: Connection
-        @OptionGroup var request: Request
-
-        func run() throws {
-            let reply = try connection.call("io.adorch.Ads.InitInteractive", try request.parameters())
-            if connection.json { return connection.printJSON(reply) }
-            print(reply["session_id"]?.stringValue ?? "")
-        }
-    }
-
-    struct Call: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "call", abstract: "Start, pause, resume or stop a session.")
-        @OptionGroup var connection: Connection
-        @Argument(help: "start, pause, resume or stop.") var operation: String
-        @Argument(help: "The session id Init printed.") var sessionID: String
-
-        func run() throws {
-            guard ["start", "pause", "resume", "stop"].contains(operation) else {
-                throw ValidationError("the operation is start, pause, resume or stop, got \(operation)")
-            }
-            _ = try connection.call("io.adorch.Ads.\(operation.prefix(1).uppercased() + operation.dropFirst())", ["session_id": .string(sessionID)])
-        }
-    }
-}
 
 struct Events: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Recent events; with --follow, then every new one as it happens.")
@@ -303,83 +220,6 @@ struct Reload: ParsableCommand {
         let reply = try connection.call("io.adorch.Manager.Reload")
         if connection.json { return connection.printJSON(reply) }
         print("reloaded: \(reply["summary"]?.stringValue ?? "")")
-    }
-}
-
-struct Reward: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "List and acknowledge rewards; sign or verify a server-to-server reward callback.",
-        subcommands: [List.self, Ack.self, Sign.self, Verify.self]
-    )
-
-    struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Rewards granted and not acknowledged yet, oldest first.")
-        @OptionGroup var connection: Connection
-        @Option(help: "Only this user's rewards.") var userID: String?
-
-        func run() throws {
-            let reply = try connection.call("io.adorch.Ads.ListRewards", userID.map { ["user_id": .string($0)] } ?? [:])
-            if connection.json { return connection.printJSON(reply) }
-            for row in reply["rewards"]?.arrayValue ?? [] {
-                print([row["trans_id"], row["user_id"], row["slot"], row["reward_amount"], row["reward_name"], row["granted_at"]]
-                    .map { $0.map { $0.stringValue ?? $0.jsonString } ?? "-" }.joined(separator: "\t"))
-            }
-        }
-    }
-
-    struct Ack: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "Acknowledge a reward (the app credited it): it is no longer delivered again.",
-            discussion: "Only the user the rewarded ad was handed to, or root, may acknowledge it."
-        )
-        @OptionGroup var connection: Connection
-        @Argument(help: "The reward's transaction id.") var transID: String
-
-        func run() throws {
-            let reply = try connection.call("io.adorch.Ads.AckReward", ["trans_id": .string(transID)])
-            if connection.json { connection.printJSON(reply) }
-        }
-    }
-
-    struct KeyFile: ParsableArguments {
-        @Option(help: ArgumentHelp("The file with the app security key.", valueName: "file")) var keyFile: String
-
-        func key() throws -> String {
-            do {
-                return try String(contentsOfFile: keyFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-            } catch {
-                throw CtlError("cannot read the key from \(keyFile): \(error.localizedDescription)")
-            }
-        }
-    }
-
-    struct Sign: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print sha256(key + \":\" + trans_id), the callback's sign.")
-        @OptionGroup var key: KeyFile
-        @Argument(help: "The transaction id.") var transID: String
-
-        func run() throws { print(RewardCallback.sign(key: try key.key(), transID: transID)) }
-    }
-
-    struct Verify: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "Check a callback's query string; print the JSON answer the network's server expects; exit 1 if it is not valid.",
-            discussion: "Replays are checked by the daemon (io.adorch.Manager.VerifyRewardCallback), which remembers accepted transactions."
-        )
-        @OptionGroup var key: KeyFile
-        @Argument(help: "user_id=…&trans_id=…&reward_name=…&reward_amount=…&extra=…&sign=…") var query: String
-
-        func run() throws {
-            let valid: Bool
-            do {
-                valid = RewardCallback.signatureIsValid(try RewardCallback.parse(query), key: try key.key())
-            } catch let error as RewardCallback.Failure {
-                FileHandle.standardError.write(Data("adorchctl: \(error)\n".utf8))
-                valid = false
-            }
-            print(RewardCallback.body(isValid: valid))
-            if !valid { throw ExitCode(1) }
-        }
     }
 }
 

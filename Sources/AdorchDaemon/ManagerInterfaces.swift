@@ -1,0 +1,167 @@
+/// io.adorch.Manager: what operators call.
+let managerInterfaceIDL = """
+# Operating the daemon: status, counters, reload.
+interface io.adorch.Manager
+
+# refused: over max_connections or max_connections_per_uid since start
+type Connections (open: int, accepted: int, refused: int)
+
+# What one client may take of the daemon: the config's [limits] (and max_message_bytes).
+type Limits (
+  max_connections: int,
+  max_connections_per_uid: int,
+  max_message_bytes: int,
+  partial_message_timeout_ms: int,
+  max_unsent_bytes: int,
+  # 0: no limit
+  shows_per_second_per_uid: float,
+  show_burst_per_uid: float,
+  # Shows refused by the rate limit since start
+  shows_rate_limited: int
+)
+
+type Plugin (
+  name: string,
+  # loaded or refused
+  state: string,
+  path: string,
+  version: ?string,
+  abi: ?string,
+  formats: []string,
+  description: ?string,
+  # why it was refused
+  error: ?string,
+  # the plugin's own counters, if it keeps any (sim: creates, loads, shows, contract_violations, ...)
+  stats: ?object
+)
+
+type Counters (
+  loads: int,
+  fills: int,
+  no_fills: int,
+  errors: int,
+  timeouts: int,
+  shows: int,
+  expired: int,
+  replaced: int,
+  ran_dry: int,
+  ignored_callbacks: int,
+  contract_violations: int,
+  impressions: int,
+  clicks: int,
+  # viewer reports dropped as repeats
+  duplicate_reports: int,
+  rewards: int,
+  # second grants for one ad, refused
+  duplicate_rewards: int,
+  # shows whose plugin could not present the ad (the next one was handed out)
+  display_failures: int
+)
+
+type WaterfallEntry (
+  plugin: string,
+  ad_unit_id: string,
+  timeout_ms: int,
+  # loads asked of this entry, and how many it filled
+  loads: int,
+  fills: int,
+  failures_in_row: int,
+  # the host error code of its last failure
+  last_error: ?string,
+  # how long this entry still rests after failures
+  backoff_ms: int,
+  # what its loads have shown the scheduler (moving averages over about 20 loads)
+  estimate: EntryEstimate
+)
+
+type EntryEstimate (
+  # seconds from a load's start to its answer, filled or not
+  attempt_s: float,
+  # the share of loads that brought an ad
+  fill_rate: float,
+  # seconds a loaded ad stays valid
+  ad_lifetime_s: float,
+  # loads seen (the prior counts as one)
+  samples: int
+)
+
+\(demandTypeIDL)
+type Network (
+  name: string,
+  loads_in_flight: int,
+  # how long it is still paused after a rate_limited answer
+  paused_ms: int,
+  # loads per minute it is kept under, learned from its rate_limited answers
+  learned_limit_per_minute: ?int
+)
+
+type Slot (
+  id: string,
+  format: string,
+  # the target now, between buffer_min and buffer_max (equal for a fixed buffer)
+  buffer: int,
+  buffer_min: int,
+  buffer_max: int,
+  demand: ?Demand,
+  ready: int,
+  loading: int,
+  shown_open: int,
+  # the ids of the ready ads, oldest first
+  ready_ads: []string,
+  ttl_s: int,
+  # how many waterfall entries a refill asks at once (1: one after the other)
+  parallel: int,
+  waterfall: []WaterfallEntry,
+  counters: Counters,
+  # set when the slot cannot fill: why (no plugin its waterfall names is loaded)
+  unservable: ?string
+)
+
+method GetStatus() -> (
+  version: string,
+  pid: int,
+  uptime_s: float,
+  socket: string,
+  config: string,
+  connections: Connections,
+  limits: Limits,
+  subscribers: int,
+  plugins: []Plugin,
+  slots: []Slot,
+  networks: []Network,
+  # plugin reports for ads the plugin does not own
+  unattributed_callbacks: int
+)
+
+# Checks a reward callback's query string as docs/rules.md, "Server-to-server callback" says
+# (sign = sha256(key + ":" + trans_id)), refuses a replayed transaction, and returns the
+# JSON body the network expects. The key comes from [rewards] key_file, never the socket.
+method VerifyRewardCallback(query: string) -> (is_valid: bool, reason: ?string, body: string)
+
+# No reward key is configured.
+error NoRewardKey (message: string)
+
+# The reward ledger could not be written.
+error LedgerFailed (message: string)
+
+# Reads the config again and applies it; a bad config changes nothing.
+method Reload() -> (summary: string)
+
+# The config could not be applied; the running one stays.
+error ReloadFailed (message: string)
+
+# The caller's user is not in [access] manager_users or manager_groups (root always is).
+error PermissionDenied (method: string, uid: int, message: string)
+
+"""
+
+/// io.adorch.Debug: served only with `adorchd --debug-interface`, for tests.
+let debugInterfaceIDL = """
+# Test hooks. Never enabled in production: adorchd serves this only with --debug-interface.
+interface io.adorch.Debug
+
+# Blocks the engine queue for this long (at most 60 s), as a stuck engine would: the
+# watchdog pings, which are sent from that queue, must stop meanwhile.
+method FreezeEngine(seconds: float) -> ()
+
+"""
