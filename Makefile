@@ -35,7 +35,7 @@ CYCLES ?= 1000000
 help:
 	@echo "make run    build and run adorchd in the foreground on the embedded default config"
 	@echo "make test   build and run every test (unit and integration)"
-	@echo "make hostile  only the hostile-client tests: each attack of issue 20 against a polite client"
+	@echo "make hostile  only the hostile-client tests: each attack against a polite client"
 	@echo "make bench  run the benchmarks (release build); the tables also go to BENCHMARKS.md"
 	@echo "make footprint  the idle daemon's memory, by mapping, and exec -> READY=1 (release build, no redis)"
 	@echo "make fuzz   fuzz the Varlink decoder, the config parser and the reward callback [FUZZ_SECONDS=300 per target]"

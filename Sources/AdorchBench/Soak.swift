@@ -6,7 +6,7 @@ import Synchronization
 
 /// The soak: many clients mixing Show, Report, Subscribe and reconnects for a long time, while
 /// plugins misbehave in every way sim can, one plugin blocks in its calls, the hostile clients
-/// of issue 20 attack as other uids (`SoakAttackers`), and the daemon is reloaded on a timer. It watches what a slow leak or a lost reply would show: requests
+/// of docs/rules.md, "Fair serving", attack as other uids (`SoakAttackers`), and the daemon is reloaded on a timer. It watches what a slow leak or a lost reply would show: requests
 /// answered, errors by kind, RSS and open fds over time, and the daemon's exit.
 public struct Soak {
     public var adorchd: String

@@ -3,7 +3,7 @@ import AdorchVarlink
 import Foundation
 import Synchronization
 
-/// The hostile clients of issue 20 (Tests/hostile/attackers.py) throughout the soak: each
+/// The hostile clients (Tests/hostile/attackers.py; docs/rules.md, "Fair serving") throughout the soak: each
 /// attack as its own uid (setpriv), started again a second after it ends, until the soak stops.
 /// What the daemon did to them is tallied by error name for the report; the soak's verdict
 /// stays its clients' (they must lose no reply), since an attacker is refused by design.

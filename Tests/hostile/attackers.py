@@ -1,4 +1,4 @@
-"""The hostile clients of issue 20, one subcommand per attack, each run as its own uid.
+"""Hostile clients (docs/rules.md, "Fair serving"), one subcommand per attack, each run as its own uid.
 
 Every attack prints JSON lines; its last is {"result": {...}}, what the daemon did to it, for
 the test (or the soak) to judge. Attacks that hold something (hog, owner) say so with a line
