@@ -6,13 +6,17 @@ set -euo pipefail
 apt_packages=()
 command -v cc >/dev/null 2>&1 || apt_packages+=(gcc)
 command -v python3 >/dev/null 2>&1 || apt_packages+=(python3 python3-pip)
+# The hostile-client tests run attackers as other uids under setpriv: the system's python3,
+# which any uid may execute (a python3 under root's home, as pyenv's, is not).
+[ -x /usr/bin/python3 ] || apt_packages+=(python3)
 # libsystemd for sd_notify, socket activation and the journal; pkg-config finds it.
 pkg-config --exists libsystemd 2>/dev/null || apt_packages+=(libsystemd-dev pkg-config)
 # SQLite for the reward ledger (GRDB links the system's).
 pkg-config --exists sqlite3 2>/dev/null || apt_packages+=(libsqlite3-dev)
 # The system tests: a standalone journald, systemd-analyze, systemd-socket-activate, a real systemd.
 [ -x /lib/systemd/systemd-journald ] && command -v systemd-socket-activate >/dev/null 2>&1 || apt_packages+=(systemd)
-command -v unshare >/dev/null 2>&1 && command -v nsenter >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 || apt_packages+=(util-linux)
+command -v unshare >/dev/null 2>&1 && command -v nsenter >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 \
+    && command -v setpriv >/dev/null 2>&1 || apt_packages+=(util-linux)
 # The vast plugin: Foundation's HTTP client and XML parser load libcurl and libxml2.
 [ -n "$(ldconfig -p | grep -F libcurl.so.4)" ] || apt_packages+=(libcurl4)
 [ -n "$(ldconfig -p | grep -F libxml2.so.2)" ] || apt_packages+=(libxml2)
