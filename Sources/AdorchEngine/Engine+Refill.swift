@@ -155,6 +155,15 @@ extension Engine {
     }
 
 
+    /// Whether a Load's own timeout_ms ended this attempt before the entry's timeout would
+    /// have: the app's choice, not the network's failure. Counting it would let one app that
+    /// asks for 1 ms back off, for every app, an entry they all share (docs/rules.md,
+    /// "Budgets per uid").
+    func cutShortByCaller(_ ad: AdRecord, deadline: Moment) -> Bool {
+        guard ad.requestID != nil, let waterfall = slots[ad.slot]?.config.waterfall, waterfall.indices.contains(ad.entryIndex) else { return false }
+        return deadline - ad.startedAt < waterfall[ad.entryIndex].timeout
+    }
+
     mutating func noteFailure(of ad: AdRecord, code: AdErrorCode, now: Moment) {
         guard slots[ad.slot]?.entries.indices.contains(ad.entryIndex) == true else { return }
         slots[ad.slot]!.entries[ad.entryIndex].lastError = code

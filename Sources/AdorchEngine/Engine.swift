@@ -58,7 +58,7 @@ public struct Engine: Sendable {
             switch ad.state {
             case .loading(let deadline) where deadline <= now:
                 slots[ad.slot]?.counters.timeouts += 1
-                noteFailure(of: ad, code: .timeout, now: now)
+                if !cutShortByCaller(ad, deadline: deadline) { noteFailure(of: ad, code: .timeout, now: now) }
                 effects += end(id, as: .timedOut, now: now)
                 effects.append(.emit(EngineEvent(.adTimedOut, slot: ad.slot, adID: id, network: ad.plugin,
                                                  errorCode: .timeout, message: "no answer within \(deadline - ad.startedAt)")))

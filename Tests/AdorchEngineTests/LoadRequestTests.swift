@@ -55,6 +55,30 @@ final class LoadRequestTests: XCTestCase {
         XCTAssertEqual(loads[1].entry.timeout, .seconds(1), "timeout_ms and the deadline say the same")
     }
 
+    /// An app's own short timeout_ms is its choice: the shared entry neither backs off nor
+    /// learns a failure from it, so other apps' Loads still reach it. The entry's own timeout
+    /// is the network's, and counts.
+    func testALoadsOwnShortTimeoutDoesNotBackOffTheEntryEveryAppShares() {
+        start([slot("b", .banner, entries: [("a", .seconds(2))], timeout: .seconds(5))])
+        for request in 1...5 as ClosedRange<RequestID> {
+            effects += engine.load(slot: "b", LoadParameters(timeout: .milliseconds(1)), request: request, now: now).1
+            advance(.milliseconds(1))
+        }
+        XCTAssertEqual(loads.count, 5, "every Load reached the entry")
+        XCTAssertEqual(completions.count, 5)
+        let entry = engine.slotStatuses(at: now)[0].entries[0]
+        XCTAssertEqual(entry.failuresInRow, 0)
+        XCTAssertEqual(entry.backoff, .zero)
+        XCTAssertNil(entry.lastError)
+
+        effects += engine.load(slot: "b", LoadParameters(), request: 6, now: now).1
+        XCTAssertEqual(loads.count, 6, "another app's Load is still sent to it")
+        advance(.seconds(2))  // the entry's own timeout: the network did not answer
+        let timedOut = engine.slotStatuses(at: now)[0].entries[0]
+        XCTAssertEqual(timedOut.failuresInRow, 1)
+        XCTAssertEqual(timedOut.lastError, .timeout)
+    }
+
     func testTheWaterfallMovesOnAfterNoFillAndTimeoutAndFillsWithinTheDeadline() {
         start([slot("b", .banner, entries: [("a", .seconds(1)), ("b", .seconds(1)), ("c", .seconds(1))], timeout: .seconds(5))])
         let (accepted, out) = engine.load(slot: "b", LoadParameters(), request: 7, now: now)
