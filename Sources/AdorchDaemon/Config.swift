@@ -258,8 +258,8 @@ extension DaemonConfig {
 
         limits.maxMessageSize = Int(try daemon?.int("max_message_bytes", in: ConfigBounds.maxMessageBytes) ?? 1 << 20)
         return DaemonConfig(
-            source: source, socketPath: try daemon?.string("socket"), stateDir: try daemon?.string("state_dir"),
-            pluginDir: try daemon?.string("plugin_dir"), logLevel: logLevel,
+            source: source, socketPath: try daemon?.path("socket", maxBytes: UnixSocket.maxPathBytes), stateDir: try daemon?.path("state_dir"),
+            pluginDir: try daemon?.path("plugin_dir"), logLevel: logLevel,
             scheduler: scheduler, rewardKeyFile: try rewards?.string("key_file"), plugins: plugins, slots: slots, access: access,
             limits: limits, showRate: showRate, loadRate: loadRate
         )

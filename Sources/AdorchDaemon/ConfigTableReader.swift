@@ -35,6 +35,15 @@ struct TableReader {
         return s
     }
 
+    /// A file system path: not empty, and at most `maxBytes` bytes (a socket's is bounded by
+    /// sun_path).
+    func path(_ name: String, maxBytes: Int = Int(PATH_MAX) - 1) throws(ConfigError) -> String? {
+        guard let s = try string(name) else { return nil }
+        guard !s.isEmpty else { throw error(name, "is empty; expected a path") }
+        guard s.utf8.count <= maxBytes else { throw error(name, "is \(s.utf8.count) bytes long; at most \(maxBytes) may be") }
+        return s
+    }
+
     func requiredString(_ name: String) throws(ConfigError) -> String {
         guard let s = try string(name) else { throw error(name, "missing; expected a string") }
         return s

@@ -160,10 +160,19 @@ final class EngineRuntime: @unchecked Sendable {
     /// The state directory (ledger, estimates) must exist and be writable: said in words,
     /// as a config error, before anything else starts.
     private func prepareStateDirectory() throws(StateDirectoryError) {
-        do {
-            try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
-        } catch {
-            throw StateDirectoryError(path: stateDir, reason: "cannot be created: \(inWords(error))")
+        guard !stateDir.isEmpty else { throw StateDirectoryError(path: stateDir, reason: "is empty; expected a path") }
+        // mkdir -p by hand: each step's errno names what is wrong where ("not a directory"
+        // for a file on the way), which Foundation's error for the whole path does not.
+        var made = stateDir.hasPrefix("/") ? "" : "."
+        for part in stateDir.split(separator: "/") {
+            made += "/" + part
+            if mkdir(made, 0o755) != 0, errno != EEXIST {
+                throw StateDirectoryError(path: stateDir, reason: "cannot be created: \(made): \(String(cString: strerror(errno)))")
+            }
+        }
+        var info = stat()
+        guard stat(stateDir, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw StateDirectoryError(path: stateDir, reason: "is not a directory")
         }
         guard access(stateDir, W_OK | X_OK) == 0 else {
             throw StateDirectoryError(path: stateDir, reason: "is not writable by uid \(getuid()): \(String(cString: strerror(errno)))")

@@ -8,19 +8,22 @@ public enum VarlinkSocketError: Error, CustomStringConvertible, Sendable {
 
     public var description: String {
         switch self {
-        case .pathTooLong(let path): "socket path \(path) is longer than the 107 bytes a Unix socket allows"
+        case .pathTooLong(let path): "socket path \(path) is longer than the \(UnixSocket.maxPathBytes) bytes a Unix socket allows"
         case .inUse(let path): "another process is already serving on \(path)"
         case .system(let path, let call, let code): "\(call) \(path): \(String(cString: strerror(code)))"
         }
     }
 }
 
-enum UnixSocket {
+public enum UnixSocket {
+    /// The longest path a Unix socket can be bound to: sun_path, less its terminating NUL.
+    public static let maxPathBytes = MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
+
     static func address(_ path: String) throws(VarlinkSocketError) -> sockaddr_un {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw .pathTooLong(path) }
+        guard bytes.count <= maxPathBytes else { throw .pathTooLong(path) }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             raw.copyBytes(from: bytes)
             raw[bytes.count] = 0

@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchVarlink
 import Foundation
 import XCTest
 
@@ -39,8 +40,10 @@ final class ConfigBoundsTests: XCTestCase {
     private var numericKeys: [(key: String, toml: (String) -> String)] {
         let scheduler = ["refresh_ahead_s", "backoff_base_ms", "backoff_max_s", "backoff_jitter", "shown_lifetime_s",
                          "rate_limit_pause_s", "max_loads_in_flight_per_network"]
-        let limits = ["max_connections", "max_connections_per_uid", "partial_message_timeout_ms", "max_unsent_bytes",
-                      "shows_per_second_per_uid", "show_burst_per_uid"]
+        let limits = ["max_connections", "max_connections_per_uid", "root_reserved_connections", "idle_connection_timeout_s",
+                      "partial_message_timeout_ms", "max_queued_calls", "max_unsent_bytes", "max_unsent_bytes_per_uid",
+                      "shows_per_second_per_uid", "show_burst_per_uid", "loads_per_second_per_uid", "load_burst_per_uid",
+                      "max_open_ads_per_uid", "max_sessions_per_uid", "unstarted_session_timeout_s"]
         let slot: [(String, String)] = [("ttl_s", "rewarded"), ("reward_amount", "rewarded"), ("parallel", "rewarded"),
                                         ("buffer", "rewarded"), ("buffer_min", "rewarded"), ("buffer_max", "rewarded"),
                                         ("width", "banner"), ("height", "banner"), ("count", "native"), ("load_timeout_ms", "banner"),
@@ -53,6 +56,25 @@ final class ConfigBoundsTests: XCTestCase {
         keys.append(("slots[0].waterfall[0].timeout_ms", { self.config(entry: "timeout_ms = \($0)") }))
         keys.append(("slots[0].targeting.age", { self.config(slot: "targeting = { age = \($0) }") }))
         return keys
+    }
+
+    /// A path the daemon could not use is refused by the check, not found at start: an empty
+    /// one, a socket path longer than sun_path holds.
+    func testPathsTheDaemonCouldNotUseAreRefusedNamingTheKey() {
+        let long = "/tmp/" + String(repeating: "s", count: UnixSocket.maxPathBytes)
+        let cases: [(String, String, String)] = [
+            (#"socket = """#, "daemon.socket", "is empty"),
+            (#"socket = "\#(long)""#, "daemon.socket", "at most \(UnixSocket.maxPathBytes) may be"),
+            (#"state_dir = """#, "daemon.state_dir", "is empty"),
+            (#"plugin_dir = """#, "daemon.plugin_dir", "is empty"),
+        ]
+        for (line, key, says) in cases {
+            let error = refusal(config(daemon: line))
+            XCTAssertEqual(error?.location, "key \(key)", "\(line): \(String(describing: error))")
+            XCTAssertTrue(error?.message.contains(says) ?? false, "\(line): \(String(describing: error))")
+        }
+        let longest = "/tmp/" + String(repeating: "s", count: UnixSocket.maxPathBytes - 5)
+        XCTAssertNil(refusal(config(daemon: #"socket = "\#(longest)""#)), "a path of exactly sun_path's size is taken")
     }
 
     func testHugeAndNegativeNumbersAreRefusedNamingTheKey() {

@@ -91,6 +91,16 @@ final class ConfigRefusalTests: XCTestCase {
         XCTAssertTrue(result.stderr.contains("\(main).d/10-folder.toml: file: cannot be read: is a directory"), result.stderr)
     }
 
+    /// A state directory that cannot be made is said in words with the step that failed.
+    func testAStateDirectoryUnderAFileIsSaidInWords() throws {
+        let blocker = try file("blocker", "")
+        let config = try file("s.toml", simConfig(slots: slot))
+        let result = try runCommand(adorchd, ["--config", config, "--plugin-dir", productsDirectory.path, "--log-target", "console",
+                                              "--socket", dir.appendingPathComponent("s.sock").path, "--state-dir", blocker + "/state"])
+        XCTAssertNotEqual(result.status, 0)
+        XCTAssertTrue(result.stderr.contains("state directory \(blocker)/state cannot be created: \(blocker)/state: Not a directory"), result.stderr)
+    }
+
     func testAWaterfallPluginTheDaemonWouldNotFindIsRefusedByTheCheck() throws {
         let ghost = slot.replacingOccurrences(of: "plugin = \"sim\"", with: "plugin = \"ghost\"")
         let discovered = try checkConfig(try file("a.toml", ghost))
