@@ -54,10 +54,12 @@ struct AdsMethods {
             runtime.subscribe(slots: p.slots, viewer: Viewer(peer: call.peer, gate: gate), replier: replier)
         }
         routes.add("io.adorch.Ads.ListEvents", ListEventsCall.self) { p, call, replier in
+            if let refusal = gate.rateRefusal(.listRate, call) { return replier.fail(refusal) }
             let viewer = Viewer(peer: call.peer, gate: gate)
             runtime.recentEvents(slots: p.slots, limit: p.limit, viewer: viewer) { replier.reply(["events": .array($0)]) }
         }
         routes.add("io.adorch.Ads.ListRewards", ListRewardsCall.self) { p, call, replier in
+            if let refusal = gate.rateRefusal(.listRate, call) { return replier.fail(refusal) }
             let viewer = Viewer(peer: call.peer, gate: gate)
             runtime.withRewards({ $0.unacknowledged(userID: p.userID, since: p.since, viewer: viewer) }) { result in
                 switch result {

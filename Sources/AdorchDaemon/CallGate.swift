@@ -19,7 +19,8 @@ final class CallGate: Sendable {
 
     init(_ config: DaemonConfig, logger: Logger) {
         access = LockedValue(config.access)
-        rates = LockedValue([.showRate: RateLimiter(rate: config.showRate), .loadRate: RateLimiter(rate: config.loadRate)])
+        rates = LockedValue([.showRate: RateLimiter(rate: config.showRate), .loadRate: RateLimiter(rate: config.loadRate),
+                             .listRate: RateLimiter(rate: config.listRate)])
         self.logger = logger
     }
 
@@ -29,6 +30,7 @@ final class CallGate: Sendable {
         rates.withLock {
             $0[.showRate]!.rate = config.showRate
             $0[.loadRate]!.rate = config.loadRate
+            $0[.listRate]!.rate = config.listRate
         }
     }
 
@@ -61,7 +63,7 @@ final class CallGate: Sendable {
     }
 
     /// The RateLimited error if the caller must wait before this call (`budget` is
-    /// `.showRate` or `.loadRate`), or nil if it may make it now. Root, the operator, is not
+    /// `.showRate`, `.loadRate` or `.listRate`), or nil if it may make it now. Root, the operator, is not
     /// rate limited, as it is not refused by [access].
     func rateRefusal(_ budget: Budget, _ call: VarlinkCall) -> VarlinkError? {
         let uid = call.peer?.uid
@@ -97,6 +99,7 @@ final class CallGate: Sendable {
 enum Budget: String, Sendable {
     case showRate = "Show rate limit"
     case loadRate = "Load rate limit"
+    case listRate = "List rate limit"
     case openAds = "open ads budget"
     case sessions = "sessions budget"
 
@@ -105,6 +108,7 @@ enum Budget: String, Sendable {
         switch self {
         case .showRate: "shows_per_second_per_uid"
         case .loadRate: "loads_per_second_per_uid"
+        case .listRate: "lists_per_second_per_uid"
         case .openAds: "max_open_ads_per_uid"
         case .sessions: "max_sessions_per_uid"
         }

@@ -20,6 +20,7 @@ struct DaemonStatus: Sendable {
     var limits: VarlinkLimits
     var showRate: CallRate
     var loadRate: CallRate
+    var listRate: CallRate
     var budgets: UIDBudgets
     /// Calls refused for each per-uid budget since start.
     var refused: [Budget: Int]

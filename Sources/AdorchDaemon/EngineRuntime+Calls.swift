@@ -136,7 +136,7 @@ extension EngineRuntime {
             let base = DaemonStatus(
                 version: Daemon.version, pid: getpid(), uptime: Date().timeIntervalSince(startedAt), socket: socket,
                 configSource: config.source, connections: server?.counts ?? VarlinkCounts(),
-                limits: server?.limits ?? config.limits, showRate: config.showRate, loadRate: config.loadRate,
+                limits: server?.limits ?? config.limits, showRate: config.showRate, loadRate: config.loadRate, listRate: config.listRate,
                 budgets: config.scheduler.budgets, refused: gate.refusedCounts,
                 plugins: loaded.map { .init(info: $0.info, refusal: nil, statsJSON: nil) }
                     + plugins.refusals.values.sorted { $0.name < $1.name }.map { .init(info: nil, refusal: $0, statsJSON: nil) },

@@ -1,5 +1,6 @@
 /// How fast one uid may make a call ([limits] shows_per_second_per_uid and show_burst_per_uid,
-/// loads_per_second_per_uid and load_burst_per_uid).
+/// loads_per_second_per_uid and load_burst_per_uid, lists_per_second_per_uid and
+/// list_burst_per_uid).
 public struct CallRate: Sendable, Equatable {
     /// Calls a uid may make per second, sustained; 0 turns the limit off.
     public var perSecond: Double
@@ -8,6 +9,9 @@ public struct CallRate: Sendable, Equatable {
 
     public static let shows = CallRate(perSecond: 100, burst: 200)
     public static let loads = CallRate(perSecond: 20, burst: 50)
+    /// ListEvents and ListRewards: reading is the caller's, but building a reply of hundreds
+    /// of events is the daemon's time, which every app shares.
+    public static let lists = CallRate(perSecond: 10, burst: 20)
 }
 
 /// One method's calls per uid as token buckets: one app calling in a loop drains only its

@@ -142,4 +142,33 @@ final class BudgetTests: XCTestCase {
         XCTAssertEqual(terminal?["name"], "error", "\(events)")
         XCTAssertEqual(terminal?["message"]?.stringValue?.hasPrefix("unstarted timeout: no Start within 1.0 seconds"), true, "\(events)")
     }
+
+    /// ListEvents and ListRewards share one rate per uid: a reply of hundreds of events is the
+    /// daemon's time, which every app shares. Another uid, and root, are not held to it.
+    func testListsAreRateLimitedPerUid() throws {
+        let daemon = try DaemonProcess(config: simConfig(slots: """
+        [limits]
+        lists_per_second_per_uid = 0.01
+        list_burst_per_uid = 3
+
+        [[slots]]
+        id = "s"
+        format = "interstitial"
+        buffer = 1
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "latency_ms=0"
+        """))
+        let events: (String, JSONValue) = ("io.adorch.Ads.ListEvents", ["limit": 100])
+        let rewards: (String, JSONValue) = ("io.adorch.Ads.ListRewards", [:])
+        let eager = try calls(as: 4321, daemon, [events, rewards, events, rewards, events])
+        XCTAssertEqual(eager.map { $0["error"]?.stringValue }, [nil, nil, nil, "io.adorch.Ads.RateLimited", "io.adorch.Ads.RateLimited"],
+                       "a burst of three lists, then one every 100 s")
+        XCTAssertGreaterThan(eager[3]["parameters"]?["retry_after_ms"]?.intValue ?? 0, 1000)
+        XCTAssertEqual(try calls(as: 4322, daemon, [events, rewards]).map { $0["error"] }, [nil, nil])
+        for _ in 0..<5 { _ = try daemon.call("io.adorch.Ads.ListEvents") }
+        let limits = try daemon.status()["limits"]
+        XCTAssertEqual(limits?["lists_rate_limited"]?.intValue, 2)
+        XCTAssertEqual(occurrences(of: "List rate limit: uid 4321", in: daemon.log), 1, "one journal line for both refusals")
+    }
 }

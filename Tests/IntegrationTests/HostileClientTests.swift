@@ -169,4 +169,17 @@ final class HostileClientTests: XCTestCase {
         XCTAssertEqual(otherResult["error"], .null, "another uid still loads: \(otherResult)")
         try run.finish("a Load flood")
     }
+
+    /// Eight connections asking for 512 events in a loop: each reply costs the daemon, so the
+    /// uid is rate limited by name and the polite client's calls stay quick.
+    func testAListEventsFloodIsRateLimited() throws {
+        let run = try HostileRun()
+        let flood = try run.attack("list-flood", ["--connections", "8", "--seconds", "\(Int(5 * timeScale))"])
+        let result = try run.result(of: flood, timeout: .seconds(40))
+        flood.stop()
+        XCTAssertGreaterThan(result["errors"]?["io.adorch.Ads.RateLimited"]?.intValue ?? 0, 0, "\(result)")
+        XCTAssertLessThanOrEqual(result["listed"]?.intValue ?? .max, 20 + 10 * Int64(10 * timeScale),
+                                 "a burst, then the rate: \(result)")
+        try run.finish("a ListEvents flood")
+    }
 }

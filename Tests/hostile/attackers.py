@@ -9,6 +9,7 @@ import json
 import select
 import socket
 import sys
+import threading
 import time
 
 import varlink
@@ -285,6 +286,35 @@ def load_flood(args):
     say(result={"attack": "load_flood", "ads": ok, "errors": errors, "retry_after_ms": retry_after})
 
 
+def list_flood(args):
+    """Connections that each ask for the most events ListEvents gives, again and again, reading
+    every reply: reading is cheap for the client, building each reply is the daemon's time."""
+    def flood(results, index):
+        connection = varlink.Connection(args.socket, timeout=10)
+        listed, errors = 0, {}
+        deadline = time.monotonic() + args.seconds
+        while time.monotonic() < deadline:
+            reply = connection.call("io.adorch.Ads.ListEvents", {"limit": args.limit})
+            name = varlink.error_of(reply)
+            if name is None:
+                listed += 1
+            else:
+                errors[name] = errors.get(name, 0) + 1
+        results[index] = (listed, errors)
+
+    results = [None] * args.connections
+    threads = [threading.Thread(target=flood, args=(results, i)) for i in range(args.connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    errors = {}
+    for _, errs in results:
+        for name, count in errs.items():
+            errors[name] = errors.get(name, 0) + count
+    say(result={"attack": "list_flood", "listed": sum(listed for listed, _ in results), "errors": errors})
+
+
 def call(args):
     """One ordinary call, for "another uid can still ..."."""
     reply = varlink.Connection(args.socket, timeout=10).call(args.method, json.loads(args.parameters))
@@ -312,6 +342,7 @@ def main():
     command(steal, session=(str, REQUIRED))
     command(owner, slot=(str, REQUIRED), give_up_s=(float, 10))
     command(hoard, slot=(str, REQUIRED), sessions=(int, REQUIRED))
+    command(list_flood, connections=(int, 8), limit=(int, 512), seconds=(float, 5))
     command(load_flood, slot=(str, REQUIRED), ignore_retries=(int, 3), give_up_s=(float, 20))
     command(call, method=(str, REQUIRED), parameters=(str, "{}"))
     args = parser.parse_args()
