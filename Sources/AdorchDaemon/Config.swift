@@ -130,6 +130,7 @@ extension DaemonConfig {
         if let l = try r.table("limits") {
             try l.only(["max_connections", "max_connections_per_uid", "partial_message_timeout_ms", "max_unsent_bytes",
                         "root_reserved_connections", "idle_connection_timeout_s", "max_queued_calls", "max_unsent_bytes_per_uid",
+                        "max_pending_bytes_per_uid",
                         "shows_per_second_per_uid", "show_burst_per_uid", "loads_per_second_per_uid", "load_burst_per_uid",
                         "lists_per_second_per_uid", "list_burst_per_uid",
                         Budget.openAds.key, Budget.sessions.key, "unstarted_session_timeout_s"])
@@ -146,6 +147,7 @@ extension DaemonConfig {
             if let v = try l.int("idle_connection_timeout_s", min: 1, max: 86_400 * 7) { limits.idleConnectionTimeout = .seconds(v) }
             if let v = try l.int("max_queued_calls", min: 1, max: 1 << 20) { limits.maxQueuedCalls = Int(v) }
             if let v = try l.int("max_unsent_bytes_per_uid", min: 64 << 10, max: 1 << 34) { limits.maxUnsentBytesPerUID = Int(v) }
+            if let v = try l.int("max_pending_bytes_per_uid", min: 64 << 10, max: 1 << 34) { limits.maxPendingBytesPerUID = Int(v) }
             if let v = try l.double("shows_per_second_per_uid", range: 0...1_000_000) { showRate.perSecond = v }
             if let v = try l.double("show_burst_per_uid", range: 1...1_000_000) { showRate.burst = v }
             if let v = try l.double("loads_per_second_per_uid", range: 0...1_000_000) { loadRate.perSecond = v }

@@ -28,7 +28,8 @@ struct StatusJSON {
             "connections": ["open": .int(Int64(s.connections.open)), "accepted": .int(Int64(s.connections.accepted)),
                             "refused": .int(Int64(s.connections.refused)), "closed_idle": .int(Int64(s.connections.closedIdle)),
                             "dropped_slow_readers": .int(Int64(s.connections.droppedSlowReaders)),
-                            "incomplete_messages": .int(Int64(s.connections.incompleteMessages))],
+                            "incomplete_messages": .int(Int64(s.connections.incompleteMessages)),
+                            "dropped_pending_bytes": .int(Int64(s.connections.droppedPendingBytes))],
             "limits": [
                 "max_connections": .int(Int64(s.limits.maxConnections)), "max_connections_per_uid": .int(Int64(s.limits.maxConnectionsPerUID)),
                 "root_reserved_connections": .int(Int64(s.limits.rootReservedConnections)),
@@ -38,6 +39,7 @@ struct StatusJSON {
                 "max_queued_calls": .int(Int64(s.limits.maxQueuedCalls)),
                 "max_unsent_bytes": .int(Int64(s.limits.maxUnsentBytes)),
                 "max_unsent_bytes_per_uid": .int(Int64(s.limits.maxUnsentBytesPerUID)),
+                "max_pending_bytes_per_uid": .int(Int64(s.limits.maxPendingBytesPerUID)),
                 "shows_per_second_per_uid": .double(s.showRate.perSecond), "show_burst_per_uid": .double(s.showRate.burst),
                 "loads_per_second_per_uid": .double(s.loadRate.perSecond), "load_burst_per_uid": .double(s.loadRate.burst),
                 "lists_per_second_per_uid": .double(s.listRate.perSecond), "list_burst_per_uid": .double(s.listRate.burst),

@@ -7,6 +7,8 @@ public struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertibl
         case trailingComma
         /// Containers nested deeper than `JSONValue.maximumDepth`.
         case tooDeep
+        /// More values than the parser was given as its bound (`JSONValue.maximumMessageValues`).
+        case tooManyValues
         case invalidNumber
         /// A number whose magnitude is beyond Double's (Foundation refuses these too).
         case numberOutOfRange

@@ -19,11 +19,14 @@ final class VarlinkConnection: @unchecked Sendable {
     private var watch: SocketWatcher.Token?
     /// A write found the socket full; the rest goes out when it is writable.
     private var waitingToWrite = false
-    /// `maxQueuedCalls` calls wait: the socket is not read until they drop below it.
+    /// `maxQueuedCalls` calls, or a largest message's worth of them, wait: the socket is not
+    /// read until they drop below it.
     private var readingPaused = false
     private var outgoing = SendBuffer()
     /// `outgoing.unsent` as last added to its uid's sum at the server.
     private var countedUnsent = 0
+    /// `framer.heldBytes` as last added to its uid's sum at the server.
+    private var countedPending = 0
     private var busy = false
     /// Inside `pump`: a reply delivered now is flushed when the loop ends, with the others.
     private var pumping = false
@@ -88,6 +91,8 @@ final class VarlinkConnection: @unchecked Sendable {
             return refuse(.invalidParameter("message: larger than \(server.limits.maxMessageSize) bytes"), kind: "max_message_bytes",
                           log: "closing a connection: a message larger than \(server.limits.maxMessageSize) bytes")
         }
+        countPending()
+        if server.isOverPendingBudget(uid) { return dropOverPendingBudget() }
         if framer.pendingBytes == 0 {
             partialSince = nil
         } else if partialSince == nil || framer.messageCount > before {
@@ -118,8 +123,9 @@ final class VarlinkConnection: @unchecked Sendable {
     /// cannot be trusted.
     private func refuse(_ error: VarlinkError, kind: String, log: String) {
         server.logRefusal(kind, log, peer: peer)
-        framer.dropMessages()
-        partialSince = nil
+        dropInput()
+        // The error ends the stream: no reply of a call in progress comes after it.
+        busy = false
         enqueue(VarlinkWire.error(error))
         closeWhenFlushed = true
         closeBy = .now + server.limits.partialMessageTimeout
@@ -152,6 +158,7 @@ final class VarlinkConnection: @unchecked Sendable {
             }
         }
         pumping = false
+        countPending()
         flush()
         if closed || closeWhenFlushed { return }
         if overUnsentLimit { return dropSlowReader() }
@@ -162,7 +169,8 @@ final class VarlinkConnection: @unchecked Sendable {
                 pump()
             }
         }
-        let full = framer.messageCount >= server.limits.maxQueuedCalls
+        // Counted in bytes too: a thousand calls of a megabyte each would be a gigabyte.
+        let full = framer.messageCount >= server.limits.maxQueuedCalls || framer.queuedBytes >= server.limits.maxMessageSize
         if full != readingPaused {
             readingPaused = full
             // The rest of a message could not be sent while we did not read: its time starts again.
@@ -219,11 +227,38 @@ final class VarlinkConnection: @unchecked Sendable {
         server.freed(reserved - outgoing.reservedBytes)
         enqueue(VarlinkWire.error(VarlinkError("io.adorch.ReaderTooSlow", ["message": .string(reason.message)])))
         busy = false
-        framer.dropMessages()
-        partialSince = nil
+        dropInput()
         closeWhenFlushed = true
         closeBy = .now + limits.partialMessageTimeout
         flush()
+    }
+
+    /// Calls received and not handled are memory the client chose to make the daemon hold.
+    /// Past its uid's budget of them (root aside), the connection whose read went over is
+    /// refused, as a reader too slow is on the other side.
+    private func dropOverPendingBudget() {
+        let limit = server.limits.maxPendingBytesPerUID
+        server.counted(\.droppedPendingBytes)
+        refuse(VarlinkError("io.adorch.TooManyPendingBytes",
+                            ["message": .string("more than \(limit) bytes of calls were received and not yet handled over uid \(uid)'s connections ([limits] max_pending_bytes_per_uid)")]),
+               kind: "max_pending_bytes_per_uid",
+               log: "closing a connection: uid \(uid) has \(server.pendingBytes(of: uid)) bytes of calls received and not handled over its connections, the limit is \(limit)")
+    }
+
+    /// Nothing more is read from a connection that is closing: what it sent goes now.
+    private func dropInput() {
+        server.freed(framer.reservedBytes)
+        framer.release()
+        partialSince = nil
+        countPending()
+    }
+
+    /// Brings its uid's sum of bytes received and not handled up to date.
+    private func countPending() {
+        let held = framer.heldBytes
+        guard held != countedPending else { return }
+        server.pendingChanged(uid, by: held - countedPending)
+        countedPending = held
     }
 
     func onClose(_ body: @escaping @Sendable () -> Void) {
@@ -269,7 +304,7 @@ final class VarlinkConnection: @unchecked Sendable {
     /// Closes after flushing what is queued; a call still in progress gets no reply.
     func finish() {
         dispatchPrecondition(condition: .onQueue(server.queue))
-        framer.dropMessages()
+        dropInput()
         closeWhenFlushed = true
         flush()
         // A reader that is not reading must not hold the daemon's exit: give up on it.
@@ -291,6 +326,8 @@ final class VarlinkConnection: @unchecked Sendable {
         framer.release()
         server.unsentChanged(uid, by: -countedUnsent)
         countedUnsent = 0
+        server.pendingChanged(uid, by: -countedPending)
+        countedPending = 0
         server.connectionClosed(self)
         let handlers = closeHandlers
         closeHandlers.removeAll()

@@ -13,6 +13,9 @@ public struct VarlinkCounts: Sendable, Equatable {
     public var droppedSlowReaders = 0
     /// Connections cut off with part of a message (IncompleteMessage: partial_message_timeout_ms).
     public var incompleteMessages = 0
+    /// Connections refused for calls received and not handled (TooManyPendingBytes:
+    /// max_pending_bytes_per_uid).
+    public var droppedPendingBytes = 0
 
     public init() {}
 }

@@ -29,6 +29,10 @@ public struct VarlinkFramer: Sendable {
 
     /// Bytes received but not yet part of a whole message.
     public var pendingBytes: Int { storage.count - partial }
+    /// Bytes of the whole messages not yet taken.
+    var queuedBytes: Int { partial - taken }
+    /// Bytes received and not yet taken: the whole messages waiting and the partial one.
+    var heldBytes: Int { storage.count - taken }
     /// Bytes held, taken or not.
     var storedBytes: Int { storage.count }
     /// What the framer costs in memory.
@@ -106,13 +110,7 @@ public struct VarlinkFramer: Sendable {
         return result
     }
 
-    /// Drops every whole message not taken yet (a partial one stays: the stream goes on).
-    mutating func dropMessages() {
-        taken = partial
-        messageCount = 0
-    }
-
-    /// Gives the storage back to the allocator: the connection is closed.
+    /// Gives the storage back to the allocator: the connection reads no further.
     mutating func release() {
         storage = []
         taken = 0

@@ -6,7 +6,8 @@ public struct VarlinkLimits: Sendable, Equatable {
     /// The largest message accepted; a larger one closes the connection.
     public var maxMessageSize: Int
     /// Calls a connection may have read ahead, waiting behind the one in progress: with this
-    /// many waiting, its socket is not read until they drop below it (nothing is dropped).
+    /// many waiting, or `maxMessageSize` bytes of them, its socket is not read until they drop
+    /// below it (nothing is dropped).
     public var maxQueuedCalls: Int
     /// Open connections in all; the next one is answered TooManyConnections and closed.
     public var maxConnections: Int
@@ -27,10 +28,14 @@ public struct VarlinkLimits: Sendable, Equatable {
     /// The same, summed over one uid's connections (root is held only to `maxUnsentBytes`):
     /// the connection whose replies push its uid past it is disconnected the same way.
     public var maxUnsentBytesPerUID: Int
+    /// Bytes received from one uid's connections and not yet handled (calls waiting behind
+    /// the one in progress, and parts of messages); root is exempt. The connection whose read
+    /// pushes its uid past it is answered TooManyPendingBytes and closed.
+    public var maxPendingBytesPerUID: Int
 
     public init(maxMessageSize: Int = 1 << 20, maxQueuedCalls: Int = 1024, maxConnections: Int = 4096, rootReservedConnections: Int = 32,
                 maxConnectionsPerUID: Int = 512, partialMessageTimeout: Duration = .seconds(10), idleConnectionTimeout: Duration = .seconds(120),
-                maxUnsentBytes: Int = 8 << 20, maxUnsentBytesPerUID: Int = 32 << 20) {
+                maxUnsentBytes: Int = 8 << 20, maxUnsentBytesPerUID: Int = 32 << 20, maxPendingBytesPerUID: Int = 32 << 20) {
         self.maxMessageSize = maxMessageSize
         self.maxQueuedCalls = maxQueuedCalls
         self.maxConnections = maxConnections
@@ -40,6 +45,7 @@ public struct VarlinkLimits: Sendable, Equatable {
         self.idleConnectionTimeout = idleConnectionTimeout
         self.maxUnsentBytes = maxUnsentBytes
         self.maxUnsentBytesPerUID = maxUnsentBytesPerUID
+        self.maxPendingBytesPerUID = maxPendingBytesPerUID
     }
 }
 

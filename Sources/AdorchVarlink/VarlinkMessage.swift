@@ -78,8 +78,9 @@ public struct VarlinkCall: Sendable {
     /// Decodes one message straight from its bytes (without its NUL): the call's own members
     /// are picked as they are read, with no object of them built first. The whole text is
     /// read before any member is judged, so a message that is not JSON is named so first.
+    /// It may hold at most `JSONValue.maximumMessageValues` values.
     public static func decode(bytes: UnsafeRawBufferPointer, peer: PeerCredentials? = nil) -> Result<VarlinkCall, VarlinkError> {
-        var parser = JSONParser(bytes)
+        var parser = JSONParser(bytes, maximumValues: JSONValue.maximumMessageValues)
         // The first of duplicate keys wins, as in any object (see JSONParser).
         var method: JSONValue?, parameters: JSONValue?, oneway: JSONValue?, more: JSONValue?, upgrade: JSONValue?
         do throws(JSONParseError) {
@@ -100,6 +101,9 @@ public struct VarlinkCall: Sendable {
             }
             try parser.finish()
         } catch {
+            if error.reason == .tooManyValues {
+                return .failure(.invalidParameter("message: more than \(JSONValue.maximumMessageValues) JSON values"))
+            }
             return .failure(.invalidParameter("message: not JSON"))
         }
         guard let method else { return .failure(.invalidParameter("method: missing")) }
@@ -154,9 +158,10 @@ public struct VarlinkCall: Sendable {
 
     // MARK: Typed parameters, each failing with InvalidParameter naming the field.
 
-    /// Fails if the call carries a parameter its method does not take.
+    /// Fails if the call carries a parameter its method does not take, naming the first in
+    /// sorted order: found in one pass, as sorting many stray keys cost more than parsing them.
     public func onlyParameters(_ allowed: Set<String>) throws(VarlinkError) {
-        if let stray = parameters.keys.sorted().first(where: { !allowed.contains($0) }) { throw .invalidParameter(stray) }
+        if let stray = parameters.keys.lazy.filter({ !allowed.contains($0) }).min() { throw .invalidParameter(stray) }
     }
 
     public func string(_ name: String) throws(VarlinkError) -> String {

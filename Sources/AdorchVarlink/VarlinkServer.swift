@@ -32,8 +32,9 @@ public final class VarlinkServer: @unchecked Sendable {
     private var ownsSocketPath: String?
     private var acceptWatch: SocketWatcher.Token?
     private var connections: [ObjectIdentifier: VarlinkConnection] = [:]
-    /// What each uid holds: its connections and their unsent bytes.
-    private var perUID: [UInt32: (connections: Int, unsent: Int)] = [:]
+    /// What each uid holds: its connections, their unsent bytes, and the bytes they received
+    /// and have not handled.
+    private var perUID: [UInt32: (connections: Int, unsent: Int, pending: Int)] = [:]
     private var totals = VarlinkCounts()
     private var refusals = RefusalLog()
     /// Runs `sweep` while connections are open: the deadlines of every connection are checked
@@ -170,7 +171,7 @@ public final class VarlinkServer: @unchecked Sendable {
             }
             let connection = VarlinkConnection(fd: fd, peer: peer, server: self, framer: VarlinkFramer(maxMessageSize: limits.maxMessageSize))
             connections[ObjectIdentifier(connection)] = connection
-            perUID[uid, default: (0, 0)].connections += 1
+            perUID[uid, default: (0, 0, 0)].connections += 1
             connection.start()
             startSweeping()
         }
@@ -260,8 +261,8 @@ public final class VarlinkServer: @unchecked Sendable {
     func connectionClosed(_ connection: VarlinkConnection) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard connections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
-        perUID[connection.uid, default: (1, 0)].connections -= 1
-        if perUID[connection.uid]! == (0, 0) { perUID[connection.uid] = nil }
+        perUID[connection.uid, default: (1, 0, 0)].connections -= 1
+        if perUID[connection.uid]! == (0, 0, 0) { perUID[connection.uid] = nil }
         resumeAccepting()
     }
 
@@ -269,8 +270,8 @@ public final class VarlinkServer: @unchecked Sendable {
     func unsentChanged(_ uid: UInt32, by delta: Int) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard delta != 0 else { return }
-        perUID[uid, default: (0, 0)].unsent += delta
-        if perUID[uid]! == (0, 0) { perUID[uid] = nil }
+        perUID[uid, default: (0, 0, 0)].unsent += delta
+        if perUID[uid]! == (0, 0, 0) { perUID[uid] = nil }
     }
 
     func unsentBytes(of uid: UInt32) -> Int { perUID[uid]?.unsent ?? 0 }
@@ -278,6 +279,21 @@ public final class VarlinkServer: @unchecked Sendable {
     /// Over `maxUnsentBytesPerUID`; root, the operator, is exempt.
     func isOverUnsentBudget(_ uid: UInt32) -> Bool {
         uid != 0 && unsentBytes(of: uid) > limits.maxUnsentBytesPerUID
+    }
+
+    /// A connection's bytes received and not handled changed by `delta`; called before it is closed.
+    func pendingChanged(_ uid: UInt32, by delta: Int) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard delta != 0 else { return }
+        perUID[uid, default: (0, 0, 0)].pending += delta
+        if perUID[uid]! == (0, 0, 0) { perUID[uid] = nil }
+    }
+
+    func pendingBytes(of uid: UInt32) -> Int { perUID[uid]?.pending ?? 0 }
+
+    /// Over `maxPendingBytesPerUID`; root, the operator, is exempt.
+    func isOverPendingBudget(_ uid: UInt32) -> Bool {
+        uid != 0 && pendingBytes(of: uid) > limits.maxPendingBytesPerUID
     }
 
     func counted(_ count: WritableKeyPath<VarlinkCounts, Int>) {

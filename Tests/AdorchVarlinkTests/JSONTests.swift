@@ -125,6 +125,44 @@ final class JSONParserTests: XCTestCase {
         XCTAssertEqual(reason(String(repeating: #"{"a":"#, count: 100_000)), .tooDeep, "deep input fails fast, with no deep recursion")
     }
 
+    /// A call of many small values cost the daemon 120 ms to refuse: a message's values are
+    /// bounded, and the parse stops at the bound. Other JSON (replies, files) is not.
+    func testTheValuesOfAMessageAreBounded() {
+        func message(values: Int) -> [UInt8] {
+            let keys = (0..<values).map { "\"k\($0)\":0" }.joined(separator: ",")
+            return Array(#"{"method":"a.b","parameters":{"# .utf8) + Array(keys.utf8) + Array("}}".utf8)
+        }
+        func decoded(_ bytes: [UInt8]) -> Result<VarlinkCall, VarlinkError> { bytes.withUnsafeBytes { VarlinkCall.decode(bytes: $0) } }
+        // The call's own members (method, parameters) count too.
+        let most = JSONValue.maximumMessageValues - 2
+        guard case .success(let call) = decoded(message(values: most)) else { return XCTFail("a call at the bound is taken") }
+        XCTAssertEqual(call.parameters.count, most)
+        XCTAssertEqual(decoded(message(values: most + 1)).failure,
+                       .invalidParameter("message: more than \(JSONValue.maximumMessageValues) JSON values"))
+        XCTAssertEqual(decoded(Array("[\(String(repeating: "0,", count: 100_000))0]".utf8)).failure,
+                       .invalidParameter("message: more than \(JSONValue.maximumMessageValues) JSON values"), "in any position")
+        XCTAssertNotNil(parse("[\(String(repeating: "0,", count: 100_000))0]"), "only messages from clients are bounded")
+        let bytes = message(values: 100_000)
+        let failure = bytes.withUnsafeBytes { raw -> JSONParseError? in
+            do throws(JSONParseError) {
+                var parser = JSONParser(raw, maximumValues: JSONValue.maximumMessageValues)
+                _ = try parser.document()
+                return nil
+            } catch {
+                return error
+            }
+        }
+        XCTAssertEqual(failure?.reason, .tooManyValues)
+        XCTAssertLessThan(failure?.offset ?? .max, bytes.count / 4, "the parse stops at the bound, not at the end")
+    }
+
+    /// The parameter a call should not carry is named in one pass, however many there are.
+    func testAStrayParameterIsNamedWithoutSorting() {
+        let call = VarlinkCall(method: "a.b", parameters: Dictionary(uniqueKeysWithValues: (0..<10_000).map { ("k\($0)", JSONValue.null) } + [("slot", .null)]))
+        XCTAssertThrowsError(try call.onlyParameters(["slot"])) { XCTAssertEqual($0 as? VarlinkError, .invalidParameter("k0")) }
+        XCTAssertNoThrow(try VarlinkCall(method: "a.b", parameters: ["slot": .null]).onlyParameters(["slot"]))
+    }
+
     /// Texts both parsers take give the same values.
     func testAgreesWithJSONDecoder() {
         let texts = [
@@ -264,5 +302,12 @@ final class FramerInPlaceTests: XCTestCase {
         }
         XCTAssertEqual(taken, 2000)
         XCTAssertEqual(framer.messageCount, 0)
+    }
+}
+
+private extension Result {
+    var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
     }
 }

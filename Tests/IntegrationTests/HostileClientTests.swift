@@ -28,7 +28,9 @@ final class HostileClientTests: XCTestCase {
     /// linear, so the polite client is not slowed, and each is cut off by name.
     func testTwoHundredLargePartialMessagesCostThePoliteClientNothing() throws {
         let connections = 200
-        let run = try HostileRun(limits: ["max_connections": "\(2 * connections)", "max_connections_per_uid": "\(connections + 10)"])
+        // Room for every partial message in the uid's pending budget: this is about framing.
+        let run = try HostileRun(limits: ["max_connections": "\(2 * connections)", "max_connections_per_uid": "\(connections + 10)",
+                                          "max_pending_bytes_per_uid": "\((connections + 10) << 20)"])
         let crowd = try run.attack("partials", ["--connections", "\(connections)", "--give-up-s", "\(Int(30 * timeScale))"])
         let result = try run.result(of: crowd, timeout: .seconds(60))
         crowd.stop()
