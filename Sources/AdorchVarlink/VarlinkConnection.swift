@@ -14,6 +14,8 @@ final class VarlinkConnection: @unchecked Sendable {
     static let callsPerTurn = 64
 
     private let fd: Int32
+    /// Unowned: the server holds its connections. A block a connection sends to the server's
+    /// queue holds the server too, so a test's server that goes away first cannot be read dead.
     private unowned let server: VarlinkServer
     private var framer: VarlinkFramer
     private var watch: SocketWatcher.Token?
@@ -164,9 +166,11 @@ final class VarlinkConnection: @unchecked Sendable {
         if overUnsentLimit { return dropSlowReader() }
         if turn == 0, !busy, framer.messageCount > 0, !pumpScheduled {
             pumpScheduled = true
-            server.queue.async { [self] in
-                pumpScheduled = false
-                pump()
+            server.queue.async { [self, server] in
+                withExtendedLifetime(server) {
+                    pumpScheduled = false
+                    pump()
+                }
             }
         }
         // Counted in bytes too: a thousand calls of a megabyte each would be a gigabyte.
@@ -180,7 +184,7 @@ final class VarlinkConnection: @unchecked Sendable {
     }
 
     func send(_ message: [UInt8], final: Bool, serial: UInt64) {
-        server.queue.async { [self] in deliver(message, final: final, serial: serial) }
+        server.queue.async { [self, server] in withExtendedLifetime(server) { deliver(message, final: final, serial: serial) } }
     }
 
     /// On the server's queue: writes a reply to call `serial`, if that call is still the one in progress.
@@ -262,8 +266,8 @@ final class VarlinkConnection: @unchecked Sendable {
     }
 
     func onClose(_ body: @escaping @Sendable () -> Void) {
-        server.queue.async { [self] in
-            if closed { body() } else { closeHandlers.append(body) }
+        server.queue.async { [self, server] in
+            withExtendedLifetime(server) { if closed { body() } else { closeHandlers.append(body) } }
         }
     }
 

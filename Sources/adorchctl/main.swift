@@ -67,7 +67,8 @@ struct Status: ParsableCommand {
         func n(_ v: JSONValue?) -> String { v?.intValue.map(String.init) ?? v?.doubleValue.map { String(format: "%g", $0) } ?? "?" }
         print("connections: \(n(c?["open"])) open, \(n(c?["accepted"])) accepted, \(n(c?["refused"])) refused at once, "
               + "\(n(c?["closed_idle"])) closed idle, \(n(c?["dropped_slow_readers"])) dropped for unread replies, "
-              + "\(n(c?["incomplete_messages"])) cut off mid-message; subscribers: \(n(s["subscribers"]))")
+              + "\(n(c?["incomplete_messages"])) cut off mid-message, \(n(c?["dropped_pending_bytes"])) dropped for unhandled input; "
+              + "subscribers: \(n(s["subscribers"]))")
         // Every budget and refusal count the daemon reports, by its [limits] key: a new one
         // shows here without a change to adorchctl.
         let budgets = (l?.objectValue ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\(n($0.value))" }

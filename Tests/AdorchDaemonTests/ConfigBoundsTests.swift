@@ -41,7 +41,7 @@ final class ConfigBoundsTests: XCTestCase {
         let scheduler = ["refresh_ahead_s", "backoff_base_ms", "backoff_max_s", "backoff_jitter", "shown_lifetime_s",
                          "rate_limit_pause_s", "max_loads_in_flight_per_network"]
         let limits = ["max_connections", "max_connections_per_uid", "root_reserved_connections", "idle_connection_timeout_s",
-                      "partial_message_timeout_ms", "max_queued_calls", "max_unsent_bytes", "max_unsent_bytes_per_uid",
+                      "partial_message_timeout_ms", "max_queued_calls", "max_unsent_bytes", "max_unsent_bytes_per_uid", "max_pending_bytes_per_uid",
                       "shows_per_second_per_uid", "show_burst_per_uid", "loads_per_second_per_uid", "load_burst_per_uid",
                       "lists_per_second_per_uid", "list_burst_per_uid",
                       "max_open_ads_per_uid", "max_sessions_per_uid", "unstarted_session_timeout_s"]
