@@ -24,6 +24,8 @@ final class VarlinkConnection: @unchecked Sendable {
     /// `maxQueuedCalls` calls, or a largest message's worth of them, wait: the socket is not
     /// read until they drop below it.
     private var readingPaused = false
+    /// The client shut down its sending side: what it sent is answered, then it closes.
+    private var inputEnded = false
     private var outgoing = SendBuffer()
     /// `outgoing.unsent` as last added to its uid's sum at the server.
     private var countedUnsent = 0
@@ -79,7 +81,13 @@ final class VarlinkConnection: @unchecked Sendable {
         let received = server.receiveBuffer
         var n: Int
         repeat { n = recv(fd, received.baseAddress, received.count, 0) } while n < 0 && errno == EINTR
-        if n == 0 { return close(reason: nil) }
+        if n == 0 {
+            // A half-close: the client sent its last call and waits for the answers. With
+            // nothing left to answer, or a refusal already on its way, there is no reason to wait.
+            guard (busy || framer.messageCount > 0), !closeWhenFlushed else { return close(reason: nil) }
+            inputEnded = true
+            return updateInterest()
+        }
         if n < 0 {
             if errno == EAGAIN || errno == EWOULDBLOCK { return }
             return close(reason: "read failed: \(String(cString: strerror(errno)))")
@@ -161,6 +169,7 @@ final class VarlinkConnection: @unchecked Sendable {
         }
         pumping = false
         countPending()
+        if inputEnded, !busy, framer.messageCount == 0 { closeWhenFlushed = true }
         flush()
         if closed || closeWhenFlushed { return }
         if overUnsentLimit { return dropSlowReader() }
@@ -300,7 +309,7 @@ final class VarlinkConnection: @unchecked Sendable {
 
     private func updateInterest() {
         guard let watch else { return }
-        var interest: SocketWatcher.Interest = readingPaused ? [] : .readable
+        var interest: SocketWatcher.Interest = readingPaused || inputEnded ? [] : .readable
         if waitingToWrite { interest.insert(.writable) }
         server.watcher.update(watch, to: interest)
     }

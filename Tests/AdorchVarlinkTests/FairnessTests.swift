@@ -74,6 +74,23 @@ final class FairnessTests: XCTestCase {
         XCTAssertFalse(client.isClosed())
     }
 
+    /// A client that sends its calls and shuts down its sending side (a half-close) is still
+    /// answered every one, in order, and then the daemon closes.
+    func testAHalfClosedClientGetsEveryAnswerThenTheClose() throws {
+        let test = try TestServer(limits: VarlinkLimits())
+        let client = try RawConnection(test.path)
+        let calls = 50
+        var bytes: [UInt8] = []
+        for n in 0..<calls { bytes += VarlinkWire.call("org.example.test.Echo", ["n": .int(Int64(n))], more: false) }
+        XCTAssertTrue(client.send(bytes))
+        XCTAssertEqual(shutdown(client.fd, Int32(SHUT_WR)), 0)
+        for n in 0..<calls {
+            guard let reply = client.readMessage() else { return XCTFail("no reply to call \(n)") }
+            XCTAssertEqual(reply, #"{"parameters":{"n":\#(n)}}"#)
+        }
+        XCTAssertNil(client.readMessage(), "closed once everything is answered")
+    }
+
     /// A flood of calls on one connection takes turns with another's: the other is answered
     /// long before the flood is.
     func testAFloodOfCallsTakesTurnsWithOthers() throws {
