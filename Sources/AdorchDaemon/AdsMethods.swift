@@ -61,9 +61,9 @@ struct AdsMethods {
         routes.add("io.adorch.Ads.ListRewards", ListRewardsCall.self) { p, call, replier in
             if let refusal = gate.rateRefusal(.listRate, call) { return replier.fail(refusal) }
             let viewer = Viewer(peer: call.peer, gate: gate)
-            runtime.withRewards({ $0.unacknowledged(userID: p.userID, since: p.since, viewer: viewer) }) { result in
+            runtime.withRewards({ $0.unacknowledged(userID: p.userID, since: p.since, after: p.after, limit: p.limit, viewer: viewer) }) { result in
                 switch result {
-                case .success(let rows): replier.reply(["rewards": .array(rows)])
+                case .success(let page): replier.reply(["rewards": .array(page.rewards), "more": .bool(page.more)])
                 case .failure(let error): replier.fail(error)
                 }
             }
@@ -191,11 +191,19 @@ struct ListEventsCall: CallParameters {
 }
 
 struct ListRewardsCall: CallParameters {
-    static let names: Set<String> = ["user_id", "since"]
+    static let names: Set<String> = ["user_id", "since", "after", "limit"]
     var userID: String?
     var since: Date?
+    var after: String?
+    var limit: Int
 
     init(_ call: VarlinkCall) throws(VarlinkError) {
+        let limit = try call.optionalInt("limit") ?? Int64(RewardDesk.listedByDefault)
+        guard (1...Int64(RewardDesk.listedAtMost)).contains(limit) else {
+            throw invalidParameter("limit", "expected 1 to \(RewardDesk.listedAtMost), got \(limit)")
+        }
+        self.limit = Int(limit)
+        after = try call.optionalString("after")
         if let text = try call.optionalString("since") {
             guard let date = try? Date(text, strategy: .iso8601) else { throw invalidParameter("since", "expected an RFC 3339 time, got \"\(text)\"") }
             since = date

@@ -115,12 +115,13 @@ extension EngineRuntime {
         queue.async { [self] in completion(feed.recentEvents(slots: slots, limit: limit, viewer: viewer)) }
     }
 
-    /// Streams the events `viewer` may see to `replier`, starting with the rewards of its
-    /// own that no app acknowledged yet.
+    /// Streams the events `viewer` may see to `replier`, starting with the newest of its own
+    /// rewards that no app acknowledged yet; `subscribed` says how many more wait.
     func subscribe(slots: Set<String>?, viewer: Viewer, replier: VarlinkReplier) {
         queue.async { [self] in
-            feed.subscribe(slots: slots, viewer: viewer, replier: replier)
-            for event in rewards?.redeliveries(slots: slots, viewer: viewer) ?? [] { replier.reply(["event": event], continues: true) }
+            let redelivery = rewards?.redeliveries(slots: slots, viewer: viewer) ?? (events: [], waiting: 0)
+            feed.subscribe(slots: slots, viewer: viewer, replier: replier, rewardsWaiting: redelivery.waiting)
+            for event in redelivery.events { replier.reply(["event": event], continues: true) }
         }
     }
 

@@ -59,8 +59,9 @@ final class EventFeed: @unchecked Sendable {
     }
 
     /// From here on `replier` streams the events of `slots` that `viewer` may see; it is
-    /// dropped when its connection closes. The first reply says the subscription is in place.
-    func subscribe(slots: Set<String>?, viewer: Viewer, replier: VarlinkReplier) {
+    /// dropped when its connection closes. The first reply says the subscription is in place
+    /// and how many of the rewards `viewer` may see wait unacknowledged beyond those redelivered.
+    func subscribe(slots: Set<String>?, viewer: Viewer, replier: VarlinkReplier, rewardsWaiting: Int) {
         dispatchPrecondition(condition: .onQueue(queue))
         let id = nextSubscriber
         nextSubscriber += 1
@@ -69,7 +70,8 @@ final class EventFeed: @unchecked Sendable {
             guard let self else { return }
             queue.async { self.subscribers[id] = nil }
         }
-        replier.reply(["event": ["kind": "subscribed", "time": .string(timestamp(Date()))]], continues: true)
+        replier.reply(["event": ["kind": "subscribed", "time": .string(timestamp(Date())), "rewards_waiting": .int(Int64(rewardsWaiting))]],
+                     continues: true)
     }
 
     /// The daemon stops: every stream ends with a final error.

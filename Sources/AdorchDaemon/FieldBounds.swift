@@ -5,8 +5,10 @@ import Foundation
 /// The longest value, in UTF-8 bytes, of each string an app hands the daemon that goes on to
 /// an event, the journal, the reward ledger or a plugin (docs/rules.md, "Bounded fields").
 /// Without them one app's megabyte user id is copied into every subscriber's stream, every
-/// journal line and every redelivery, for every app. A longer value is refused with
-/// InvalidParameter naming the field and its limit, before anything else happens.
+/// journal line and every redelivery, for every app. A longer value, or one holding a control
+/// character, is refused with InvalidParameter naming the field, before anything else happens.
+/// The JSON objects (targeting, ad_parameters) are bounded as a whole: their string values
+/// may hold anything, since they only ever leave the daemon as escaped JSON text.
 enum FieldBounds {
     /// Show's user_id, and ListRewards' filter on it.
     static let userID = 256
@@ -25,12 +27,20 @@ enum FieldBounds {
     /// what the ledger reads back, so they cannot flood a subscriber.
     static let rewardRows = RewardRowBounds(userID: userID, rewardName: rewardName, extra: rewardExtra)
 
-    /// `value`, if it is at most `limit` bytes long.
+    /// `value`, if it is at most `limit` bytes long and holds no control character: these
+    /// strings reach journal and console lines as they are, where a newline, a carriage return
+    /// or a NUL would let an app forge lines (and a lone NUL passed for a non-empty user id).
     static func check(_ value: String, _ parameter: String, max limit: Int) throws(VarlinkError) -> String {
         let length = value.utf8.count
         guard length <= limit else { throw tooLong(parameter, length, limit) }
+        guard !value.utf8.contains(where: isControl) else {
+            throw invalidParameter(parameter, "control characters are not allowed (U+0000 to U+001F and U+007F)")
+        }
         return value
     }
+
+    /// The C0 controls and DEL. Every byte of a multi-byte UTF-8 sequence is 0x80 or above.
+    private static func isControl(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x7F }
 
     /// `object` as compact JSON text, if that is at most `limit` bytes long.
     static func check(_ object: [String: JSONValue], _ parameter: String, max limit: Int) throws(VarlinkError) -> String {

@@ -95,7 +95,9 @@ type Event (
   # for session_event: true on its last event (completed, no_ads_available, error or stopped)
   terminal: ?bool,
   # on the last event of a session: the viewer earned the ad-free pod; skip the pod's other ads
-  ad_free_pod: ?bool
+  ad_free_pod: ?bool,
+  # for subscribed: unacknowledged rewards the caller may see beyond those redelivered (ListRewards)
+  rewards_waiting: ?int
 )
 
 # The slots and how many ads each has ready.
@@ -134,13 +136,19 @@ method Show(
   reward: ?RewardModel
 ) -> (ad: Ad)
 
-# Rewards granted but not acknowledged, oldest first (since: RFC 3339): those of the ads handed
-# to the caller's uid; root and the Manager users get everyone's.
+# Rewards granted but not acknowledged, oldest first: those of the ads handed to the caller's
+# uid; root and the Manager users get everyone's. A page of at most limit (default
+# \(RewardDesk.listedByDefault), at most \(RewardDesk.listedAtMost)); more: others follow, so call again with after = the
+# trans_id of the page's last reward.
 method ListRewards(
   # at most \(FieldBounds.userID) bytes
   user_id: ?string,
-  since: ?string
-) -> (rewards: []Reward)
+  # RFC 3339: only rewards granted then or later
+  since: ?string,
+  # a trans_id: only rewards after it (by time granted, then trans_id)
+  after: ?string,
+  limit: ?int
+) -> (rewards: []Reward, more: bool)
 
 # The app has delivered this reward: it is not offered again.
 method AckReward(trans_id: string) -> ()
@@ -198,9 +206,10 @@ method Stop(session_id: string) -> ()
 # the caller may see (Event).
 method ListEvents(slots: ?[]string, limit: ?int) -> (events: []Event)
 
-# Streams events (call with more): first one of kind "subscribed", then the unacknowledged
-# rewards the caller may see (ListRewards), then one per event of the named slots, or of all
-# slots when none are named, that the caller may see (Event).
+# Streams events (call with more): first one of kind "subscribed", then the newest
+# \(RewardDesk.redeliveredAtMost) unacknowledged rewards the caller may see, oldest of them first (the subscribed
+# event's rewards_waiting says how many more there are: page them with ListRewards), then one
+# per event of the named slots, or of all slots when none are named, that the caller may see (Event).
 method Subscribe(slots: ?[]string) -> (event: Event)
 
 # The slot has no valid ad right now; it is being refilled, unless the message says it

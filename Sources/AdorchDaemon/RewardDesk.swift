@@ -67,9 +67,27 @@ final class RewardDesk: Sendable {
         return .success((true, nil))
     }
 
-    /// Rewards no app acknowledged yet, of those `viewer` may see.
-    func unacknowledged(userID: String?, since: Date?, viewer: Viewer) -> Result<[JSONValue], VarlinkError> {
-        Result { try visible(to: viewer, userID: userID, since: since).map(Self.json) }.mapError(Self.ledgerFailed)
+    /// The rewards a new subscriber is sent again, newest first (docs/rules.md, "Redelivery
+    /// until acknowledged"): without a bound, one uid holding a thousand unacknowledged rewards
+    /// made each of its Subscribe calls cost a megabyte of events on the daemon's queues.
+    static let redeliveredAtMost = 32
+    /// ListRewards' page when the call names no limit, and the largest it may name.
+    static let listedByDefault = 100
+    static let listedAtMost = 1000
+
+    /// A page of the rewards no app acknowledged yet, of those `viewer` may see: at most
+    /// `limit`, oldest first, after the reward `after` if given; `more`: whether others follow.
+    func unacknowledged(userID: String?, since: Date?, after: String?, limit: Int,
+                        viewer: Viewer) -> Result<(rewards: [JSONValue], more: Bool), VarlinkError> {
+        do {
+            if let after, try ledger.reward(transID: after) == nil {
+                return .failure(invalidParameter("after", "no reward has this transaction id"))
+            }
+            let rows = try ledger.unacknowledged(filter(viewer, userID: userID, since: since, after: after), limit: limit + 1)
+            return .success((rows.prefix(limit).map(Self.json), rows.count > limit))
+        } catch {
+            return .failure(Self.ledgerFailed(error))
+        }
     }
 
     /// Acknowledges a reward for `caller`: only the uid its ad was handed to (or root) may.
@@ -89,23 +107,28 @@ final class RewardDesk: Sendable {
         }
     }
 
-    /// The events a new subscriber of `slots` is sent first: the rewards `viewer` may see that
-    /// no app acknowledged yet are delivered again until one does.
-    func redeliveries(slots: Set<String>?, viewer: Viewer) -> [JSONValue] {
-        ((try? visible(to: viewer, slots: slots)) ?? []).map { row in
+    /// The events a new subscriber of `slots` is sent first: the newest `redeliveredAtMost`
+    /// rewards `viewer` may see that no app acknowledged yet (delivered again until one does),
+    /// oldest first; `waiting`: how many more there are, for ListRewards to page through.
+    func redeliveries(slots: Set<String>?, viewer: Viewer) -> (events: [JSONValue], waiting: Int) {
+        let filter = filter(viewer, slots: slots)
+        guard let rows = try? ledger.unacknowledged(filter, limit: Self.redeliveredAtMost, newest: true),
+              let count = try? ledger.unacknowledgedCount(filter)
+        else { return ([], 0) }
+        let events: [JSONValue] = rows.map { row in
             [
                 "kind": .string(EngineEvent.Kind.rewardGranted.rawValue), "name": "reward", "time": .string(timestamp(row.grantedAt)),
                 "slot": .string(row.slot), "ad_id": .string(row.adID), "network": .string(row.network),
                 "user_id": .string(row.userID), "detail": Self.json(row), "message": "redelivered: not acknowledged yet",
             ]
         }
+        return (events, max(0, count - rows.count))
     }
 
-    /// Unacknowledged rows within the field bounds that `viewer` may see: the ledger picks the
-    /// viewer's and those with no holder recorded, whose slot decides.
-    private func visible(to viewer: Viewer, userID: String? = nil, since: Date? = nil, slots: Set<String>? = nil) throws -> [RewardRecord] {
-        try ledger.unacknowledged(userID: userID, since: since, slots: slots, holder: viewer.rewardHolder, within: FieldBounds.rewardRows)
-            .filter { viewer.sees(rewardOf: $0.holderUID, in: $0.slot) }
+    /// Unacknowledged rows within the field bounds that `viewer` may see.
+    private func filter(_ viewer: Viewer, userID: String? = nil, since: Date? = nil, after: String? = nil,
+                        slots: Set<String>? = nil) -> RewardFilter {
+        RewardFilter(userID: userID, since: since, after: after, slots: slots, reader: viewer.rewardReader, within: FieldBounds.rewardRows)
     }
 
     /// Rows over the field bounds, written before there were any, are never read back (a few

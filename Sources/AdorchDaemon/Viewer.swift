@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchRewards
 import AdorchVarlink
 
 /// [any queue] A caller, as what it may see of events and rewards (docs/rules.md, "Who sees
@@ -9,9 +10,13 @@ struct Viewer: Sendable {
     let peer: PeerCredentials?
     let gate: CallGate
 
-    /// The uid whose rewards the ledger is asked for; nil: everyone's (the Manager side).
-    var rewardHolder: Int64? {
-        gate.policy.manager.admits(peer) ? nil : Int64(peer?.uid ?? UInt32.max)
+    /// `sees(rewardOf:in:)` as the ledger's query, so that a read's limit counts only rows
+    /// this caller may see.
+    var rewardReader: RewardReader {
+        let policy = gate.policy
+        if policy.manager.admits(peer) { return .everyone }
+        let closed = Set(policy.slots.filter { !$0.value.admits(peer) }.keys)
+        return .holder(Int64(peer?.uid ?? UInt32.max), unheldHiddenIn: policy.ads.admits(peer) ? closed : nil)
     }
 
     /// An event as it is published; `owner`: the uid the rewarded ad was handed to, if known.

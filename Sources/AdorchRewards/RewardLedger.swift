@@ -66,6 +66,65 @@ public struct RewardRowBounds: Sendable, Equatable {
     }
 }
 
+/// Whose rewards a read returns.
+public struct RewardReader: Sendable, Equatable {
+    /// Only the rewards of ads handed to this uid; nil: everyone's.
+    public var holder: Int64?
+    /// Rows with no holder recorded (older than the column) are read unless their slot is one
+    /// of these; nil: none of them are.
+    public var unheldHiddenIn: Set<String>?
+
+    public static let everyone = RewardReader(holder: nil, unheldHiddenIn: [])
+
+    public static func holder(_ uid: Int64, unheldHiddenIn: Set<String>? = []) -> RewardReader {
+        RewardReader(holder: uid, unheldHiddenIn: unheldHiddenIn)
+    }
+
+    var sql: SQLExpression? {
+        guard let holder else { return nil }
+        let unheld: SQLExpression? = unheldHiddenIn.map { hidden in Column("holder_uid") == nil && !hidden.contains(Column("slot")) }
+        return unheld.map { Column("holder_uid") == holder || $0 } ?? (Column("holder_uid") == holder)
+    }
+}
+
+/// Which unacknowledged rewards a read returns.
+public struct RewardFilter: Sendable {
+    public var userID: String?
+    /// Granted at or after.
+    public var since: Date?
+    /// Only those after this transaction in the ledger's order (time granted, then id): the
+    /// last one of the page before.
+    public var after: String?
+    public var slots: Set<String>?
+    public var reader: RewardReader
+    /// Only rows within these bounds.
+    public var within: RewardRowBounds?
+
+    public init(userID: String? = nil, since: Date? = nil, after: String? = nil, slots: Set<String>? = nil,
+                reader: RewardReader = .everyone, within: RewardRowBounds? = nil) {
+        self.userID = userID
+        self.since = since
+        self.after = after
+        self.slots = slots
+        self.reader = reader
+        self.within = within
+    }
+
+    var request: QueryInterfaceRequest<RewardRecord> {
+        var request = RewardRecord.filter(Column("acknowledged") == false)
+        if let userID { request = request.filter(Column("user_id") == userID) }
+        if let since { request = request.filter(Column("granted_at") >= since) }
+        if let after {
+            // Compared as stored, so a time read back into a Date and written again cannot shift.
+            request = request.filter(SQL("(granted_at, trans_id) > (SELECT granted_at, trans_id FROM rewards WHERE trans_id = \(after))").sqlExpression)
+        }
+        if let slots { request = request.filter(slots.contains(Column("slot"))) }
+        if let visible = reader.sql { request = request.filter(visible) }
+        if let within { request = request.filter(within.sql) }
+        return request
+    }
+}
+
 /// The reward ledger: SQLite in the state directory, in WAL mode with synchronous writes,
 /// so a reward the daemon announced survives a crash (a `kill -9` included).
 public final class RewardLedger: Sendable {
@@ -111,6 +170,11 @@ public final class RewardLedger: Sendable {
         migrator.registerMigration("v2: holder uid") { db in
             try db.alter(table: "rewards") { t in t.add(column: "holder_uid", .integer) }
         }
+        // Reads of the unacknowledged rows, oldest or newest first, walk this index instead of
+        // sorting the whole ledger, which only grows.
+        migrator.registerMigration("v3: unacknowledged index") { db in
+            try db.create(index: "rewards_unacknowledged", on: "rewards", columns: ["acknowledged", "granted_at", "trans_id"])
+        }
         try migrator.migrate(database)
     }
 
@@ -128,20 +192,22 @@ public final class RewardLedger: Sendable {
         }
     }
 
-    /// Rewards not acknowledged by the app, oldest first. `holder`: only the rewards of ads
-    /// handed to this uid, and those of rows older than the holder column (no holder
-    /// recorded); nil: everyone's. `within`: only rows within these bounds.
-    public func unacknowledged(userID: String? = nil, since: Date? = nil, slots: Set<String>? = nil,
-                               holder: Int64? = nil, within bounds: RewardRowBounds? = nil) throws -> [RewardRecord] {
+    /// Rewards not acknowledged by the app that match `filter`: the oldest `limit`, oldest
+    /// first; `newest`: the newest `limit`, still oldest first. The limit is the query's, so
+    /// a read loads at most `limit` rows however many wait.
+    public func unacknowledged(_ filter: RewardFilter = RewardFilter(), limit: Int? = nil, newest: Bool = false) throws -> [RewardRecord] {
         try database.read { db in
-            var request = RewardRecord.filter(Column("acknowledged") == false)
-            if let userID { request = request.filter(Column("user_id") == userID) }
-            if let since { request = request.filter(Column("granted_at") >= since) }
-            if let slots { request = request.filter(slots.contains(Column("slot"))) }
-            if let holder { request = request.filter(Column("holder_uid") == holder || Column("holder_uid") == nil) }
-            if let bounds { request = request.filter(bounds.sql) }
-            return try request.order(Column("granted_at"), Column("trans_id")).fetchAll(db)
+            let order = newest ? [Column("granted_at").desc, Column("trans_id").desc] : [Column("granted_at").asc, Column("trans_id").asc]
+            var request = filter.request.order(order)
+            if let limit { request = request.limit(limit) }
+            let rows = try request.fetchAll(db)
+            return newest ? rows.reversed() : rows
         }
+    }
+
+    /// How many rewards not acknowledged by the app match `filter`, counted without loading them.
+    public func unacknowledgedCount(_ filter: RewardFilter = RewardFilter()) throws -> Int {
+        try database.read { db in try filter.request.fetchCount(db) }
     }
 
     /// The transaction ids of unacknowledged rows over `bounds`, which no read returns.

@@ -15,9 +15,18 @@ struct Reward: ParsableCommand {
         @Option(help: "Only this user's rewards.") var userID: String?
 
         func run() throws {
-            let reply = try connection.call("io.adorch.Ads.ListRewards", userID.map { ["user_id": .string($0)] } ?? [:])
-            if connection.json { return connection.printJSON(reply) }
-            for row in reply["rewards"]?.arrayValue ?? [] {
+            // The daemon answers a page at a time: ask on after the last row until none follow.
+            var rows: [JSONValue] = []
+            var more = true
+            while more {
+                var parameters: [String: JSONValue] = userID.map { ["user_id": .string($0)] } ?? [:]
+                if let last = rows.last?["trans_id"] { parameters["after"] = last }
+                let reply = try connection.call("io.adorch.Ads.ListRewards", parameters)
+                rows += reply["rewards"]?.arrayValue ?? []
+                more = reply["more"]?.boolValue ?? false
+            }
+            if connection.json { return connection.printJSON(["rewards": .array(rows)]) }
+            for row in rows {
                 print([row["trans_id"], row["user_id"], row["slot"], row["reward_amount"], row["reward_name"], row["granted_at"]]
                     .map { $0.map { $0.stringValue ?? $0.jsonString } ?? "-" }.joined(separator: "\t"))
             }

@@ -23,6 +23,26 @@ final class FieldBoundsTests: XCTestCase {
         XCTAssertEqual(error?.parameters["message"], "at most 256 bytes, got 258")
     }
 
+    /// A newline, carriage return or NUL would go raw into journal and console lines and forge
+    /// some: every C0 control and DEL is refused; what follows them in Unicode is not.
+    func testControlCharactersAreRefusedByNameAndOthersAreNot() {
+        for control in (0..<0x20).map({ Character(Unicode.Scalar(UInt8($0))) }) + ["\u{7F}"] {
+            for value in [String(control), "u\(control)1", "u1\(control)"] {
+                let error = refusal { () throws(VarlinkError) in try FieldBounds.check(value, "reward.extra", max: 1024) }
+                XCTAssertEqual(error?.name, "io.adorch.Ads.InvalidParameter", value.debugDescription)
+                XCTAssertEqual(error?.parameters["parameter"], "reward.extra")
+                XCTAssertEqual(error?.parameters["message"], "control characters are not allowed (U+0000 to U+001F and U+007F)")
+            }
+        }
+        for value in ["", " ", "~", "é", "\u{80}", "\u{A0}", "用户", "🙂", "a b"] {
+            XCTAssertNil(refusal { () throws(VarlinkError) in try FieldBounds.check(value, "user_id", max: 256) }, value.debugDescription)
+        }
+        XCTAssertEqual(refusal { () throws(VarlinkError) in try FieldBounds.creativeURL("https://cdn.example/\r\nx") }?.parameters["parameter"],
+                       "creative_url")
+        XCTAssertEqual(refusal { () throws(VarlinkError) in try FieldBounds.check(String(repeating: "\n", count: 300), "user_id", max: 256) }?
+            .parameters["message"], "at most 256 bytes, got 300", "the length is told first")
+    }
+
     func testAnObjectIsMeasuredAsItsCompactJSON() {
         let object: [String: JSONValue] = ["k": .string(String(repeating: "v", count: 10))]  // {"k":"vvvvvvvvvv"}: 18 bytes
         XCTAssertNil(refusal { () throws(VarlinkError) in try FieldBounds.check(object, "targeting", max: 18) })

@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchRewards
 import AdorchVarlink
 import Logging
 import XCTest
@@ -27,11 +28,18 @@ final class ViewerTests: XCTestCase {
         for manager in [viewer(0, gate), viewer(4330, gate), viewer(5000, groups: [7100], gate)] {
             XCTAssertTrue(manager.sees(slot: "private"))
             XCTAssertTrue(manager.sees(slot: nil))
-            XCTAssertNil(manager.rewardHolder)
+            XCTAssertEqual(manager.rewardReader, .everyone)
         }
-        XCTAssertEqual(app.rewardHolder, 4321)
+        // The ledger is asked for what sees(rewardOf:in:) admits: its own, and those with no
+        // holder recorded outside the slots it may not use.
+        XCTAssertEqual(app.rewardReader, .holder(4321, unheldHiddenIn: ["private"]))
+        XCTAssertEqual(privateUser.rewardReader, .holder(4322, unheldHiddenIn: []))
         XCTAssertFalse(Viewer(peer: nil, gate: gate).sees(slot: nil))
-        XCTAssertEqual(Viewer(peer: nil, gate: gate).rewardHolder, Int64(UInt32.max), "no credentials: no one's rewards")
+        XCTAssertEqual(Viewer(peer: nil, gate: gate).rewardReader.holder, Int64(UInt32.max), "no credentials: no one's rewards")
+        var closed = config(privateSlotUsers: [])
+        closed.access.ads = Audience(users: [4322], groups: [])
+        XCTAssertEqual(viewer(4321, CallGate(closed, logger: Logger(label: "test"))).rewardReader, .holder(4321, unheldHiddenIn: nil),
+                       "a uid io.adorch.Ads does not admit may use no slot: no row without a holder is its")
     }
 
     func testARewardIsItsHoldersAndOneWithNoHolderGoesToTheSlotsUsers() {
@@ -51,7 +59,9 @@ final class ViewerTests: XCTestCase {
         let gate = CallGate(config(privateSlotUsers: [4321]), logger: Logger(label: "test"))
         let app = viewer(4321, gate)
         XCTAssertTrue(app.sees(slot: "private"))
+        XCTAssertEqual(app.rewardReader, .holder(4321, unheldHiddenIn: []))
         gate.update(config(privateSlotUsers: []))
         XCTAssertFalse(app.sees(slot: "private"))
+        XCTAssertEqual(app.rewardReader, .holder(4321, unheldHiddenIn: ["private"]))
     }
 }

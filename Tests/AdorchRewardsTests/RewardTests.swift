@@ -77,12 +77,12 @@ final class RewardLedgerTests: XCTestCase {
         }
         let ledger = try RewardLedger(path: path)
         XCTAssertEqual(try ledger.unacknowledged().map(\.transID), ["t1", "t2", "t3"])
-        XCTAssertEqual(try ledger.unacknowledged(userID: "u1").map(\.transID), ["t1", "t3"])
-        XCTAssertEqual(try ledger.unacknowledged(since: Date(timeIntervalSince1970: 1_800_000_002)).map(\.transID), ["t2", "t3"])
-        XCTAssertEqual(try ledger.unacknowledged(slots: ["r"]).map(\.transID), ["t1", "t2"])
+        XCTAssertEqual(try ledger.unacknowledged(RewardFilter(userID: "u1")).map(\.transID), ["t1", "t3"])
+        XCTAssertEqual(try ledger.unacknowledged(RewardFilter(since: Date(timeIntervalSince1970: 1_800_000_002))).map(\.transID), ["t2", "t3"])
+        XCTAssertEqual(try ledger.unacknowledged(RewardFilter(slots: ["r"])).map(\.transID), ["t1", "t2"])
         XCTAssertTrue(try ledger.acknowledge(transID: "t1"))
         XCTAssertFalse(try ledger.acknowledge(transID: "nope"))
-        XCTAssertEqual(try ledger.unacknowledged(userID: "u1").map(\.transID), ["t3"])
+        XCTAssertEqual(try ledger.unacknowledged(RewardFilter(userID: "u1")).map(\.transID), ["t3"])
         XCTAssertEqual(try ledger.reward(transID: "t1")?.acknowledged, true)
     }
 
@@ -93,10 +93,49 @@ final class RewardLedgerTests: XCTestCase {
             row.holderUID = holder
             _ = try ledger.grant(row)
         }
-        XCTAssertEqual(try ledger.unacknowledged(holder: 1000).map(\.transID), ["t1", "t3"])
-        XCTAssertEqual(try ledger.unacknowledged(holder: 1001).map(\.transID), ["t2", "t3"])
-        XCTAssertEqual(try ledger.unacknowledged(holder: 0).map(\.transID), ["t3"])
+        XCTAssertEqual(try ledger.unacknowledged(RewardFilter(reader: .holder(1000))).map(\.transID), ["t1", "t3"])
+        XCTAssertEqual(try ledger.unacknowledged(RewardFilter(reader: .holder(1001))).map(\.transID), ["t2", "t3"])
+        XCTAssertEqual(try ledger.unacknowledged(RewardFilter(reader: .holder(0))).map(\.transID), ["t3"])
         XCTAssertEqual(try ledger.unacknowledged().map(\.transID), ["t1", "t2", "t3"])
+        // Rows with no holder recorded go by their slot: hidden where the reader may not use it, or all of them.
+        XCTAssertEqual(try ledger.unacknowledged(RewardFilter(reader: .holder(1000, unheldHiddenIn: ["r"]))).map(\.transID), ["t1"])
+        XCTAssertEqual(try ledger.unacknowledged(RewardFilter(reader: .holder(1000, unheldHiddenIn: ["other"]))).map(\.transID), ["t1", "t3"])
+        XCTAssertEqual(try ledger.unacknowledged(RewardFilter(reader: .holder(1001, unheldHiddenIn: nil))).map(\.transID), ["t2"])
+    }
+
+    /// A read is bounded in its SQL: the oldest or the newest `limit` rows, oldest first, with
+    /// the count of all; `after` pages on from a row, those granted in the same millisecond included.
+    func testReadsAreLimitedInTheQueryAndPageOnAfterARow() throws {
+        let ledger = try RewardLedger(path: dir.appendingPathComponent("ledger.sqlite").path)
+        // Ten rows, the last four granted in the same millisecond.
+        let rows = (0..<10).map { i in
+            var row = record(String(format: "t%02d", i), ad: "a\(i)", at: Double(min(i, 6)))
+            row.holderUID = i % 2 == 0 ? 1000 : 1001
+            return row
+        }
+        for row in rows.shuffled() { _ = try ledger.grant(row) }
+        let all = rows.map(\.transID)
+        XCTAssertEqual(try ledger.unacknowledged(limit: 3).map(\.transID), ["t00", "t01", "t02"])
+        XCTAssertEqual(try ledger.unacknowledged(limit: 3, newest: true).map(\.transID), ["t07", "t08", "t09"])
+        XCTAssertEqual(try ledger.unacknowledgedCount(), 10)
+        XCTAssertEqual(try ledger.unacknowledged(RewardFilter(after: "t06"), limit: 2).map(\.transID), ["t07", "t08"])
+        var paged: [String] = []
+        while true {
+            let page = try ledger.unacknowledged(RewardFilter(after: paged.last), limit: 3).map(\.transID)
+            if page.isEmpty { break }
+            paged += page
+        }
+        XCTAssertEqual(paged, all)
+        // The holder filter is applied before the limit: the reader's own newest rows.
+        let own = RewardFilter(reader: .holder(1001))
+        XCTAssertEqual(try ledger.unacknowledged(own, limit: 2, newest: true).map(\.transID), ["t07", "t09"])
+        XCTAssertEqual(try ledger.unacknowledgedCount(own), 5)
+        XCTAssertTrue(try ledger.acknowledge(transID: "t09"))
+        XCTAssertEqual(try ledger.unacknowledged(own, limit: 2, newest: true).map(\.transID), ["t05", "t07"])
+        XCTAssertEqual(try ledger.unacknowledgedCount(own), 4)
+        // Paging on after a row acknowledged meanwhile still works: the row stays in the ledger.
+        XCTAssertTrue(try ledger.acknowledge(transID: "t06"))
+        XCTAssertEqual(try ledger.unacknowledged(RewardFilter(after: "t06"), limit: 5).map(\.transID), ["t07", "t08"])
     }
 
     func testRowsOverTheBoundsAreNotReadBackButNamedAndStillAcknowledged() throws {
@@ -110,7 +149,7 @@ final class RewardLedgerTests: XCTestCase {
         rows[3].rewardName = "abcd"
         rows[3].extra = "éé"  // two characters, four bytes: bounds count bytes
         for row in rows { _ = try ledger.grant(row) }
-        XCTAssertEqual(try ledger.unacknowledged(within: bounds).map(\.transID), ["fits"])
+        XCTAssertEqual(try ledger.unacknowledged(RewardFilter(within: bounds)).map(\.transID), ["fits"])
         XCTAssertEqual(try ledger.oversized(beyond: bounds), ["long-user", "long-name", "long-extra"])
         XCTAssertTrue(try ledger.acknowledge(transID: "long-user"))
         XCTAssertEqual(try ledger.oversized(beyond: bounds), ["long-name", "long-extra"])

@@ -60,6 +60,46 @@ final class FieldBoundsTests: XCTestCase {
         XCTAssertEqual(rows.first?["extra"]?.stringValue, extra)
     }
 
+    /// A string field holding a control character is refused by name, so no app can forge a
+    /// journal line (or pass "\u{0}" as a non-empty user id); the string values inside the
+    /// JSON objects are never written raw anywhere and may hold anything.
+    func testControlCharactersInAStringFieldAreRefusedByNameAndForgeNoLine() throws {
+        let daemon = try DaemonProcess()
+        try daemon.waitFor("rewarded_main full") {
+            let slot = try daemon.slotStatus("rewarded_main")
+            return slot["ready"] == slot["buffer"]
+        }
+        let ready = try daemon.slotStatus("rewarded_main")["ready"]?.intValue
+        let forged = "\nadorchd[1]: FORGED reward granted to root\r"
+        let interactive: [String: JSONValue] = [
+            "slot": "interactive_main", "creative_url": "https://creative.invalid/unit.js", "ad_parameters": [:], "slot_type": "midroll",
+        ]
+        let cases: [(method: String, parameters: [String: JSONValue], parameter: String)] = [
+            ("Show", ["slot": "rewarded_main", "user_id": .string("u" + forged)], "user_id"),
+            ("Show", ["slot": "rewarded_main", "user_id": "\u{0}"], "user_id"),
+            ("Show", ["slot": "rewarded_main", "user_id": "u\u{7F}"], "user_id"),
+            ("Show", ["slot": "rewarded_main", "user_id": "u", "reward": ["name": .string("coins" + forged)]], "reward.name"),
+            ("Show", ["slot": "rewarded_main", "user_id": "u", "reward": ["extra": "a\tb"]], "reward.extra"),
+            ("ListRewards", ["user_id": "u\u{0}"], "user_id"),
+            ("InitInteractive", interactive.merging(["creative_url": .string("https://creative.invalid/u.js" + forged)]) { $1 }, "creative_url"),
+        ]
+        for (method, parameters, parameter) in cases {
+            let (error, reply) = try daemon.callExpectingError("io.adorch.Ads.\(method)", parameters)
+            XCTAssertEqual(error, "io.adorch.Ads.InvalidParameter", "\(method) \(parameter)")
+            XCTAssertEqual(reply["parameter"]?.stringValue, parameter, method)
+            XCTAssertEqual(reply["message"]?.stringValue, "control characters are not allowed (U+0000 to U+001F and U+007F)", method)
+        }
+        XCTAssertEqual(try daemon.slotStatus("rewarded_main")["ready"]?.intValue, ready, "no ad taken")
+        XCTAssertFalse(try events(daemon).contains { ["ad_shown", "session_event"].contains($0["kind"]?.stringValue ?? "") })
+        XCTAssertFalse(daemon.log.contains("FORGED"), daemon.log)
+
+        // Inside ad_parameters a control character is just data: the session is made.
+        let session = try daemon.call("io.adorch.Ads.InitInteractive",
+                                      interactive.merging(["ad_parameters": ["note": .string("line 1" + forged)]]) { $1 })
+        XCTAssertNotNil(session["session_id"]?.stringValue)
+        XCTAssertFalse(daemon.log.contains("FORGED"), daemon.log)
+    }
+
     /// The defect: twelve 1 MB user ids left in the ledger by an older daemon made every
     /// Subscribe end with ReaderTooSlow right after `subscribed`, restart after restart.
     func testOversizedRowsLeftByAnOlderDaemonDoNotBreakSubscribe() throws {
