@@ -32,6 +32,13 @@ pthread_sigmask(SIG_BLOCK, &blockedSignals, nil)
 if getenv("MALLOC_ARENA_MAX") == nil {
     mallopt(M_ARENA_MAX, Int32(max(2, ProcessInfo.processInfo.activeProcessorCount)))
 }
+// A fixed mmap threshold turns off glibc's sliding one, which after the first large buffer
+// is freed serves later ones (a client's megabyte message, a slow reader's unread replies)
+// from the heap, where they fragment and stay resident after the clients are gone: 300
+// never-reading subscribers left RSS 20 % up. Mapped, each goes back to the system on free.
+if getenv("MALLOC_MMAP_THRESHOLD_") == nil {
+    mallopt(M_MMAP_THRESHOLD, 128 << 10)
+}
 
 // Every connection is a descriptor, and systemd's soft limit (1024) is below the default
 // max_connections (4096). A process that uses no select() raises its soft limit to the hard
