@@ -9,8 +9,8 @@ struct AdorchPluginValidate: ParsableCommand {
         commandName: "adorch-plugin-validate",
         abstract: "Load an adorch plugin the way adorchd does and check that it keeps plugin.h's contract.",
         discussion: """
-            Prints one line per check (PASS, FAIL or SKIP with the reason) and exits 1 if any
-            check failed, 64 (EX_USAGE) if the arguments are wrong. A plugin that crashes the
+            Prints one line per check (PASS, FAIL or SKIP with the reason) and exits 1 if any \
+            check failed, 64 (EX_USAGE) if the arguments are wrong. A plugin that crashes the \
             validator is named with the check that was running and the signal.
 
             Examples:

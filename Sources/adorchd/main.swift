@@ -56,8 +56,8 @@ struct AdorchD: ParsableCommand {
         commandName: "adorchd",
         abstract: "Keeps ad inventory ready for the apps on this host and serves it over Varlink.",
         discussion: """
-        With no --config, adorchd runs on its embedded default: the sim plugin (found next to
-        the adorchd binary in a build) and the demo slots rewarded_main, fullscreen_main and
+        With no --config, adorchd runs on its embedded default: the sim plugin (found next to \
+        the adorchd binary in a build) and the demo slots rewarded_main, fullscreen_main and \
         interstitial_main. The config format is documented in etc/adorch/adorchd.toml.
 
         Signals: SIGTERM or SIGINT end every ad and stop; SIGHUP reloads the config.
