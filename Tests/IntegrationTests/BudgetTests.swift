@@ -7,25 +7,20 @@ import XCTest
 final class BudgetTests: XCTestCase {
     /// Sends each call in turn on one connection and prints each reply on a line of its own.
     private static let client = """
-    import socket, sys
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(sys.argv[1])
-    buf = b""
+    import json, sys
+    sys.path.insert(0, sys.argv.pop(1))
+    import varlink
+    connection = varlink.Connection(sys.argv[1], timeout=20)
     for call in sys.argv[2:]:
-        s.sendall(call.encode() + b"\\0")
-        while b"\\0" not in buf:
-            chunk = s.recv(65536)
-            if not chunk:
-                sys.exit("the daemon closed the connection")
-            buf += chunk
-        reply, buf = buf.split(b"\\0", 1)
-        print(reply.decode(), flush=True)
+        message = json.loads(call)
+        print(json.dumps(connection.call(message["method"], message.get("parameters"))), flush=True)
     """
 
     /// The replies to `calls` (method, parameters) made in order by `uid`.
     private func calls(as uid: Int, _ daemon: DaemonProcess, _ calls: [(String, JSONValue)]) throws -> [JSONValue] {
         let messages = calls.map { JSONValue.object(["method": .string($0.0), "parameters": $0.1]).jsonString }
-        let run = try runCommand("/usr/bin/setpriv", setprivArguments(uid: uid) + ["/usr/bin/python3", "-c", Self.client, daemon.socket] + messages)
+        let argv = pythonClient(Self.client, as: uid, [daemon.socket] + messages)
+        let run = try runCommand(argv[0], Array(argv.dropFirst()))
         XCTAssertEqual(run.status, 0, run.stderr)
         let replies = run.stdout.split(separator: "\n").compactMap { JSONValue.parse(Data($0.utf8)) }
         XCTAssertEqual(replies.count, calls.count, run.stdout)

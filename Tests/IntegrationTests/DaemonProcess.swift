@@ -238,6 +238,15 @@ func setprivArguments(uid: Int, groups: [Int] = []) -> [String] {
     ["--reuid=\(uid)", "--regid=\(uid)", groups.isEmpty ? "--clear-groups" : "--groups=\(groups.map(String.init).joined(separator: ","))"]
 }
 
+/// python3 running `script` (inline) as `uid` (0: as the test itself) with `arguments`: the
+/// argv for runCommand or Process. The script's first lines,
+/// `import sys; sys.path.insert(0, sys.argv.pop(1)); import varlink`, get the one Varlink
+/// client the tests' Python speaks through (Tests/hostile/varlink.py).
+func pythonClient(_ script: String, as uid: Int, _ arguments: [String]) -> [String] {
+    let python = ["/usr/bin/python3", "-B", "-c", script, packageRoot.appendingPathComponent("Tests/hostile").path] + arguments
+    return uid == 0 ? python : ["/usr/bin/setpriv"] + setprivArguments(uid: uid) + python
+}
+
 /// adorchctl against `daemon` as `uid`, the way an app of that user would call.
 func adorchctl(as uid: Int, groups: [Int] = [], _ daemon: DaemonProcess, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
     try runCommand("/usr/bin/setpriv", setprivArguments(uid: uid, groups: groups)

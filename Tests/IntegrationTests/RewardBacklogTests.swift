@@ -15,29 +15,11 @@ final class RewardBacklogTests: XCTestCase {
     /// subscribed event and the trans_ids of the rewards the stream held before the marker.
     /// `pages LIMIT`: ListRewards a page at a time, after the last row; prints each page.
     private static let client = #"""
-    import json, socket, sys
-    class Connection:
-        def __init__(self, path):
-            self.socket = socket.socket(socket.AF_UNIX)
-            self.socket.settimeout(20)
-            self.socket.connect(path)
-            self.buffer = b""
-        def send(self, method, parameters, more=False):
-            message = {"method": method, "parameters": parameters}
-            if more:
-                message["more"] = True
-            self.socket.sendall(json.dumps(message).encode() + b"\0")
-        def receive(self):
-            while b"\0" not in self.buffer:
-                chunk = self.socket.recv(65536)
-                if not chunk:
-                    sys.exit("the daemon closed the connection")
-                self.buffer += chunk
-            message, self.buffer = self.buffer.split(b"\0", 1)
-            return json.loads(message)
-        def call(self, method, parameters):
-            self.send(method, parameters)
-            return self.receive()
+    import json, sys
+    sys.path.insert(0, sys.argv.pop(1))
+    import varlink
+    def Connection(path):
+        return varlink.Connection(path, timeout=20)
     path, mode = sys.argv[1], sys.argv[2]
     calls = Connection(path)
     if mode == "earn":
@@ -90,9 +72,8 @@ final class RewardBacklogTests: XCTestCase {
 
     /// Runs the client as `uid` (0: as the test itself, root); its output as JSON.
     private func run(as uid: Int, _ daemon: DaemonProcess, _ rest: [String]) throws -> JSONValue {
-        let client = ["/usr/bin/python3", "-c", Self.client, daemon.socket] + rest
-        let result = uid == 0 ? try runCommand(client[0], Array(client.dropFirst()))
-            : try runCommand("/usr/bin/setpriv", setprivArguments(uid: uid) + client)
+        let argv = pythonClient(Self.client, as: uid, [daemon.socket] + rest)
+        let result = try runCommand(argv[0], Array(argv.dropFirst()))
         guard result.status == 0 else { throw TestFailure("\(rest) as uid \(uid): \(result.stderr)") }
         return JSONValue.parse(Data(result.stdout.utf8)) ?? .null
     }

@@ -10,26 +10,11 @@ final class VisibilityTests: XCTestCase {
     /// print the first reply, wait for a line on stdin, then Show on SLOT and print every
     /// event up to that Show's ad_shown: all the stream held before it, redeliveries included.
     private static let client = #"""
-    import json, socket, sys
-    class Connection:
-        def __init__(self, path):
-            self.socket = socket.socket(socket.AF_UNIX)
-            self.socket.settimeout(20)
-            self.socket.connect(path)
-            self.buffer = b""
-        def send(self, method, parameters, more=False):
-            message = {"method": method, "parameters": parameters}
-            if more:
-                message["more"] = True
-            self.socket.sendall(json.dumps(message).encode() + b"\0")
-        def receive(self):
-            while b"\0" not in self.buffer:
-                chunk = self.socket.recv(65536)
-                if not chunk:
-                    sys.exit("the daemon closed the connection")
-                self.buffer += chunk
-            message, self.buffer = self.buffer.split(b"\0", 1)
-            return json.loads(message)
+    import json, sys
+    sys.path.insert(0, sys.argv.pop(1))
+    import varlink
+    def Connection(path):
+        return varlink.Connection(path, timeout=20)
     path, mode = sys.argv[1], sys.argv[2]
     if mode == "call":
         connection = Connection(path)
@@ -55,12 +40,13 @@ final class VisibilityTests: XCTestCase {
     """#
 
     private func arguments(_ uid: Int, _ daemon: DaemonProcess, _ rest: [String]) -> [String] {
-        setprivArguments(uid: uid) + ["/usr/bin/python3", "-c", Self.client, daemon.socket] + rest
+        pythonClient(Self.client, as: uid, [daemon.socket] + rest)
     }
 
     /// One call as `uid`: its reply's parameters, or the error's name.
     private func call(as uid: Int, _ daemon: DaemonProcess, _ method: String, _ parameters: JSONValue = [:]) throws -> JSONValue {
-        let result = try runCommand("/usr/bin/setpriv", arguments(uid, daemon, ["call", method, parameters.jsonString]))
+        let argv = arguments(uid, daemon, ["call", method, parameters.jsonString])
+        let result = try runCommand(argv[0], Array(argv.dropFirst()))
         XCTAssertEqual(result.status, 0, result.stderr)
         let reply = try XCTUnwrap(JSONValue.parse(Data(result.stdout.utf8)), result.stdout)
         if let error = reply["error"]?.stringValue { throw TestFailure("\(method) as uid \(uid): \(error) \(reply)") }
@@ -73,8 +59,8 @@ final class VisibilityTests: XCTestCase {
         let input = Pipe(), output = Pipe(), errors = Pipe()
 
         init(_ arguments: [String]) throws {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments = arguments
+            process.executableURL = URL(fileURLWithPath: arguments[0])
+            process.arguments = Array(arguments.dropFirst())
             process.standardInput = input
             process.standardOutput = output
             process.standardError = errors
