@@ -82,9 +82,10 @@ final class VarlinkConnection: @unchecked Sendable {
         var n: Int
         repeat { n = recv(fd, received.baseAddress, received.count, 0) } while n < 0 && errno == EINTR
         if n == 0 {
-            // A half-close: the client sent its last call and waits for the answers. With
-            // nothing left to answer, or a refusal already on its way, there is no reason to wait.
-            guard (busy || framer.messageCount > 0), !closeWhenFlushed else { return close(reason: nil) }
+            // A half-close: the client sent its last call and waits for the answers. A client
+            // that is gone altogether (hung up), or one with nothing left to answer or a refusal
+            // already on its way, is not waited for.
+            guard busy || framer.messageCount > 0, !closeWhenFlushed, !peerHungUp() else { return close(reason: nil) }
             inputEnded = true
             return updateInterest()
         }
@@ -109,6 +110,14 @@ final class VarlinkConnection: @unchecked Sendable {
             partialSince = lastActive  // a new message began in this read
         }
         pump()
+    }
+
+    /// Whether the client closed its end for good, not only its sending side: the socket is
+    /// then hung up (POLLHUP), which a half-close does not do. Its hang-up is also what wakes
+    /// a half-closed connection that no longer reads, so a gone client is closed then.
+    private func peerHungUp() -> Bool {
+        var probe = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        return poll(&probe, 1, 0) > 0 && probe.revents & Int16(POLLHUP) != 0
     }
 
     /// The server's periodic check of the deadlines a client may not outwait.
