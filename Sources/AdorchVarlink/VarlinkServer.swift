@@ -20,6 +20,9 @@ public final class VarlinkServer: @unchecked Sendable {
     /// Freed buffers past this much are handed back to the system (malloc_trim) at the next
     /// sweep: glibc would keep them, and the daemon's footprint would stay at an attack's peak.
     static let trimAfterFreeing = 1 << 20
+    /// And once more this long after such a trim: objects made during an attack (the newest
+    /// events, say) pin pages among the freed ones, and are themselves gone by then.
+    static let trimAgainAfter: Duration = .seconds(5)
 
     public let info: VarlinkServiceInfo
     public let limits: VarlinkLimits
@@ -42,6 +45,7 @@ public final class VarlinkServer: @unchecked Sendable {
     private var sweeper: DispatchSourceTimer?
     /// Bytes of buffers freed since the last malloc_trim.
     private var freedSinceTrim = 0
+    private var trimAgainAt: ContinuousClock.Instant?
     /// Out of descriptors: accepting waits until the backlog is empty again, and the start
     /// and end of that are logged once each.
     private var acceptStalled = false
@@ -230,6 +234,10 @@ public final class VarlinkServer: @unchecked Sendable {
         for connection in Array(connections.values) { connection.sweep(at: now) }
         if freedSinceTrim >= Self.trimAfterFreeing {
             freedSinceTrim = 0
+            malloc_trim(0)
+            trimAgainAt = now + Self.trimAgainAfter
+        } else if let at = trimAgainAt, now >= at {
+            trimAgainAt = nil
             malloc_trim(0)
         }
         if connections.isEmpty {
