@@ -117,8 +117,17 @@ public final class Validator {
         let (slowest, over) = plugin.timings
         let list = slowest.sorted { $0.key < $1.key }.map { "\($0.key) \(ms($0.value))" }.joined(separator: ", ")
         let check = "time: no call blocks longer than \(ms(options.callBound))"
-        if over.isEmpty { return add(check, .pass, "slowest: \(list)") }
-        let worst = Dictionary(grouping: over, by: \.function).map { function, calls in
+        // One call over the bound can be the scheduler's doing on a busy host, as for the
+        // daemon's any-thread shows (AnyThreadShowRecord): a function fails with that many
+        // calls over it, or with one over ten times it. A plugin that blocks does so again.
+        let failing = Dictionary(grouping: over, by: \.function).filter { _, calls in
+            calls.count >= AnyThreadShowRecord.strikes || calls.contains { $0.took > options.callBound * 10 }
+        }
+        if failing.isEmpty {
+            let spared = over.isEmpty ? "" : "; \(over.count) call\(over.count == 1 ? "" : "s") over the bound, too few to be the plugin's (a busy host)"
+            return add(check, .pass, "slowest: \(list)\(spared)")
+        }
+        let worst = failing.map { function, calls in
             "\(function) \(calls.count) time\(calls.count == 1 ? "" : "s") (up to \(ms(calls.map(\.took).max()!)))"
         }.sorted()
         add(check, .fail, "over the bound: \(worst.joined(separator: ", ")); slow work belongs on the plugin's own threads")
