@@ -1,0 +1,24 @@
+"""adorch: the client library of adorchd, the ad daemon (its Varlink API io.adorch.Ads, and
+Manager.GetStatus). Sync: adorch.Client; asyncio: adorch.AsyncClient. See README.md."""
+from ._api import DEFAULT_RECONNECT_TIMEOUT, socket_path
+from .aio import AsyncClient, AsyncEventStream
+from .aio_ads import (AsyncBannerAd, AsyncBoundReward, AsyncFullscreenAd, AsyncInteractiveSession,
+                      AsyncInterstitialAd, AsyncNativeAdLoader, AsyncPreloadedAd, AsyncRewardedAd,
+                      AsyncShownAd, AsyncSplashAd)
+from .ads import (BannerAd, BoundReward, FullscreenAd, InteractiveSession, InterstitialAd, NativeAdLoader,
+                  PreloadedAd, RewardedAd, ShownAd, SplashAd)
+from .client import Client, EventStream
+from .errors import *  # noqa: F403  (every error class, listed in errors.__all__)
+from .errors import __all__ as _errors
+from .types import Ad, Demand, Event, Reward, RewardModel, Rewards, Slot, SlotType, Status
+
+__all__ = [
+    "DEFAULT_RECONNECT_TIMEOUT", "socket_path",
+    "Client", "EventStream", "AsyncClient", "AsyncEventStream",
+    "Ad", "Demand", "Event", "Reward", "RewardModel", "Rewards", "Slot", "SlotType", "Status",
+    "PreloadedAd", "RewardedAd", "InterstitialAd", "FullscreenAd", "ShownAd", "BoundReward",
+    "BannerAd", "SplashAd", "NativeAdLoader", "InteractiveSession",
+    "AsyncPreloadedAd", "AsyncRewardedAd", "AsyncInterstitialAd", "AsyncFullscreenAd", "AsyncShownAd",
+    "AsyncBoundReward", "AsyncBannerAd", "AsyncSplashAd", "AsyncNativeAdLoader", "AsyncInteractiveSession",
+    *_errors,
+]

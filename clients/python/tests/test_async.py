@@ -1,0 +1,91 @@
+"""adorch.AsyncClient and the asyncio SDK layer against the real daemon."""
+import unittest
+
+import adorch
+
+from .common import (BANNER, CREATIVE_URL, EMPTY, INTERACTIVE, NATIVE, REWARD_AMOUNT, REWARDED, SOCKET,
+                     SPLASH, WAIT, idl_errors, needs_daemon)
+
+
+@unittest.skipIf(needs_daemon(), needs_daemon())
+class AsyncClientTests(unittest.IsolatedAsyncioTestCase):
+    async def asyncSetUp(self) -> None:
+        self.client = await adorch.AsyncClient.connect(SOCKET)
+        self.addAsyncCleanup(self.client.close)
+
+    async def test_rewarded_ad_shows_reports_and_its_reward_is_awaited_and_acked(self) -> None:
+        rewarded = adorch.AsyncRewardedAd(self.client, REWARDED)
+        await rewarded.load(WAIT)
+        self.assertTrue(await rewarded.is_ready())
+        heard: list[str] = []
+
+        async def on_reward(event: adorch.Event) -> None:
+            heard.append(f"reward {event.ad_id}")
+
+        async with await rewarded.show(user_id="u-async") as shown:
+            shown.on_impression(lambda event: heard.append("impression"))
+            shown.on_reward(on_reward)
+            shown.on_close(lambda event: heard.append("close"))
+            await shown.impression()
+            await shown.complete()
+            reward = await shown.wait_reward(WAIT)
+            self.assertEqual((reward.ad_id, reward.user_id, reward.reward_amount), (shown.id, "u-async", REWARD_AMOUNT))
+            await shown.close()
+            await shown.wait_for("close", WAIT)
+            self.assertEqual(heard, ["impression", f"reward {shown.id}", "close"])
+        await reward.ack()
+        self.assertNotIn(reward.trans_id, [r.trans_id for r in (await self.client.list_rewards(user_id="u-async")).rewards])
+
+    async def test_banner_splash_and_three_native_ads_load(self) -> None:
+        banner = await adorch.AsyncBannerAd(self.client, BANNER).load(width=300, height=250)
+        self.assertEqual((banner.format, banner.payload.get("height")), ("banner", 250))
+        splash = await adorch.AsyncSplashAd(self.client, SPLASH).load()
+        self.assertEqual(splash.format, "splash")
+        natives = await adorch.AsyncNativeAdLoader(self.client, NATIVE).load(count=3)
+        self.assertEqual(len({ad.id for ad in natives}), 3)
+        for ad in [banner, splash, *natives]:
+            await ad.close()
+
+    async def test_interactive_session_runs_to_its_terminal_event(self) -> None:
+        session = await adorch.AsyncInteractiveSession.create(self.client, INTERACTIVE, CREATIVE_URL, {"k": 1})
+        async with session:
+            await session.start()
+            names = [event.name async for event in session.events(WAIT)]
+            self.assertEqual(names[0], "fetch_complete", names)
+            self.assertEqual(names[-1], "completed", names)
+
+    async def test_daemon_errors_are_typed_with_their_fields(self) -> None:
+        with self.assertRaises(adorch.SlotNotFound):
+            await self.client.show("no-such-slot", "u")
+        with self.assertRaises(adorch.NoAdReady) as empty:
+            await self.client.show(EMPTY, "u")
+        self.assertEqual(empty.exception.slot, EMPTY)
+        with self.assertRaises(adorch.InvalidParameter) as count:
+            await self.client.load(NATIVE, count=0)
+        self.assertEqual(count.exception.parameter, "count")
+        with self.assertRaises(adorch.AdNotValid):
+            await self.client.report("no-such-ad", "click")
+        with self.assertRaises(adorch.SessionNotFound):
+            await self.client.pause("no-such-session")
+        self.assertTrue(await self.client.list_slots())
+
+    async def test_every_idl_error_maps_to_its_own_typed_error(self) -> None:
+        for interface in ("io.adorch.Ads", "io.adorch.Manager"):
+            for name in idl_errors(await self.client.interface_description(interface)):
+                error = adorch.error_from_reply(f"{interface}.{name}", {})
+                self.assertIsNot(type(error), adorch.AdorchError, f"{interface}.{name}")
+                self.assertEqual(type(error).__name__, name)
+
+    async def test_events_are_an_async_iterator(self) -> None:
+        async with await self.client.subscribe([REWARDED]) as events:
+            self.assertEqual((await events.next(WAIT)).kind, "subscribed")
+            ad = await self.client.show(REWARDED, "u-events")
+            async for event in events:
+                if event.kind == "ad_shown":
+                    self.assertEqual((event.ad_id, event.user_id), (ad.id, "u-events"))
+                    break
+            await self.client.report(ad.id, "close")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,133 @@
+"""adorch.Client and the SDK layer against the real daemon."""
+import unittest
+
+import adorch
+
+from .common import (BANNER, CREATIVE_URL, EMPTY, INTERACTIVE, INTERSTITIAL, NATIVE, REWARD_AMOUNT,
+                     REWARD_NAME, REWARDED, SOCKET, SPLASH, WAIT, idl_errors, needs_daemon)
+
+
+@unittest.skipIf(needs_daemon(), needs_daemon())
+class SyncClientTests(unittest.TestCase):
+    def setUp(self) -> None:
+        self.client = adorch.Client(SOCKET)
+        self.addCleanup(self.client.close)
+
+    def test_rewarded_ad_shows_reports_and_its_reward_is_awaited_and_acked(self) -> None:
+        rewarded = adorch.RewardedAd(self.client, REWARDED)
+        rewarded.load(WAIT)
+        self.assertTrue(rewarded.is_ready())
+        heard: list[str] = []
+        with rewarded.show(user_id="u-sync") as shown:
+            self.assertEqual((shown.slot, shown.format, shown.network), (REWARDED, "rewarded", "sim"))
+            for listener in ("impression", "close", "reward"):
+                shown.on(listener, lambda event, listener=listener: heard.append(listener))
+            shown.impression()
+            shown.complete()
+            reward = shown.wait_reward(WAIT)
+            self.assertEqual((reward.ad_id, reward.user_id, reward.reward_name, reward.reward_amount),
+                             (shown.id, "u-sync", REWARD_NAME, REWARD_AMOUNT))
+            self.assertFalse(reward.acknowledged)
+            shown.close()
+            shown.wait_for("close", WAIT)
+            self.assertEqual(heard, ["impression", "reward", "close"])
+            with self.assertRaises(adorch.AdNotValid) as raised:
+                shown.close()
+            self.assertEqual(raised.exception.ad_id, shown.id)
+        waiting = [r.trans_id for r in self.client.list_rewards(user_id="u-sync").rewards]
+        self.assertIn(reward.trans_id, waiting, "never acked by the library itself")
+        reward.ack()
+        waiting = [r.trans_id for r in self.client.list_rewards(user_id="u-sync").rewards]
+        self.assertNotIn(reward.trans_id, waiting)
+
+    def test_interstitial_shows_without_a_user(self) -> None:
+        interstitial = adorch.InterstitialAd(self.client, INTERSTITIAL)
+        interstitial.load(WAIT)
+        with interstitial.show() as shown:
+            self.assertEqual(shown.format, "interstitial")
+            shown.close()
+
+    def test_banner_splash_and_three_native_ads_load(self) -> None:
+        banner = adorch.BannerAd(self.client, BANNER).load(width=728, height=90)
+        self.assertEqual((banner.format, banner.payload.get("width")), ("banner", 728))
+        splash = adorch.SplashAd(self.client, SPLASH).load()
+        self.assertEqual(splash.format, "splash")
+        natives = adorch.NativeAdLoader(self.client, NATIVE).load(count=3)
+        self.assertEqual(len({ad.id for ad in natives}), 3)
+        self.assertTrue(all(ad.format == "native" and ad.payload.get("headline") for ad in natives))
+        for ad in [banner, splash, *natives]:
+            ad.impression()
+            ad.close()
+
+    def test_interactive_session_runs_to_its_terminal_event(self) -> None:
+        with adorch.InteractiveSession(self.client, INTERACTIVE, CREATIVE_URL, {"user": {"id": 7}},
+                                       adorch.SlotType.PREROLL) as session:
+            session.start()
+            names = [event.name for event in session.events(WAIT)]
+            self.assertEqual(names[-1], "completed", names)
+            self.assertIn("opt_in", names)
+            self.assertTrue(session.ended is not None and session.ended.terminal and session.ended.ad_free_pod)
+            with self.assertRaises(adorch.SessionNotFound) as raised:
+                session.stop()
+            self.assertEqual(raised.exception.session_id, session.id)
+
+    def test_daemon_errors_are_typed_with_their_fields(self) -> None:
+        with self.assertRaises(adorch.SlotNotFound) as slot:
+            self.client.show("no-such-slot", "u")
+        self.assertEqual((slot.exception.name, slot.exception.slot), ("io.adorch.Ads.SlotNotFound", "no-such-slot"))
+        self.assertTrue(slot.exception.message)
+        with self.assertRaises(adorch.NoAdReady) as empty:
+            self.client.show(EMPTY, "u")
+        self.assertEqual(empty.exception.slot, EMPTY)
+        with self.assertRaises(adorch.InvalidParameter) as count:
+            self.client.load(NATIVE, count=11)
+        self.assertEqual((type(count.exception), count.exception.parameter), (adorch.InvalidParameter, "count"))
+        with self.assertRaises(adorch.InvalidParameter):
+            self.client.show(REWARDED)  # a rewarded slot needs a user_id
+        with self.assertRaises(adorch.AdNotValid):
+            self.client.report("no-such-ad", "impression")
+        with self.assertRaises(adorch.SessionNotFound):
+            self.client.start("no-such-session")
+        with self.assertRaises(adorch.RewardNotFound) as reward:
+            self.client.ack_reward("no-such-trans")
+        self.assertEqual(reward.exception.trans_id, "no-such-trans")
+        with self.assertRaises(adorch.InterfaceNotFound):
+            self.client.interface_description("io.adorch.Nope")
+        # The connection is still good after each error.
+        self.assertIn(REWARDED, [slot.id for slot in self.client.list_slots()])
+        self.assertEqual(self.client.get_status().socket, SOCKET)
+
+    def test_every_idl_error_maps_to_its_own_typed_error(self) -> None:
+        for interface in ("io.adorch.Ads", "io.adorch.Manager"):
+            names = idl_errors(self.client.interface_description(interface))
+            self.assertGreater(len(names), 3, interface)
+            for name in names:
+                qualified = f"{interface}.{name}"
+                error = adorch.error_from_reply(qualified, {"message": "m"})
+                self.assertIsNot(type(error), adorch.AdorchError, f"{qualified} maps to the base error")
+                self.assertEqual((type(error).__name__, error.name, error.message), (name, qualified, "m"))
+                self.assertIsInstance(error, adorch.AdorchError)
+        unknown = adorch.error_from_reply("io.adorch.Ads.SomethingNew", {"message": "later"})
+        self.assertIs(type(unknown), adorch.AdorchError, "a name not known maps to the base error")
+        limited = adorch.error_from_reply("io.adorch.Ads.RateLimited", {"retry_after_ms": 250, "message": "m"})
+        self.assertEqual(limited.retry_after_ms, 250)
+
+    def test_events_iterate_from_the_subscribed_one(self) -> None:
+        with self.client.subscribe([INTERSTITIAL]) as events:
+            self.assertEqual(next(events).kind, "subscribed")
+            ad = self.client.show(INTERSTITIAL)
+            shown = next(e for e in events if e.kind == "ad_shown")
+            self.assertEqual(shown.ad_id, ad.id)
+            self.client.report(ad.id, "close")
+        with self.client.subscribe([BANNER]) as quiet:
+            self.assertEqual(quiet.next(WAIT).kind, "subscribed")
+            with self.assertRaises(adorch.Timeout):
+                quiet.next(0.2)
+
+    def test_a_missing_socket_is_cannot_connect(self) -> None:
+        with self.assertRaises(adorch.CannotConnect):
+            adorch.Client(SOCKET + ".missing")
+
+
+if __name__ == "__main__":
+    unittest.main()
