@@ -116,6 +116,9 @@ install-files:
 	# An operator's edited config is never overwritten.
 	test -e $(DESTDIR)$(SYSCONFDIR)/adorch/adorchd.toml || install -Dm644 etc/adorch/adorchd.toml $(DESTDIR)$(SYSCONFDIR)/adorch/adorchd.toml
 	install -d $(DESTDIR)$(SYSCONFDIR)/adorch/adorchd.toml.d
+	# The Python client (clients/python), in Debian's layout for pure-Python packages.
+	install -d $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/adorch
+	install -m644 clients/python/adorch/*.py clients/python/adorch/py.typed $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/adorch/
 
 clean:
 	rm -rf .build .build-asan .build-tsan .build-fuzz

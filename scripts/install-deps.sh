@@ -9,6 +9,8 @@ command -v python3 >/dev/null 2>&1 || apt_packages+=(python3 python3-pip)
 # The hostile-client tests run attackers as other uids under setpriv: the system's python3,
 # which any uid may execute (a python3 under root's home, as pyenv's, is not).
 [ -x /usr/bin/python3 ] || apt_packages+=(python3)
+# The Python client's install test: a venv of /usr/bin/python3 whose system setuptools and wheel build it offline.
+/usr/bin/python3 -c 'import ensurepip, venv, setuptools, wheel' >/dev/null 2>&1 || apt_packages+=(python3-venv python3-setuptools python3-wheel)
 # libsystemd for sd_notify, socket activation and the journal; pkg-config finds it.
 pkg-config --exists libsystemd 2>/dev/null || apt_packages+=(libsystemd-dev pkg-config)
 # SQLite for the reward ledger (GRDB links the system's).
