@@ -8,8 +8,13 @@ from .aio_ads import (AsyncBannerAd, AsyncBoundReward, AsyncFullscreenAd, AsyncI
 from .ads import (BannerAd, BoundReward, FullscreenAd, InteractiveSession, InterstitialAd, NativeAdLoader,
                   PreloadedAd, RewardedAd, ShownAd, SplashAd)
 from .client import Client, EventStream
-from .errors import *  # noqa: F403  (every error class, listed in errors.__all__)
-from .errors import __all__ as _errors
+from .errors import (AdorchError, ConnectionFailure, CannotConnect, ConnectionLost, Timeout, NoAdReady,
+                     SlotNotFound, AdNotValid, SessionNotFound, LoadFailed, InvalidParameter, RewardNotFound,
+                     LedgerFailed, ShuttingDown, RateLimited, TooManyOpenAds, TooManySessions,
+                     PermissionDenied, NoRewardKey, ReloadFailed, TooManyConnections, TooManyPendingBytes,
+                     ReaderTooSlow, IncompleteMessage, InterfaceNotFound, MethodNotFound,
+                     MethodNotImplemented, VarlinkInvalidParameter, ExpectedMore, VarlinkPermissionDenied,
+                     ERRORS, CONNECTION_REFUSALS, error_from_reply)
 from .types import Ad, Demand, Event, Reward, RewardModel, Rewards, Slot, SlotType, Status
 
 __all__ = [
@@ -20,5 +25,11 @@ __all__ = [
     "BannerAd", "SplashAd", "NativeAdLoader", "InteractiveSession",
     "AsyncPreloadedAd", "AsyncRewardedAd", "AsyncInterstitialAd", "AsyncFullscreenAd", "AsyncShownAd",
     "AsyncBoundReward", "AsyncBannerAd", "AsyncSplashAd", "AsyncNativeAdLoader", "AsyncInteractiveSession",
-    *_errors,
+    "AdorchError", "ConnectionFailure", "CannotConnect", "ConnectionLost", "Timeout", "NoAdReady",
+    "SlotNotFound", "AdNotValid", "SessionNotFound", "LoadFailed", "InvalidParameter", "RewardNotFound",
+    "LedgerFailed", "ShuttingDown", "RateLimited", "TooManyOpenAds", "TooManySessions", "PermissionDenied",
+    "NoRewardKey", "ReloadFailed", "TooManyConnections", "TooManyPendingBytes", "ReaderTooSlow",
+    "IncompleteMessage", "InterfaceNotFound", "MethodNotFound", "MethodNotImplemented",
+    "VarlinkInvalidParameter", "ExpectedMore", "VarlinkPermissionDenied", "ERRORS", "CONNECTION_REFUSALS",
+    "error_from_reply",
 ]

@@ -249,7 +249,3 @@ ERRORS: dict[str, type[AdorchError]] = {
 def error_from_reply(name: str, parameters: dict[str, Any] | None) -> AdorchError:
     """The typed exception for an error reply; a name not known gives the base class (a newer daemon)."""
     return ERRORS.get(name, AdorchError)(name, parameters)
-
-__all__ = ["AdorchError", "ConnectionFailure", "CannotConnect", "ConnectionLost", "Timeout", "ERRORS",
-           "CONNECTION_REFUSALS", "error_from_reply",
-           *sorted({c.__name__ for c in ERRORS.values()})]

@@ -17,6 +17,5 @@ def idl_errors(description: str) -> list[str]:
     """The names of an interface description's `error NAME (...)` lines."""
     return re.findall(r"^error (\w+)", description, re.MULTILINE)
 
-
-def needs_daemon() -> str | None:
-    return None if SOCKET else "ADORCH_SOCKET is not set (PythonClientTests.swift runs these against adorchd)"
+#: Why the daemon's tests skip when ADORCH_SOCKET is not set.
+NO_DAEMON = "ADORCH_SOCKET is not set (PythonClientTests.swift runs these against adorchd)"

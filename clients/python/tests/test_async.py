@@ -4,10 +4,10 @@ import unittest
 import adorch
 
 from .common import (BANNER, CREATIVE_URL, EMPTY, INTERACTIVE, NATIVE, REWARD_AMOUNT, REWARDED, SOCKET,
-                     SPLASH, WAIT, idl_errors, needs_daemon)
+                     SPLASH, WAIT, idl_errors, NO_DAEMON)
 
 
-@unittest.skipIf(needs_daemon(), needs_daemon())
+@unittest.skipIf(not SOCKET, NO_DAEMON)
 class AsyncClientTests(unittest.IsolatedAsyncioTestCase):
     async def asyncSetUp(self) -> None:
         self.client = await adorch.AsyncClient.connect(SOCKET)

@@ -5,13 +5,13 @@ import sys
 import unittest
 from pathlib import Path
 
-from .common import REWARD_AMOUNT, REWARD_NAME, REWARDED, SOCKET, WAIT, needs_daemon
+from .common import REWARD_AMOUNT, REWARD_NAME, REWARDED, SOCKET, WAIT, NO_DAEMON
 
 PACKAGE = Path(__file__).resolve().parent.parent
 EXAMPLE = PACKAGE.parent.parent / "examples" / "python" / "rewarded.py"
 
 
-@unittest.skipIf(needs_daemon(), needs_daemon())
+@unittest.skipIf(not SOCKET, NO_DAEMON)
 class ExampleTests(unittest.TestCase):
     def test_rewarded_example_prints_the_reward(self) -> None:
         run = subprocess.run([sys.executable, "-B", str(EXAMPLE), REWARDED, "example-user"], capture_output=True,

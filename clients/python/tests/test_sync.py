@@ -4,10 +4,10 @@ import unittest
 import adorch
 
 from .common import (BANNER, CREATIVE_URL, EMPTY, INTERACTIVE, INTERSTITIAL, NATIVE, REWARD_AMOUNT,
-                     REWARD_NAME, REWARDED, SOCKET, SPLASH, WAIT, idl_errors, needs_daemon)
+                     REWARD_NAME, REWARDED, SOCKET, SPLASH, WAIT, idl_errors, NO_DAEMON)
 
 
-@unittest.skipIf(needs_daemon(), needs_daemon())
+@unittest.skipIf(not SOCKET, NO_DAEMON)
 class SyncClientTests(unittest.TestCase):
     def setUp(self) -> None:
         self.client = adorch.Client(SOCKET)
@@ -20,8 +20,10 @@ class SyncClientTests(unittest.TestCase):
         heard: list[str] = []
         with rewarded.show(user_id="u-sync") as shown:
             self.assertEqual((shown.slot, shown.format, shown.network), (REWARDED, "rewarded", "sim"))
+            def hearing(listener: str) -> adorch.ads.Listener:
+                return lambda event: heard.append(listener)
             for listener in ("impression", "close", "reward"):
-                shown.on(listener, lambda event, listener=listener: heard.append(listener))
+                shown.on(listener, hearing(listener))
             shown.impression()
             shown.complete()
             reward = shown.wait_reward(WAIT)
@@ -110,6 +112,7 @@ class SyncClientTests(unittest.TestCase):
         unknown = adorch.error_from_reply("io.adorch.Ads.SomethingNew", {"message": "later"})
         self.assertIs(type(unknown), adorch.AdorchError, "a name not known maps to the base error")
         limited = adorch.error_from_reply("io.adorch.Ads.RateLimited", {"retry_after_ms": 250, "message": "m"})
+        assert isinstance(limited, adorch.RateLimited)
         self.assertEqual(limited.retry_after_ms, 250)
 
     def test_events_iterate_from_the_subscribed_one(self) -> None:
