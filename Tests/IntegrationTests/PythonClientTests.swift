@@ -25,7 +25,7 @@ final class PythonClientTests: XCTestCase {
         XCTAssertTrue(output.contains("\nOK\n"), output)
         XCTAssertFalse(output.contains("skipped"), "every test ran against the daemon:\n\(output)")
         for test in ["test_every_idl_error_maps_to_its_own_typed_error", "test_rewarded_example_prints_the_reward",
-                     "test_pip_install_into_a_fresh_venv", "test_interactive_session_runs_to_its_terminal_event"] {
+                     "test_pip_install_into_a_fresh_venv", "test_interactive_session_runs_to_its_terminal_event", "test_a_show_is_not_sent_again"] {
             XCTAssertTrue(output.contains(test), "\(test) ran:\n\(output)")
         }
     }
