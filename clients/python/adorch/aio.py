@@ -227,7 +227,8 @@ class AsyncEventStream:
         return await self.next()
 
     async def next(self, timeout: float | None = None) -> Event:
-        """The next event; Timeout if none came within timeout seconds (None: wait for ever)."""
+        """The next event; Timeout if none came within timeout seconds (None: wait for ever).
+        Subscribing again after a restart takes up to reconnect_timeout, whatever timeout says."""
         if self._buffer:
             return self._buffer.popleft()
         while True:
