@@ -97,6 +97,7 @@ final class CClientTests: XCTestCase {
         }
         let resumed = try client.waitForLine("ad_shown of \(adID ?? "")") { $0.hasPrefix("RESUMED \(adID ?? "")") }
         XCTAssertTrue(resumed.hasSuffix("subscribed-events=1"), "the second subscribed event reached the app: \(resumed)")
+        try client.waitForLine("a call on the new daemon") { $0 == "calls work after the restart" }
         XCTAssertEqual(client.exitStatus(), 0, client.output)
         // The second daemon's state dir is in the first one's folder, removed when it goes.
         withExtendedLifetime(first) {}

@@ -1156,6 +1156,7 @@ static void process_calls(adorch_client *c) {
         }
         adorch_error_clear(&e);
         json_decref(reply);
+        free(p);
     }
     if (err) {
         conn_close(&c->call, c->epfd);

@@ -336,6 +336,12 @@ static void restart(void) {
         if (done) break;
     }
     CHECK(subscribed == 1, "%d subscribed events reached the app", subscribed);
+    /* The call connection, opened before the restart, is found closed and opened again. */
+    adorch_slot_list *slots = NULL;
+    OK(adorch_client_list_slots(client, &slots, error));
+    CHECK(slots->count == 2, "%zu slots after the restart", slots->count);
+    adorch_slot_list_free(slots);
+    printf("calls work after the restart\n");
     adorch_client_free(client);
 }
 
