@@ -9,11 +9,15 @@ final class CClientTests: XCTestCase {
     private static let clientDir = packageRoot.appendingPathComponent("clients/c")
     private static let testProgram = clientDir.appendingPathComponent("build/client-test").path
 
-    /// A preloaded rewarded slot that fills at once, and one that never does.
+    /// A preloaded rewarded slot that fills at once, one that never does, and one open ad per uid.
     private static let config = simConfig(slots: """
+        [limits]
+        max_open_ads_per_uid = 1
+
         [[slots]]
         id = "r"
         format = "rewarded"
+        buffer = 2
         reward_name = "coins"
         reward_amount = 1
           [[slots.waterfall]]
@@ -34,9 +38,11 @@ final class CClientTests: XCTestCase {
         guard build.status == 0 else { throw TestFailure("make -C clients/c failed:\n\(build.stdout)\(build.stderr)") }
     }
 
-    /// Runs the test program in `mode` against `daemon`; its output, or a failure showing it.
-    private func run(_ arguments: [String], _ daemon: DaemonProcess) throws -> String {
-        let result = try runCommand(Self.testProgram, arguments, environment: ["ADORCH_SOCKET": daemon.socket])
+    /// Runs the test program with `arguments` against `daemon` (as `uid`, an app's user, when
+    /// given); its output, or a failure showing it.
+    private func run(_ arguments: [String], _ daemon: DaemonProcess, as uid: Int? = nil) throws -> String {
+        let argv = (uid.map { ["/usr/bin/setpriv"] + setprivArguments(uid: $0) } ?? []) + [Self.testProgram] + arguments
+        let result = try runCommand(argv[0], Array(argv.dropFirst()), environment: ["ADORCH_SOCKET": daemon.socket])
         guard result.status == 0 else {
             throw daemon.diagnosis("client-test \(arguments.joined(separator: " ")) exited \(result.status):\n\(result.stdout)\(result.stderr)")
         }
@@ -60,8 +66,10 @@ final class CClientTests: XCTestCase {
 
     func testEveryIDLErrorMapsToItsOwnCodeAndTheDaemonsErrorsArriveTyped() throws {
         let daemon = try DaemonProcess(config: Self.config)
-        try daemon.waitFor("r ready") { try daemon.slotStatus("r")["ready"]?.intValue ?? 0 > 0 }
-        let output = try run(["errors", "empty"], daemon)
+        // Two ready: the second Show must meet the open-ads budget, not an empty slot.
+        try daemon.waitFor("r full") { try daemon.slotStatus("r")["ready"]?.intValue == 2 }
+        // As an app's uid: root is exempt from the budgets whose errors this meets.
+        let output = try run(["errors", "empty"], daemon, as: 5555)
         XCTAssertTrue(output.contains("errors: all passed"), output)
         // The IDLs as this test reads them: the program must have mapped each of their errors.
         for interface in ["io.adorch.Ads", "io.adorch.Manager"] {
@@ -101,6 +109,18 @@ final class CClientTests: XCTestCase {
         XCTAssertEqual(client.exitStatus(), 0, client.output)
         // The second daemon's state dir is in the first one's folder, removed when it goes.
         withExtendedLifetime(first) {}
+    }
+
+    /// No daemon breaks a connection on cue, so a peer inside the test program does: after a
+    /// Show (ConnectionLost, never sent again), after a read (sent again), and by not answering.
+    func testABrokenConnectionFailsAShowButRetriesARead() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-cpeer-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let result = try runCommand(Self.testProgram, ["brokenpeer", dir.path])
+        XCTAssertEqual(result.status, 0, result.stdout + result.stderr)
+        XCTAssertTrue(result.stdout.contains("brokenpeer: all passed"), result.stdout + result.stderr)
+        XCTAssertTrue(result.stdout.contains("calling again on a new connection"), "the retry is logged: \(result.stdout)")
     }
 
     func testTheExampleBuildsWithPkgConfigAgainstAnInstallAndPrintsTheReward() throws {

@@ -21,8 +21,6 @@
 #define STR(x) STR2(x)
 
 enum {
-    DEFAULT_CALL_TIMEOUT_MS = 10000,
-    DEFAULT_RECONNECT_TIMEOUT_MS = 30000,
     /* Reconnect backoff: doubles from the first delay up to the cap. */
     BACKOFF_FIRST_MS = 100,
     BACKOFF_MAX_MS = 2000,
@@ -130,6 +128,13 @@ ADORCH_CLIENT_EXPORT void adorch_error_clear(adorch_error *error) {
 ADORCH_CLIENT_EXPORT const char *adorch_error_parameter(const adorch_error *error, const char *key) {
     if (error == NULL || error->reserved[0] == NULL || key == NULL) return NULL;
     return json_string_value(json_object_get(error->reserved[0], key));
+}
+
+ADORCH_CLIENT_EXPORT bool adorch_error_parameter_int(const adorch_error *error, const char *key, int64_t *value) {
+    json_t *v = error && error->reserved[0] && key ? json_object_get(error->reserved[0], key) : NULL;
+    if (!json_is_integer(v)) return false;
+    if (value) *value = json_integer_value(v);
+    return true;
 }
 
 /* Fills `error` (if any) and returns `code`; `parameters` is borrowed. */
@@ -780,8 +785,8 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_new(adorch_client **out, const 
     c->call = (struct conn)CONN_INIT;
     c->sub = (struct sub){.state = SUB_OFF, .conn = CONN_INIT};
     c->socket_path = o.socket_path ? strdup(o.socket_path) : default_socket_path();
-    c->call_timeout_ms = o.call_timeout_ms == 0 ? DEFAULT_CALL_TIMEOUT_MS : o.call_timeout_ms;
-    c->reconnect_timeout_ms = o.reconnect_timeout_ms == 0 ? DEFAULT_RECONNECT_TIMEOUT_MS : o.reconnect_timeout_ms;
+    c->call_timeout_ms = o.call_timeout_ms == 0 ? ADORCH_CLIENT_DEFAULT_CALL_TIMEOUT_MS : o.call_timeout_ms;
+    c->reconnect_timeout_ms = o.reconnect_timeout_ms == 0 ? ADORCH_CLIENT_DEFAULT_RECONNECT_TIMEOUT_MS : o.reconnect_timeout_ms;
     c->log = o.log;
     c->log_userdata = o.log_userdata;
     c->timer_armed = -1;

@@ -5,14 +5,20 @@
  *   client-test errors EMPTY    typed errors, and every `error` of both IDLs maps to its own code
  *   client-test restart         a subscription that lives through a daemon restart (the XCTest
  *                               restarts the daemon and makes the Show this waits for)
+ *   client-test brokenpeer DIR  what a broken connection does to each kind of call, against a peer
+ *                               in this program that breaks on cue (no daemon does so on demand)
  * Each prints what it checked and exits 0, or prints the failed check and exits 1. */
 #include <adorch/client.h>
 
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CHECK(cond, ...)                                                                   \
     do {                                                                                   \
@@ -295,6 +301,20 @@ static void errors(const char *empty_slot) {
     }
     FAILS(ADORCH_E_NO_AD_READY, adorch_client_show(client, empty_slot, "u", NULL, &ad, error));
     FAILS(ADORCH_E_INVALID_PARAMETER, adorch_client_show(client, "r", NULL, NULL, &ad, error));
+    /* The config allows one open ad per uid: a second Show before the first is closed is refused. */
+    OK(adorch_client_show(client, "r", "u", NULL, &ad, error));
+    adorch_ad *second = NULL;
+    FAILS(ADORCH_E_TOO_MANY_OPEN_ADS, adorch_client_show(client, "r", "u", NULL, &second, error));
+    {
+        adorch_error e = ADORCH_ERROR_INIT;
+        int64_t limit = 0;
+        adorch_client_show(client, "r", "u", NULL, &second, &e);
+        CHECK(adorch_error_parameter_int(&e, "limit", &limit) && limit == 1, "TooManyOpenAds' limit %lld", (long long)limit);
+        CHECK(!adorch_error_parameter_int(&e, "budget", &limit), "budget is a string");
+        adorch_error_clear(&e);
+    }
+    OK(adorch_client_report(client, ad->id, "close", error));
+    adorch_ad_free(ad);
     FAILS(ADORCH_E_AD_NOT_VALID, adorch_client_report(client, "no-such-ad", "impression", error));
     FAILS(ADORCH_E_SESSION_NOT_FOUND, adorch_client_stop(client, "no-such-session", error));
     FAILS(ADORCH_E_REWARD_NOT_FOUND, adorch_client_ack_reward(client, "no-such-transaction", error));
@@ -345,6 +365,86 @@ static void restart(void) {
     adorch_client_free(client);
 }
 
+/* The peer: a listening socket, and what each call it was sent asked for, "conn:method" in order. */
+struct peer {
+    int listener;
+    char calls[8][96];
+    int call_count;
+};
+
+/* One message from fd (up to its NUL) into the peer's log; false at EOF. */
+static bool peer_read(struct peer *p, int fd, int connection) {
+    char message[4096];
+    size_t len = 0;
+    while (len < sizeof message - 1) {
+        ssize_t n = read(fd, message + len, 1);
+        if (n <= 0) return false;
+        if (message[len] == '\0') break;
+        len++;
+    }
+    message[len] = '\0';
+    const char *method = strstr(message, "\"method\":\"");
+    char name[64] = "?";
+    if (method) sscanf(method + 10, "%63[^\"]", name);
+    snprintf(p->calls[p->call_count++ % 8], sizeof p->calls[0], "%d:%s", connection, name);
+    return true;
+}
+
+/* Connection 1: reads a call and hangs up unanswered. 2: the same. 3: answers its first call
+ * with no slots, leaves the second unanswered, and waits for the client to go. */
+static void *peer_run(void *arg) {
+    struct peer *p = arg;
+    for (int connection = 1; connection <= 3; connection++) {
+        int fd = accept(p->listener, NULL, NULL);
+        if (fd < 0) return NULL;
+        if (peer_read(p, fd, connection) && connection == 3) {
+            static const char reply[] = "{\"parameters\":{\"slots\":[]}}";
+            if (write(fd, reply, sizeof reply) == (ssize_t)sizeof reply) {
+                while (peer_read(p, fd, connection)) {}
+            }
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+static void brokenpeer(const char *dir) {
+    struct peer peer = {0};
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s/peer.sock", dir);
+    unlink(addr.sun_path);
+    peer.listener = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK(bind(peer.listener, (struct sockaddr *)&addr, sizeof addr) == 0 && listen(peer.listener, 4) == 0, "listen on %s", addr.sun_path);
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, peer_run, &peer) == 0, "peer thread");
+
+    adorch_client_options options = ADORCH_CLIENT_OPTIONS_INIT;
+    options.socket_path = addr.sun_path;
+    options.call_timeout_ms = 500;
+    options.log = log_line;
+    adorch_client *client = NULL;
+    OK(adorch_client_new(&client, &options, error));
+    /* A Show whose connection broke after it was sent may have taken effect: not sent again. */
+    adorch_ad *ad = NULL;
+    FAILS(ADORCH_E_CONNECTION_LOST, adorch_client_show(client, "r", "u", NULL, &ad, error));
+    /* A read is sent again: connection 2 breaks too, connection 3 answers. */
+    adorch_slot_list *slots = NULL;
+    OK(adorch_client_list_slots(client, &slots, error));
+    CHECK(slots->count == 0, "%zu slots", slots->count);
+    adorch_slot_list_free(slots);
+    /* No answer within the call timeout. */
+    FAILS(ADORCH_E_TIMEOUT, adorch_client_list_slots(client, &slots, error));
+    adorch_client_free(client);
+    pthread_join(thread, NULL);
+    close(peer.listener);
+    unlink(addr.sun_path);
+
+    const char *expected[] = {"1:io.adorch.Ads.Show", "2:io.adorch.Ads.ListSlots", "3:io.adorch.Ads.ListSlots", "3:io.adorch.Ads.ListSlots"};
+    CHECK(peer.call_count == 4, "the peer got %d calls", peer.call_count);
+    for (int i = 0; i < 4; i++) CHECK(strcmp(peer.calls[i], expected[i]) == 0, "call %d was %s, not %s", i, peer.calls[i], expected[i]);
+    printf("brokenpeer: all passed\n");
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "";
@@ -352,8 +452,9 @@ int main(int argc, char **argv) {
     else if (strcmp(mode, "nonblocking") == 0) nonblocking();
     else if (strcmp(mode, "errors") == 0 && argc > 2) errors(argv[2]);
     else if (strcmp(mode, "restart") == 0) restart();
+    else if (strcmp(mode, "brokenpeer") == 0 && argc > 2) brokenpeer(argv[2]);
     else {
-        fprintf(stderr, "usage: client-test basics|nonblocking|errors EMPTY_SLOT|restart\n");
+        fprintf(stderr, "usage: client-test basics|nonblocking|errors EMPTY_SLOT|restart|brokenpeer DIR\n");
         return 2;
     }
     return 0;

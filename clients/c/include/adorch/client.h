@@ -138,6 +138,8 @@ typedef struct adorch_error {
 ADORCH_CLIENT_EXPORT void adorch_error_clear(adorch_error *error);
 /* A string parameter of the error reply (e.g. "slot", "parameter"), or NULL; valid until cleared. */
 ADORCH_CLIENT_EXPORT const char *adorch_error_parameter(const adorch_error *error, const char *key);
+/* An integer parameter of the error reply (e.g. TooManyOpenAds' "limit"): true and *value if it has one. */
+ADORCH_CLIENT_EXPORT bool adorch_error_parameter_int(const adorch_error *error, const char *key, int64_t *value);
 /* The code of a qualified daemon error name ("io.adorch.Ads.NoAdReady"); ADORCH_E_DAEMON if unknown. */
 ADORCH_CLIENT_EXPORT adorch_status adorch_error_code_from_name(const char *name);
 /* The qualified name of a code (the Ads one where Ads and Manager share it); NULL for unknown codes. */
@@ -159,17 +161,22 @@ typedef enum adorch_log_level {
 /* Receives the library's log lines (default: stderr, "adorch-client: ..."); see Threads. */
 typedef void (*adorch_log_fn)(void *userdata, adorch_log_level level, const char *message);
 
+/* How long a call waits for its reply unless the options say otherwise. */
+#define ADORCH_CLIENT_DEFAULT_CALL_TIMEOUT_MS 10000
+/* How long the client keeps retrying a lost daemon unless the options say otherwise. */
+#define ADORCH_CLIENT_DEFAULT_RECONNECT_TIMEOUT_MS 30000
+
 /* How to connect; start from ADORCH_CLIENT_OPTIONS_INIT, which sets size and the defaults. */
 typedef struct adorch_client_options {
     uint32_t size;                  /* sizeof(adorch_client_options) of the caller's header */
     const char *socket_path;        /* NULL: $ADORCH_SOCKET, else this user's daemon, else /run/adorch/adorchd.sock */
-    int32_t call_timeout_ms;        /* how long a call waits for its reply; 0: 10000; < 0: forever */
-    int32_t reconnect_timeout_ms;   /* how long to keep retrying a lost daemon; 0: 30000; < 0: never retry */
+    int32_t call_timeout_ms;        /* how long a call waits for its reply; 0: the default above; < 0: forever */
+    int32_t reconnect_timeout_ms;   /* how long to keep retrying a lost daemon; 0: the default above; < 0: never retry */
     adorch_log_fn log;              /* NULL: stderr */
     void *log_userdata;             /* passed to log */
 } adorch_client_options;
 
-/* Default options: socket by the default rule, 10 s calls, 30 s of reconnect backoff. */
+/* Default options: the socket by the default rule, the default timeouts, log to stderr. */
 #define ADORCH_CLIENT_OPTIONS_INIT { (uint32_t)sizeof(adorch_client_options), NULL, 0, 0, NULL, NULL }
 
 /* Makes a client and connects it (retrying as for a restart); options may be NULL. */
@@ -368,8 +375,9 @@ ADORCH_CLIENT_EXPORT short adorch_client_get_events(const adorch_client *client)
  * dispatches to callbacks (events are queued for next_event if no event callback is set).
  * Returns an error only when the subscription gave up reconnecting (then it is over). */
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_process(adorch_client *client, adorch_error *error);
-/* Sends a call (as adorch_client_call) without waiting; its reply goes to callback from adorch_client_process.
- * While async calls are in flight, blocking calls return ADORCH_E_BUSY. */
+/* Sends a call (as adorch_client_call) without waiting for the reply, which goes to callback from
+ * adorch_client_process. While async calls are in flight, blocking calls return ADORCH_E_BUSY. If the
+ * call connection has to be made again first, that connect is blocking (with its backoff). */
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_call_async(adorch_client *client, const char *method, const char *parameters,
                                                             adorch_reply_fn callback, void *userdata, adorch_error *error);
 
