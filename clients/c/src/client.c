@@ -853,6 +853,7 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_slots(adorch_client *c, ad
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_show(adorch_client *c, const char *slot, const char *user_id,
                                                       const adorch_reward_model *reward, adorch_ad **out, adorch_error *error) {
     REQUIRE(c && slot && out, "client, slot and out are required");
+    REQUIRE(reward == NULL || reward->size >= sizeof *reward, "reward->size is too small");
     json_t *params = json_pack("{s:s}", "slot", slot);
     if (user_id) json_object_set_new(params, "user_id", json_string(user_id));
     if (reward) {
@@ -1063,7 +1064,7 @@ struct adorch_shown_ad {
     char *user_id;
     adorch_ad_listener listener;
     void *userdata;
-    bool impression_told, close_told, failure_told;
+    bool impression_told, close_told, failure_told, reward_told;
     struct adorch_shown_ad *next; /* in client->listening */
 };
 
@@ -1078,7 +1079,9 @@ static void tell_listeners(adorch_client *c, const adorch_event *e) {
         if (strcmp(e->kind, "reward_granted") == 0) {
             json_t *detail = e->detail ? json_loads(e->detail, 0, NULL) : NULL;
             adorch_reward *reward = detail ? reward_new(detail) : NULL;
-            if (reward && l->on_reward) l->on_reward(s->userdata, s, reward);
+            /* A resubscription delivers an unacknowledged reward again: one grant, told once. */
+            if (reward && !s->reward_told && l->on_reward) l->on_reward(s->userdata, s, reward);
+            s->reward_told = s->reward_told || reward != NULL;
             adorch_reward_free(reward);
             json_decref(detail);
         } else if (strcmp(e->kind, "ad_event") != 0) {

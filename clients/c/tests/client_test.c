@@ -143,6 +143,19 @@ static void basics(void) {
     adorch_reward_list_free(rewards);
     adorch_reward_free(reward);
     adorch_shown_ad_free(shown);
+
+    /* The Show's own reward model overrides the slot's. */
+    adorch_reward_model model = {sizeof model, "gems", 3, "level-2"};
+    OK(adorch_rewarded_ad_load(rewarded, 20000, error));
+    OK(adorch_rewarded_ad_show(rewarded, "c-user-1", &model, &shown, error));
+    OK(adorch_shown_ad_report_complete(shown, error));
+    OK(adorch_shown_ad_wait_reward(shown, 10000, &reward, error));
+    CHECK(strcmp(reward->reward_name, "gems") == 0 && reward->reward_amount == 3 && strcmp(reward->extra, "level-2") == 0,
+          "reward %lld %s %s", (long long)reward->reward_amount, reward->reward_name, reward->extra);
+    OK(adorch_client_ack_reward(client, reward->trans_id, error));
+    OK(adorch_shown_ad_report_close(shown, error));
+    adorch_reward_free(reward);
+    adorch_shown_ad_free(shown);
     adorch_rewarded_ad_free(rewarded);
 
     /* On-demand formats. */

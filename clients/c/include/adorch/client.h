@@ -45,8 +45,9 @@
  * long as the result. Pointers given to a callback are valid during the callback only.
  *
  * Versioning. ADORCH_CLIENT_VERSION_* is the header's version, adorch_client_version() the
- * library's. Within one major, public structs only grow at the end: options start with
- * `size` (set it with ADORCH_CLIENT_OPTIONS_INIT), results end with reserved fields.
+ * library's. Within one major, structs the app fills (options, load request, reward model,
+ * listener) start with `size` and only grow at the end; results the library fills grow only
+ * into their reserved fields, so arrays of them keep their stride.
  */
 #ifndef ADORCH_CLIENT_H
 #define ADORCH_CLIENT_H
@@ -291,6 +292,7 @@ ADORCH_CLIENT_EXPORT void adorch_string_free(char *text);
 
 /* A reward model for Show: NULL fields (amount < 0) keep the slot's. */
 typedef struct adorch_reward_model {
+    uint32_t size;            /* sizeof(adorch_reward_model) */
     const char *name;         /* reward name, or NULL */
     int64_t amount;           /* reward amount, or -1 */
     const char *extra;        /* custom data, or NULL */
@@ -410,7 +412,7 @@ typedef struct adorch_ad_listener {
     void (*on_impression)(void *userdata, adorch_shown_ad *ad);       /* first impression; may be NULL */
     void (*on_click)(void *userdata, adorch_shown_ad *ad);            /* each click; may be NULL */
     void (*on_close)(void *userdata, adorch_shown_ad *ad);            /* the ad closed; may be NULL */
-    void (*on_reward)(void *userdata, adorch_shown_ad *ad, const adorch_reward *reward); /* reward granted; may be NULL */
+    void (*on_reward)(void *userdata, adorch_shown_ad *ad, const adorch_reward *reward); /* reward granted (once); may be NULL */
     void (*on_failed_to_display)(void *userdata, adorch_shown_ad *ad); /* the network could not present it; may be NULL */
 } adorch_ad_listener;
 
