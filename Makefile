@@ -19,6 +19,8 @@ DOCDIR := $(PREFIX)/share/doc/adorch
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 CATALOGDIR ?= $(PREFIX)/lib/systemd/catalog
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+# libadorch-client (clients/c): the library, and its pkg-config file beside it (arch-dependent).
+CLIENT_LIBDIR ?= $(PREFIX)/lib
 # Header only, so arch-independent: share/pkgconfig, on pkg-config's default path.
 PKGCONFIGDIR ?= $(PREFIX)/share/pkgconfig
 ABI_VERSION := $(shell sed -n 's/^\#define ADORCH_PLUGIN_ABI_MAJOR //p' Sources/CAdorchPlugin/include/adorch/plugin.h).$(shell sed -n 's/^\#define ADORCH_PLUGIN_ABI_MINOR //p' Sources/CAdorchPlugin/include/adorch/plugin.h)
@@ -44,7 +46,7 @@ help:
 	@echo "make asan   every test on an AddressSanitizer build (leaks too); fails on any report"
 	@echo "make tsan   every test on a ThreadSanitizer build; fails on any report"
 	@echo "make build  build the daemon, adorchctl and the plugins"
-	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  binaries, plugins, header and pkg-config file, units, catalog, config"
+	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  binaries, plugins, headers and pkg-config files, libadorch-client, units, catalog, config"
 
 deps:
 	@scripts/install-deps.sh
@@ -119,6 +121,9 @@ install-files:
 	# The Python client (clients/python), in Debian's layout for pure-Python packages.
 	install -d $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/adorch
 	install -m644 clients/python/adorch/*.py clients/python/adorch/py.typed $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/adorch/
+	# libadorch-client, adorch/client.h and adorch-client.pc: clients/c builds the library first (seconds).
+	$(MAKE) -C clients/c install DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) LIBDIR=$(CLIENT_LIBDIR)
 
 clean:
 	rm -rf .build .build-asan .build-tsan .build-fuzz
+	$(MAKE) -C clients/c clean

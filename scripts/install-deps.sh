@@ -15,6 +15,8 @@ command -v python3 >/dev/null 2>&1 || apt_packages+=(python3 python3-pip)
 pkg-config --exists libsystemd 2>/dev/null || apt_packages+=(libsystemd-dev pkg-config)
 # SQLite for the reward ledger (GRDB links the system's).
 pkg-config --exists sqlite3 2>/dev/null || apt_packages+=(libsqlite3-dev)
+# libadorch-client (clients/c) parses JSON with jansson; pkg-config finds it.
+pkg-config --exists jansson 2>/dev/null || apt_packages+=(libjansson-dev)
 # The system tests: a standalone journald, systemd-analyze, systemd-socket-activate, a real systemd.
 [ -x /lib/systemd/systemd-journald ] && command -v systemd-socket-activate >/dev/null 2>&1 || apt_packages+=(systemd)
 command -v unshare >/dev/null 2>&1 && command -v nsenter >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 \

@@ -1,0 +1,474 @@
+/* The C client's tests against a real adorchd (ADORCH_SOCKET), driven from
+ * Tests/IntegrationTests/CClientTests.swift:
+ *   client-test basics          the SDK layer and the plain calls on the embedded default config
+ *   client-test nonblocking     events and async replies through adorch_client_get_fd + poll
+ *   client-test errors EMPTY    typed errors, and every `error` of both IDLs maps to its own code
+ *   client-test restart         a subscription that lives through a daemon restart (the XCTest
+ *                               restarts the daemon and makes the Show this waits for)
+ *   client-test brokenpeer DIR  what a broken connection does to each kind of call, against a peer
+ *                               in this program that breaks on cue (no daemon does so on demand)
+ * Each prints what it checked and exits 0, or prints the failed check and exits 1. */
+#include <adorch/client.h>
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            printf("FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);                       \
+            printf(__VA_ARGS__);                                                           \
+            printf("\n");                                                                  \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+/* A call that must succeed: on failure, the error's name and message. */
+#define OK(call)                                                                           \
+    do {                                                                                   \
+        adorch_error e_ = ADORCH_ERROR_INIT;                                               \
+        adorch_error *error = &e_;                                                         \
+        adorch_status st_ = (call);                                                        \
+        CHECK(st_ == ADORCH_OK, "status %d %s: %s", st_, e_.name, e_.message);             \
+        adorch_error_clear(&e_);                                                           \
+    } while (0)
+
+/* A call that must fail with `code`, the daemon's (or library's) name for it in the error. */
+#define FAILS(want, call)                                                                  \
+    do {                                                                                   \
+        adorch_error e_ = ADORCH_ERROR_INIT;                                               \
+        adorch_error *error = &e_;                                                         \
+        adorch_status st_ = (call);                                                        \
+        CHECK(st_ == (want) && e_.code == (want), "expected %s, got %d %s: %s", #want, st_, e_.name, e_.message); \
+        CHECK(e_.name && (adorch_error_code_from_name(e_.name) == (want) || strcmp(e_.name, adorch_error_name(want)) == 0), \
+              "name %s", e_.name);                                                         \
+        CHECK(e_.message && *e_.message && e_.parameters, "message and parameters are filled"); \
+        printf("ok: %s -> %s (%s)\n", #call, e_.name, e_.message);                         \
+        adorch_error_clear(&e_);                                                           \
+    } while (0)
+
+static bool reconnected;
+
+/* Log lines go to stdout, where the XCTest reads them. */
+static void log_line(void *userdata, adorch_log_level level, const char *message) {
+    (void)userdata;
+    printf("LOG %d %s\n", level, message);
+    fflush(stdout);
+    if (strstr(message, "subscribed again")) reconnected = true;
+}
+
+static adorch_client *connect_client(void) {
+    adorch_client_options options = ADORCH_CLIENT_OPTIONS_INIT;
+    options.log = log_line;
+    adorch_client *client = NULL;
+    OK(adorch_client_new(&client, &options, error));
+    return client;
+}
+
+struct heard {
+    int impressions, clicks, closes, rewards, failures;
+};
+
+static void on_impression(void *u, adorch_shown_ad *ad) { (void)ad; ((struct heard *)u)->impressions++; }
+static void on_click(void *u, adorch_shown_ad *ad) { (void)ad; ((struct heard *)u)->clicks++; }
+static void on_close(void *u, adorch_shown_ad *ad) { (void)ad; ((struct heard *)u)->closes++; }
+static void on_reward(void *u, adorch_shown_ad *ad, const adorch_reward *r) {
+    CHECK(strcmp(r->ad_id, adorch_shown_ad_get_ad(ad)->id) == 0, "the reward is this ad's");
+    ((struct heard *)u)->rewards++;
+}
+static void on_failed(void *u, adorch_shown_ad *ad) { (void)ad; ((struct heard *)u)->failures++; }
+
+static void basics(void) {
+    char version[32];
+    snprintf(version, sizeof version, "%d.%d.%d", ADORCH_CLIENT_VERSION_MAJOR, ADORCH_CLIENT_VERSION_MINOR, ADORCH_CLIENT_VERSION_PATCH);
+    CHECK(strcmp(adorch_client_version(), version) == 0, "library %s, header %s", adorch_client_version(), version);
+    adorch_client *client = connect_client();
+    const char *rewarded_slot = "rewarded_main";
+    OK(adorch_client_subscribe(client, &rewarded_slot, 1, error));
+    adorch_event *first = NULL;
+    OK(adorch_client_next_event(client, 5000, &first, error));
+    CHECK(strcmp(first->kind, "subscribed") == 0, "first event %s", first->kind);
+    adorch_event_free(first);
+
+    /* A rewarded ad: load, is_ready, show, report, the listener, the reward, ack. */
+    adorch_rewarded_ad *rewarded = NULL;
+    OK(adorch_rewarded_ad_new(client, rewarded_slot, &rewarded, error));
+    OK(adorch_rewarded_ad_load(rewarded, 20000, error));
+    CHECK(adorch_rewarded_ad_is_ready(rewarded, NULL), "ready after load");
+    adorch_shown_ad *shown = NULL;
+    OK(adorch_rewarded_ad_show(rewarded, "c-user-1", NULL, &shown, error));
+    const adorch_ad *ad = adorch_shown_ad_get_ad(shown);
+    CHECK(ad->id && strcmp(ad->slot, rewarded_slot) == 0 && strcmp(ad->format, "rewarded") == 0 && ad->payload && ad->payload[0] == '{',
+          "ad %s %s %s %s", ad->id, ad->slot, ad->format, ad->payload);
+    printf("shown ad %s from %s, price %.2f, expires %s\n", ad->id, ad->network, ad->price, ad->expires_at);
+    struct heard heard = {0};
+    adorch_ad_listener listener = {sizeof listener, on_impression, on_click, on_close, on_reward, on_failed};
+    adorch_shown_ad_set_listener(shown, &listener, &heard);
+    OK(adorch_shown_ad_report_impression(shown, error));
+    OK(adorch_shown_ad_report_click(shown, error));
+    OK(adorch_shown_ad_report_complete(shown, error));
+    OK(adorch_shown_ad_report_close(shown, error));
+    FAILS(ADORCH_E_AD_NOT_VALID, adorch_shown_ad_report_close(shown, error));
+    adorch_reward *reward = NULL;
+    OK(adorch_shown_ad_wait_reward(shown, 10000, &reward, error));
+    CHECK(strcmp(reward->ad_id, ad->id) == 0 && strcmp(reward->reward_name, "coins") == 0 && reward->reward_amount == 10 &&
+              strcmp(reward->user_id, "c-user-1") == 0 && !reward->acknowledged,
+          "reward %s %s %lld %s", reward->ad_id, reward->reward_name, (long long)reward->reward_amount, reward->user_id);
+    printf("reward %lld %s, transaction %s\n", (long long)reward->reward_amount, reward->reward_name, reward->trans_id);
+    /* The listener fires as the client's subscription delivers the ad's events. */
+    time_t until = time(NULL) + 10;
+    while ((heard.impressions == 0 || heard.closes == 0 || heard.rewards == 0) && time(NULL) < until) {
+        adorch_event *event = NULL;
+        adorch_error e = ADORCH_ERROR_INIT;
+        adorch_status st = adorch_client_next_event(client, 1000, &event, &e);
+        CHECK(st == ADORCH_OK || st == ADORCH_E_TIMEOUT, "next_event %d %s", st, e.message);
+        adorch_error_clear(&e);
+        adorch_event_free(event);
+    }
+    CHECK(heard.impressions == 1 && heard.clicks >= 1 && heard.closes == 1 && heard.rewards == 1 && heard.failures == 0,
+          "listener heard %d impressions, %d clicks, %d closes, %d rewards, %d failures", heard.impressions, heard.clicks,
+          heard.closes, heard.rewards, heard.failures);
+    printf("listener: %d impression, %d click, %d close, %d reward\n", heard.impressions, heard.clicks, heard.closes, heard.rewards);
+    OK(adorch_client_ack_reward(client, reward->trans_id, error));
+    adorch_reward_list *rewards = NULL;
+    OK(adorch_client_list_rewards(client, "c-user-1", NULL, NULL, 0, &rewards, error));
+    for (size_t i = 0; i < rewards->count; i++) CHECK(strcmp(rewards->items[i].trans_id, reward->trans_id) != 0, "acked reward listed again");
+    adorch_reward_list_free(rewards);
+    adorch_reward_free(reward);
+    adorch_shown_ad_free(shown);
+
+    /* The Show's own reward model overrides the slot's. */
+    adorch_reward_model model = {sizeof model, "gems", 3, "level-2"};
+    OK(adorch_rewarded_ad_load(rewarded, 20000, error));
+    OK(adorch_rewarded_ad_show(rewarded, "c-user-1", &model, &shown, error));
+    OK(adorch_shown_ad_report_complete(shown, error));
+    OK(adorch_shown_ad_wait_reward(shown, 10000, &reward, error));
+    CHECK(strcmp(reward->reward_name, "gems") == 0 && reward->reward_amount == 3 && strcmp(reward->extra, "level-2") == 0,
+          "reward %lld %s %s", (long long)reward->reward_amount, reward->reward_name, reward->extra);
+    OK(adorch_client_ack_reward(client, reward->trans_id, error));
+    OK(adorch_shown_ad_report_close(shown, error));
+    adorch_reward_free(reward);
+    adorch_shown_ad_free(shown);
+    adorch_rewarded_ad_free(rewarded);
+
+    /* On-demand formats. */
+    adorch_ad *banner = NULL, *splash = NULL;
+    OK(adorch_banner_load(client, "banner_main", 320, 50, &banner, error));
+    CHECK(strcmp(banner->format, "banner") == 0, "banner format %s", banner->format);
+    OK(adorch_splash_load(client, "splash_main", 0, &splash, error));
+    CHECK(strcmp(splash->format, "splash") == 0, "splash format %s", splash->format);
+    adorch_ad_list *natives = NULL;
+    OK(adorch_native_load(client, "native_main", 3, &natives, error));
+    CHECK(natives->count == 3, "%zu native ads", natives->count);
+    for (size_t i = 0; i < natives->count; i++) CHECK(strcmp(natives->items[i].format, "native") == 0, "native format");
+    printf("loaded banner %s, splash %s, %zu native ads\n", banner->id, splash->id, natives->count);
+    adorch_ad_free(banner);
+    adorch_ad_free(splash);
+    adorch_ad_list_free(natives);
+
+    /* An interactive session to its terminal event. */
+    adorch_interactive_session *session = NULL;
+    OK(adorch_interactive_session_new(client, "interactive_main", "https://creative.invalid/unit.js",
+                                      "{\"vast_config_url\":\"https://x.invalid/vast\"}", "preroll", &session, error));
+    OK(adorch_interactive_session_start(session, error));
+    char names[512] = "";
+    adorch_event *last = NULL;
+    for (;;) {
+        adorch_event *event = NULL;
+        OK(adorch_interactive_session_next_event(session, 30000, &event, error));
+        strncat(names, event->name ? event->name : "?", sizeof names - strlen(names) - 2);
+        strcat(names, " ");
+        adorch_event_free(last);
+        last = event;
+        if (event->terminal) break;
+    }
+    printf("session %s: %s\n", adorch_interactive_session_id(session), names);
+    CHECK(strcmp(last->name, "completed") == 0 && last->ad_free_pod, "terminal event %s", last->name);
+    adorch_event_free(last);
+    adorch_event *after = NULL;
+    FAILS(ADORCH_E_ENDED, adorch_interactive_session_next_event(session, 0, &after, error));
+    FAILS(ADORCH_E_SESSION_NOT_FOUND, adorch_interactive_session_stop(session, error));
+    adorch_interactive_session_free(session);
+
+    /* Plain calls: slots, events, status. */
+    adorch_slot_list *slots = NULL;
+    OK(adorch_client_list_slots(client, &slots, error));
+    CHECK(slots->count >= 7, "%zu slots", slots->count);
+    adorch_slot_list_free(slots);
+    adorch_event_list *events = NULL;
+    OK(adorch_client_list_events(client, &rewarded_slot, 1, 10, &events, error));
+    CHECK(events->count > 0 && events->count <= 10, "%zu events", events->count);
+    adorch_event_list_free(events);
+    char *status = NULL;
+    OK(adorch_client_get_status(client, &status, error));
+    CHECK(strstr(status, "\"plugins\""), "status %s", status);
+    adorch_string_free(status);
+    adorch_client_free(client);
+    printf("basics: all passed\n");
+}
+
+struct loop_state {
+    const char *ad_id;
+    int shown_events;
+    int replies;
+    char *reply;
+};
+
+static void on_event(void *u, const adorch_event *event) {
+    struct loop_state *s = u;
+    printf("event %s %s\n", event->kind, event->ad_id ? event->ad_id : "");
+    if (s->ad_id && strcmp(event->kind, "ad_shown") == 0 && event->ad_id && strcmp(event->ad_id, s->ad_id) == 0) s->shown_events++;
+}
+
+static void on_reply(void *u, adorch_status status, const char *reply, const adorch_error *error) {
+    struct loop_state *s = u;
+    CHECK(status == ADORCH_OK, "async reply %d %s", status, error ? error->message : "");
+    s->replies++;
+    s->reply = strdup(reply);
+}
+
+/* The app's own event loop: poll the client's fd, then process. */
+static void nonblocking(void) {
+    adorch_client *listener = connect_client(), *app = connect_client();
+    struct loop_state state = {0};
+    adorch_client_set_event_callback(listener, on_event, &state);
+    const char *slot = "rewarded_main";
+    OK(adorch_client_subscribe(listener, &slot, 1, error));
+    OK(adorch_client_call_async(listener, "io.adorch.Ads.ListSlots", NULL, on_reply, &state, error));
+    adorch_slot_list *slots = NULL;
+    FAILS(ADORCH_E_BUSY, adorch_client_list_slots(listener, &slots, error));
+    adorch_rewarded_ad *rewarded = NULL;
+    OK(adorch_rewarded_ad_new(app, slot, &rewarded, error));
+    OK(adorch_rewarded_ad_load(rewarded, 20000, error));
+    adorch_shown_ad *shown = NULL;
+    OK(adorch_rewarded_ad_show(rewarded, "c-user-2", NULL, &shown, error));
+    state.ad_id = adorch_shown_ad_get_ad(shown)->id;
+    int wakeups = 0;
+    time_t until = time(NULL) + 10;
+    while ((state.shown_events == 0 || state.replies == 0) && time(NULL) < until) {
+        struct pollfd p = {.fd = adorch_client_get_fd(listener), .events = adorch_client_get_events(listener)};
+        int ready = poll(&p, 1, 1000);
+        CHECK(ready >= 0, "poll");
+        if (ready > 0) wakeups++;
+        OK(adorch_client_process(listener, error));
+    }
+    CHECK(state.shown_events == 1 && state.replies == 1 && strstr(state.reply, "\"slots\""), "%d ad_shown events, %d replies",
+          state.shown_events, state.replies);
+    printf("nonblocking: ad_shown of %s and the async reply after %d wakeups of fd %d\n", state.ad_id, wakeups,
+           adorch_client_get_fd(listener));
+    OK(adorch_client_list_slots(listener, &slots, error));
+    adorch_slot_list_free(slots);
+    OK(adorch_shown_ad_report_close(shown, error));
+    free(state.reply);
+    adorch_shown_ad_free(shown);
+    adorch_rewarded_ad_free(rewarded);
+    adorch_client_free(listener);
+    adorch_client_free(app);
+    printf("nonblocking: all passed\n");
+}
+
+/* Every `error NAME` line of an interface's IDL maps to its own code, and that code's name back to it. */
+static int check_idl_errors(adorch_client *client, const char *interface) {
+    char *idl = NULL;
+    OK(adorch_client_get_interface_description(client, interface, &idl, error));
+    int count = 0;
+    for (char *line = strtok(idl, "\n"); line; line = strtok(NULL, "\n")) {
+        char name[128];
+        if (sscanf(line, "error %127[A-Za-z0-9_]", name) != 1) continue;
+        char qualified[256];
+        snprintf(qualified, sizeof qualified, "%s.%s", interface, name);
+        adorch_status code = adorch_error_code_from_name(qualified);
+        CHECK(code != ADORCH_E_DAEMON, "%s has no code of its own", qualified);
+        const char *back = adorch_error_name(code);
+        size_t n = strlen(name), m = strlen(back);
+        CHECK(m > n && back[m - n - 1] == '.' && strcmp(back + m - n, name) == 0, "%s -> %d -> %s", qualified, code, back);
+        printf("ok: %s -> %d (%s)\n", qualified, code, back);
+        count++;
+    }
+    free(idl);
+    return count;
+}
+
+static void errors(const char *empty_slot) {
+    adorch_client *client = connect_client();
+    int mapped = check_idl_errors(client, "io.adorch.Ads") + check_idl_errors(client, "io.adorch.Manager");
+    CHECK(mapped >= 15, "only %d IDL errors", mapped);
+    printf("every IDL error maps to a code: %d errors\n", mapped);
+    CHECK(adorch_error_code_from_name("io.adorch.Ads.SomethingNew") == ADORCH_E_DAEMON, "unknown names are the base code");
+    CHECK(adorch_error_code_from_name("adorch.client.Timeout") == ADORCH_E_DAEMON, "library names never come from the wire");
+
+    adorch_ad *ad = NULL;
+    FAILS(ADORCH_E_SLOT_NOT_FOUND, adorch_client_show(client, "no-such-slot", "u", NULL, &ad, error));
+    {
+        adorch_error e = ADORCH_ERROR_INIT;
+        adorch_client_show(client, "no-such-slot", "u", NULL, &ad, &e);
+        CHECK(adorch_error_parameter(&e, "slot") && strcmp(adorch_error_parameter(&e, "slot"), "no-such-slot") == 0, "slot parameter");
+        adorch_error_clear(&e);
+    }
+    FAILS(ADORCH_E_NO_AD_READY, adorch_client_show(client, empty_slot, "u", NULL, &ad, error));
+    FAILS(ADORCH_E_INVALID_PARAMETER, adorch_client_show(client, "r", NULL, NULL, &ad, error));
+    /* The config allows one open ad per uid: a second Show before the first is closed is refused. */
+    OK(adorch_client_show(client, "r", "u", NULL, &ad, error));
+    adorch_ad *second = NULL;
+    FAILS(ADORCH_E_TOO_MANY_OPEN_ADS, adorch_client_show(client, "r", "u", NULL, &second, error));
+    {
+        adorch_error e = ADORCH_ERROR_INIT;
+        int64_t limit = 0;
+        adorch_client_show(client, "r", "u", NULL, &second, &e);
+        CHECK(adorch_error_parameter_int(&e, "limit", &limit) && limit == 1, "TooManyOpenAds' limit %lld", (long long)limit);
+        CHECK(!adorch_error_parameter_int(&e, "budget", &limit), "budget is a string");
+        adorch_error_clear(&e);
+    }
+    OK(adorch_client_report(client, ad->id, "close", error));
+    adorch_ad_free(ad);
+    FAILS(ADORCH_E_AD_NOT_VALID, adorch_client_report(client, "no-such-ad", "impression", error));
+    FAILS(ADORCH_E_SESSION_NOT_FOUND, adorch_client_stop(client, "no-such-session", error));
+    FAILS(ADORCH_E_REWARD_NOT_FOUND, adorch_client_ack_reward(client, "no-such-transaction", error));
+    char *reply = NULL;
+    FAILS(ADORCH_E_VARLINK_INVALID_PARAMETER, adorch_client_call(client, "io.adorch.Ads.ListSlots", "{\"extra\":1}", &reply, error));
+    FAILS(ADORCH_E_VARLINK_METHOD_NOT_FOUND, adorch_client_call(client, "io.adorch.Ads.NoSuchMethod", NULL, &reply, error));
+    FAILS(ADORCH_E_VARLINK_INTERFACE_NOT_FOUND, adorch_client_call(client, "io.example.Nope.Method", NULL, &reply, error));
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_call(client, "io.adorch.Ads.ListSlots", "[not json", &reply, error));
+    adorch_event *event = NULL;
+    FAILS(ADORCH_E_BUSY, adorch_client_next_event(client, 0, &event, error));
+    adorch_client_free(client);
+
+    adorch_client_options options = ADORCH_CLIENT_OPTIONS_INIT;
+    options.socket_path = "/nonexistent/adorchd.sock";
+    options.reconnect_timeout_ms = 300;
+    options.log = log_line;
+    adorch_client *nowhere = NULL;
+    FAILS(ADORCH_E_CONNECT, adorch_client_new(&nowhere, &options, error));
+    printf("errors: all passed\n");
+}
+
+/* Prints READY once subscribed, then every event, and exits after the first ad_shown that
+ * came after the client reconnected by itself. */
+static void restart(void) {
+    adorch_client *client = connect_client();
+    OK(adorch_client_subscribe(client, NULL, 0, error));
+    printf("READY\n");
+    fflush(stdout);
+    int subscribed = 0;
+    for (;;) {
+        adorch_event *event = NULL;
+        OK(adorch_client_next_event(client, 60000, &event, error));
+        printf("EVENT %s %s\n", event->kind, event->ad_id ? event->ad_id : "-");
+        fflush(stdout);
+        if (strcmp(event->kind, "subscribed") == 0) subscribed++;
+        bool done = reconnected && strcmp(event->kind, "ad_shown") == 0;
+        if (done) printf("RESUMED %s subscribed-events=%d\n", event->ad_id, subscribed);
+        adorch_event_free(event);
+        if (done) break;
+    }
+    CHECK(subscribed == 1, "%d subscribed events reached the app", subscribed);
+    /* The call connection, opened before the restart, is found closed and opened again. */
+    adorch_slot_list *slots = NULL;
+    OK(adorch_client_list_slots(client, &slots, error));
+    CHECK(slots->count == 2, "%zu slots after the restart", slots->count);
+    adorch_slot_list_free(slots);
+    printf("calls work after the restart\n");
+    adorch_client_free(client);
+}
+
+/* The peer: a listening socket, and what each call it was sent asked for, "conn:method" in order. */
+struct peer {
+    int listener;
+    char calls[8][96];
+    int call_count;
+};
+
+/* One message from fd (up to its NUL) into the peer's log; false at EOF. */
+static bool peer_read(struct peer *p, int fd, int connection) {
+    char message[4096];
+    size_t len = 0;
+    while (len < sizeof message - 1) {
+        ssize_t n = read(fd, message + len, 1);
+        if (n <= 0) return false;
+        if (message[len] == '\0') break;
+        len++;
+    }
+    message[len] = '\0';
+    const char *method = strstr(message, "\"method\":\"");
+    char name[64] = "?";
+    if (method) sscanf(method + 10, "%63[^\"]", name);
+    snprintf(p->calls[p->call_count++ % 8], sizeof p->calls[0], "%d:%s", connection, name);
+    return true;
+}
+
+/* Connection 1: reads a call and hangs up unanswered. 2: the same. 3: answers its first call
+ * with no slots, leaves the second unanswered, and waits for the client to go. */
+static void *peer_run(void *arg) {
+    struct peer *p = arg;
+    for (int connection = 1; connection <= 3; connection++) {
+        int fd = accept(p->listener, NULL, NULL);
+        if (fd < 0) return NULL;
+        if (peer_read(p, fd, connection) && connection == 3) {
+            static const char reply[] = "{\"parameters\":{\"slots\":[]}}";
+            if (write(fd, reply, sizeof reply) == (ssize_t)sizeof reply) {
+                while (peer_read(p, fd, connection)) {}
+            }
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+static void brokenpeer(const char *dir) {
+    struct peer peer = {0};
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s/peer.sock", dir);
+    unlink(addr.sun_path);
+    peer.listener = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK(bind(peer.listener, (struct sockaddr *)&addr, sizeof addr) == 0 && listen(peer.listener, 4) == 0, "listen on %s", addr.sun_path);
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, peer_run, &peer) == 0, "peer thread");
+
+    adorch_client_options options = ADORCH_CLIENT_OPTIONS_INIT;
+    options.socket_path = addr.sun_path;
+    options.call_timeout_ms = 500;
+    options.log = log_line;
+    adorch_client *client = NULL;
+    OK(adorch_client_new(&client, &options, error));
+    /* A Show whose connection broke after it was sent may have taken effect: not sent again. */
+    adorch_ad *ad = NULL;
+    FAILS(ADORCH_E_CONNECTION_LOST, adorch_client_show(client, "r", "u", NULL, &ad, error));
+    /* A read is sent again: connection 2 breaks too, connection 3 answers. */
+    adorch_slot_list *slots = NULL;
+    OK(adorch_client_list_slots(client, &slots, error));
+    CHECK(slots->count == 0, "%zu slots", slots->count);
+    adorch_slot_list_free(slots);
+    /* No answer within the call timeout. */
+    FAILS(ADORCH_E_TIMEOUT, adorch_client_list_slots(client, &slots, error));
+    adorch_client_free(client);
+    pthread_join(thread, NULL);
+    close(peer.listener);
+    unlink(addr.sun_path);
+
+    const char *expected[] = {"1:io.adorch.Ads.Show", "2:io.adorch.Ads.ListSlots", "3:io.adorch.Ads.ListSlots", "3:io.adorch.Ads.ListSlots"};
+    CHECK(peer.call_count == 4, "the peer got %d calls", peer.call_count);
+    for (int i = 0; i < 4; i++) CHECK(strcmp(peer.calls[i], expected[i]) == 0, "call %d was %s, not %s", i, peer.calls[i], expected[i]);
+    printf("brokenpeer: all passed\n");
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (strcmp(mode, "basics") == 0) basics();
+    else if (strcmp(mode, "nonblocking") == 0) nonblocking();
+    else if (strcmp(mode, "errors") == 0 && argc > 2) errors(argv[2]);
+    else if (strcmp(mode, "restart") == 0) restart();
+    else if (strcmp(mode, "brokenpeer") == 0 && argc > 2) brokenpeer(argv[2]);
+    else {
+        fprintf(stderr, "usage: client-test basics|nonblocking|errors EMPTY_SLOT|restart|brokenpeer DIR\n");
+        return 2;
+    }
+    return 0;
+}
