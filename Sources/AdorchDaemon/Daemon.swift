@@ -34,6 +34,7 @@ public final class Daemon: Sendable {
 
     private let runtime: EngineRuntime
     private let serving = LockedServer()
+    private let metrics = LockedValue<MetricsListener?>(nil)
     private let options: DaemonOptions
     private let logger: Logger
 
@@ -73,6 +74,15 @@ public final class Daemon: Sendable {
             try server.listen(path: serving.socketPath)
         }
         runtime.serving(server, at: serving.socketPath)
+        if let address = runtime.config.metrics {
+            let runtime = runtime, serving = serving
+            let listener = MetricsListener(address: address, logger: logger) { format, completion in
+                runtime.metrics(format, server: serving.server, socket: serving.socketPath, completion: completion)
+            }
+            try listener.start()
+            metrics.withLock { $0 = listener }
+            logger.notice("metrics: serving http://\(address)/metrics")
+        }
     }
 
     /// The graceful stop: STOPPING=1, no new connections, calls already taken answered,
@@ -82,6 +92,7 @@ public final class Daemon: Sendable {
         ServiceNotifier.stopping()
         logger.notice("adorchd stopping", metadata: MessageID.daemonStopping.metadata)
         serving.server?.stopAccepting()
+        metrics.withLock { $0 }?.stop()
         runtime.stop()
         serving.server?.stop()
         if !ServiceNotifier.flush(timeout: .seconds(2)) {
