@@ -6,7 +6,7 @@ import Logging
 /// Loopback only unless [metrics] allow_remote = true: the metrics name the slots and
 /// plugins, which is nothing an outside scraper should read without the operator saying so.
 public struct MetricsAddress: Sendable, Equatable, CustomStringConvertible {
-    /// The example the shipped config and the errors give (9464: the port of Prometheus' exporter list for adorch's kind).
+    /// The example the shipped config, docs/metrics.md and the errors give.
     public static let example = "127.0.0.1:9464"
 
     public var host: String
@@ -40,7 +40,7 @@ public struct MetricsAddress: Sendable, Equatable, CustomStringConvertible {
             guard let colon = text.lastIndex(of: ":") else { return nil }
             (host, portText, isIPv6) = (text[..<colon], text[text.index(after: colon)...], false)
         }
-        guard portText.allSatisfy(\.isASCII), let port = UInt16(portText), port > 0 else { return nil }
+        guard portText.allSatisfy(\.isWholeNumber), portText.allSatisfy(\.isASCII), let port = UInt16(portText), port > 0 else { return nil }
         var buffer = in6_addr()
         guard inet_pton(isIPv6 ? AF_INET6 : AF_INET, String(host), &buffer) == 1 else { return nil }
         return MetricsAddress(host: String(host), port: port, isIPv6: isIPv6)
