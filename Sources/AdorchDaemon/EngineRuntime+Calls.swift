@@ -138,7 +138,10 @@ extension EngineRuntime {
     /// The metrics as text in `format` (GetMetrics, the metrics listener): the status without
     /// the plugins' own counters, which would cost every plugin a call at every scrape.
     func metrics(_ format: MetricsFormat, server: VarlinkServer?, socket: String, completion: @escaping @Sendable (String) -> Void) {
-        status(server: server, socket: socket, pluginStats: false) { completion(MetricsText.render(DaemonMetrics.families($0), as: format)) }
+        status(server: server, socket: socket, pluginStats: false) { status in
+            // Rendered off the engine queue: a scrape every second must not hold up Shows.
+            DispatchQueue.global().async { completion(MetricsText.render(DaemonMetrics.families(status), as: format)) }
+        }
     }
 
     /// Everything GetStatus reports; plugin counters are asked of each plugin's own queue,

@@ -33,9 +33,18 @@ final class MetricsTests: XCTestCase {
     }
 
     func testAdorchctlMetricsCountTheShowsAndLoadsAndPassPromtool() throws {
-        let d = try DaemonProcess(config: simConfig(slots: slot))
+        let empty = """
+        [[slots]]
+        id = "empty"
+        format = "interstitial"
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "fill=0 latency_ms=0"
+        """
+        let d = try DaemonProcess(config: simConfig(slots: slot + "\n" + empty))
         defer { _ = d.stop() }
         try show(d, times: 3)
+        try d.waitFor("a no-fill in slot empty") { (try d.slotStatus("empty")["counters"]?["no_fills"]?.intValue ?? 0) >= 1 }
         let run = try runCommand(adorchctl, ["metrics", "--socket", d.socket])
         XCTAssertEqual(run.status, 0, run.stderr)
         let text = run.stdout
@@ -44,10 +53,13 @@ final class MetricsTests: XCTestCase {
         XCTAssertEqual(value(#"adorch_show_duration_seconds_count{slot="s"}"#, in: text), 3)
         XCTAssertEqual(value(#"adorch_show_duration_seconds_bucket{slot="s",le="+Inf"}"#, in: text), 3)
         XCTAssertEqual(value(#"adorch_build_info{version="0.1.0"}"#, in: text), 1)
-        // Every fill of the slot is a sim load that ended filled, and was timed.
+        // Every sim load that ended counts under its outcome, and was timed.
         let fills = try XCTUnwrap(value(#"adorch_loads_total{network="sim",outcome="filled"}"#, in: text))
+        let noFills = try XCTUnwrap(value(#"adorch_loads_total{network="sim",outcome="no_fill"}"#, in: text))
         XCTAssertGreaterThanOrEqual(fills, 3)
-        XCTAssertEqual(value(#"adorch_load_duration_seconds_count{network="sim"}"#, in: text), fills)
+        XCTAssertGreaterThanOrEqual(noFills, 1)
+        XCTAssertEqual(value(#"adorch_load_duration_seconds_count{network="sim"}"#, in: text), fills + noFills)
+        XCTAssertEqual(value(#"adorch_shows_total{slot="empty"}"#, in: text), 0)
         XCTAssertFalse(text.contains("# EOF"), "the text format has no # EOF")
 
         let lint = try promtool(["check", "metrics"], stdin: text)
