@@ -52,8 +52,11 @@ public struct MetricsAddress: Sendable, Equatable, CustomStringConvertible {
 /// [metrics queue] A minimal HTTP/1.1 responder: GET /metrics answers the metrics (OpenMetrics
 /// if the Accept header asks for it, else the text format), anything else 404 or 405, then
 /// the connection closes. Written here rather than taken from swift-nio: adorchd is linked
-/// statically and its idle footprint is benchmarked (BENCHMARKS.md), and NIO's event loops,
-/// channels and HTTP codec would be far more code than one request per scrape needs.
+/// statically and its idle footprint is benchmarked (BENCHMARKS.md); the whole metrics
+/// feature (this, the renderer, the model) adds 130 KB of code and data to the release
+/// adorchd (size(1): text+data 63,658,944 -> 63,792,795 bytes), and an enabled listener
+/// one thread (idle RSS 17.9 -> 18.2 MB), where NIO would bring its event loops, channels and
+/// HTTP codec, and their threads, for one request per scrape.
 ///
 /// One connection at a time, on the listener's own queue: a slow or hostile scraper holds
 /// only that queue, for at most `requestTimeout`, never the engine or Varlink queues; others
