@@ -62,6 +62,12 @@ final class MetricsTests: XCTestCase {
         XCTAssertEqual(value(#"adorch_shows_total{slot="empty"}"#, in: text), 0)
         XCTAssertFalse(text.contains("# EOF"), "the text format has no # EOF")
 
+        // docs/metrics.md lists every series the daemon prints.
+        let docs = try String(contentsOf: packageRoot.appendingPathComponent("docs/metrics.md"), encoding: .utf8)
+        let families = text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map { $0.split(separator: " ")[2] }
+        XCTAssertGreaterThan(families.count, 30)
+        for family in families { XCTAssertTrue(docs.contains("| `\(family)` |"), "docs/metrics.md lists \(family)") }
+
         let lint = try promtool(["check", "metrics"], stdin: text)
         XCTAssertEqual(lint.status, 0, "promtool check metrics: \(lint.output)")
 
