@@ -63,6 +63,16 @@ public final class Daemon: Sendable {
             interfaces: interfaces, limits: runtime.config.limits, logger: logger,
             handler: { call, replier in methods.handle(call, replier) }
         )
+        // Bound before the socket is served: an address in use fails the start before any app connects.
+        if let address = runtime.config.metrics {
+            let runtime = runtime, serving = serving
+            let listener = MetricsListener(address: address, logger: logger) { format, completion in
+                runtime.metrics(format, server: serving.server, socket: serving.socketPath, completion: completion)
+            }
+            try listener.start()
+            metrics.withLock { $0 = listener }
+            logger.notice("metrics: serving http://\(address)/metrics")
+        }
         // Everything a call may read is set before accepting: with socket activation a client
         // is already waiting and is served at once.
         let activated = SocketActivation.listeningSockets().first
@@ -74,15 +84,6 @@ public final class Daemon: Sendable {
             try server.listen(path: serving.socketPath)
         }
         runtime.serving(server, at: serving.socketPath)
-        if let address = runtime.config.metrics {
-            let runtime = runtime, serving = serving
-            let listener = MetricsListener(address: address, logger: logger) { format, completion in
-                runtime.metrics(format, server: serving.server, socket: serving.socketPath, completion: completion)
-            }
-            try listener.start()
-            metrics.withLock { $0 = listener }
-            logger.notice("metrics: serving http://\(address)/metrics")
-        }
     }
 
     /// The graceful stop: STOPPING=1, no new connections, calls already taken answered,

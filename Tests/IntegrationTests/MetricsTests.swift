@@ -131,6 +131,23 @@ final class MetricsTests: XCTestCase {
         XCTAssertLessThan(ContinuousClock.now - started, .seconds(5).scaled, "the silent connection was dropped after its timeout")
     }
 
+    /// An address another process listens on stops the start, saying which key and why.
+    func testAListenAddressInUseStopsTheStartNamingIt() throws {
+        let port = try freePort()
+        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(taken) }
+        var sa = sockaddr_in()
+        sa.sin_family = sa_family_t(AF_INET)
+        sa.sin_port = port.bigEndian
+        sa.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+        let bound = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        XCTAssertEqual(bound, 0)
+        XCTAssertEqual(listen(taken, 1), 0)
+        XCTAssertThrowsError(try DaemonProcess(config: simConfig(slots: slot) + "\n[metrics]\nlisten = \"127.0.0.1:\(port)\"\n")) { error in
+            XCTAssertTrue("\(error)".contains("[metrics] listen = \"127.0.0.1:\(port)\": cannot listen: Address already in use"), "\(error)")
+        }
+    }
+
     /// Debian's prometheus scrapes the listener every second; its query API then has the Shows.
     func testPrometheusScrapesTheListenerAndQueriesTheShows() throws {
         let prometheus = "/usr/bin/prometheus"
