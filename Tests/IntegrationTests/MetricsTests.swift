@@ -43,6 +43,7 @@ final class MetricsTests: XCTestCase {
         """
         let d = try DaemonProcess(config: simConfig(slots: slot + "\n" + empty))
         defer { _ = d.stop() }
+        XCTAssertEqual(try tcpSockets(of: d.pid), 0, "no [metrics] listen: no listener")
         try show(d, times: 3)
         try d.waitFor("a no-fill in slot empty") { (try d.slotStatus("empty")["counters"]?["no_fills"]?.intValue ?? 0) >= 1 }
         let run = try runCommand(adorchctl, ["metrics", "--socket", d.socket])
@@ -111,6 +112,7 @@ final class MetricsTests: XCTestCase {
         let port = try freePort()
         let d = try DaemonProcess(config: simConfig(slots: slot) + "\n[metrics]\nlisten = \"127.0.0.1:\(port)\"\n")
         defer { _ = d.stop() }
+        XCTAssertEqual(try tcpSockets(of: d.pid), 1, "the listener's one socket")
         try show(d, times: 1)
 
         let plain = try httpGet(port: port, path: "/metrics")
@@ -214,6 +216,20 @@ final class MetricsTests: XCTestCase {
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    /// How many TCP sockets `pid` holds: its descriptors' socket inodes found in /proc/net/tcp{,6}.
+    private func tcpSockets(of pid: pid_t) throws -> Int {
+        var inodes = Set<String>()
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            for line in try String(contentsOfFile: table, encoding: .utf8).split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ")
+                if fields.count > 9 { inodes.insert(String(fields[9])) }
+            }
+        }
+        let fds = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")
+        return fds.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)") }
+            .filter { $0.hasPrefix("socket:[") && inodes.contains(String($0.dropFirst("socket:[".count).dropLast())) }.count
     }
 
     /// A loopback port no one listens on now.
