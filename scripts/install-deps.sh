@@ -37,6 +37,21 @@ if [ ${#apt_packages[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null
 fi
 
+# The metrics tests: Debian's prometheus (the scraper) and promtool. Its postinst would start
+# a prometheus service; a policy-rc.d refuses that while it installs, unless one is there already.
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+    [ "$(id -u)" -eq 0 ] || { echo "install-deps: missing prometheus; run: sudo $0" >&2; exit 1; }
+    echo "install-deps: apt-get install prometheus (its service not started)"
+    policy=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        policy=/usr/sbin/policy-rc.d
+        printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy"
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null || { [ -z "$policy" ] || rm -f "$policy"; exit 1; }
+    [ -z "$policy" ] || rm -f "$policy"
+fi
+
 # The Varlink client from PyPI: the tests call the daemon through it, as outside tools do.
 if ! python3 -c 'import varlink' >/dev/null 2>&1; then
     echo "install-deps: pip install varlink"

@@ -96,7 +96,7 @@ final class CallGate: Sendable {
 
 /// A per-uid budget a call can be refused for (docs/rules.md, "Budgets per uid"): its
 /// journal lines start with the name, and the status counts its refusals.
-enum Budget: String, Sendable {
+enum Budget: String, Sendable, CaseIterable {
     case showRate = "Show rate limit"
     case loadRate = "Load rate limit"
     case listRate = "List rate limit"

@@ -24,6 +24,8 @@ public struct DaemonConfig: Sendable, Equatable {
     public var showRate = CallRate.shows
     public var loadRate = CallRate.loads
     public var listRate = CallRate.lists
+    /// The metrics listener's address ([metrics] listen); nil (the default): no listener.
+    public var metrics: MetricsAddress?
 }
 
 /// One `[plugins.NAME]` section.
@@ -121,7 +123,7 @@ extension DaemonConfig {
 
     private static func decode(_ root: TOMLTable, source: String) throws(ConfigError) -> DaemonConfig {
         let r = TableReader(root, path: "", source: source)
-        try r.only(["daemon", "scheduler", "targeting", "rewards", "plugins", "slots", "access", "limits"])
+        try r.only(["daemon", "scheduler", "targeting", "rewards", "plugins", "slots", "access", "limits", "metrics"])
         var limits = VarlinkLimits()
         var showRate = CallRate.shows
         var loadRate = CallRate.loads
@@ -264,12 +266,14 @@ extension DaemonConfig {
         }
 
         limits.maxMessageSize = Int(try daemon?.int("max_message_bytes", in: ConfigBounds.maxMessageBytes) ?? 1 << 20)
-        return DaemonConfig(
+        var config = DaemonConfig(
             source: source, socketPath: try daemon?.path("socket", maxBytes: UnixSocket.maxPathBytes), stateDir: try daemon?.path("state_dir"),
             pluginDir: try daemon?.path("plugin_dir"), logLevel: logLevel,
             scheduler: scheduler, rewardKeyFile: try rewards?.string("key_file"), plugins: plugins, slots: slots, access: access,
             limits: limits, showRate: showRate, loadRate: loadRate, listRate: listRate
         )
+        config.metrics = try MetricsAddress.read(try r.table("metrics"))
+        return config
     }
 
     public static let validLogLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]

@@ -34,6 +34,7 @@ public final class Daemon: Sendable {
 
     private let runtime: EngineRuntime
     private let serving = LockedServer()
+    private let metrics = LockedValue<MetricsListener?>(nil)
     private let options: DaemonOptions
     private let logger: Logger
 
@@ -62,6 +63,16 @@ public final class Daemon: Sendable {
             interfaces: interfaces, limits: runtime.config.limits, logger: logger,
             handler: { call, replier in methods.handle(call, replier) }
         )
+        // Bound before the socket is served: an address in use fails the start before any app connects.
+        if let address = runtime.config.metrics {
+            let runtime = runtime, serving = serving
+            let listener = MetricsListener(address: address, logger: logger) { format, completion in
+                runtime.metrics(format, server: serving.server, socket: serving.socketPath, completion: completion)
+            }
+            try listener.start()
+            metrics.withLock { $0 = listener }
+            logger.notice("metrics: serving http://\(address)/metrics")
+        }
         // Everything a call may read is set before accepting: with socket activation a client
         // is already waiting and is served at once.
         let activated = SocketActivation.listeningSockets().first
@@ -82,6 +93,7 @@ public final class Daemon: Sendable {
         ServiceNotifier.stopping()
         logger.notice("adorchd stopping", metadata: MessageID.daemonStopping.metadata)
         serving.server?.stopAccepting()
+        metrics.withLock { $0 }?.stop()
         runtime.stop()
         serving.server?.stop()
         if !ServiceNotifier.flush(timeout: .seconds(2)) {

@@ -31,6 +31,9 @@ struct DaemonStatus: Sendable {
     var subscribers: Int
     /// Interactive slots: live sessions and counters.
     var sessions: [String: (live: Int, counters: SessionCounters)]
+    /// Loads ended per network, and Shows per slot: for the metrics.
+    var networkLoads: [String: NetworkLoads]
+    var showStats: [String: ShowStats]
 }
 
 /// Plugin stats arriving from several plugin queues.

@@ -19,7 +19,12 @@ extension EngineRuntime {
               completion: @escaping @Sendable (Result<(ad: ShownAd, expiresAt: Date), ShowError>) -> Void) {
         queue.async { [self] in
             let request = issueRequest()
-            pendingShows[request] = { [self] result in completion(result.map { ($0, wallTime($0.expiresAt)) }) }
+            let started = now()
+            pendingShows[request] = { [self] result in
+                // Runs on the engine queue, as every effect does: showStats needs no lock.
+                if let outcome = ShowStats.result(of: result) { showStats[slot, default: ShowStats()].note(outcome, took: now() - started) }
+                completion(result.map { ($0, wallTime($0.expiresAt)) })
+            }
             apply(engine.requestShow(slot: slot, userID: userID, reward: reward, holder: holder, request: request, now: now()))
         }
     }
@@ -130,8 +135,18 @@ extension EngineRuntime {
         queue.async { [self] in completion(body(rewards!)) }
     }
 
-    /// Everything GetStatus reports; plugin counters are asked of each plugin's own queue.
-    func status(server: VarlinkServer?, socket: String, completion: @escaping @Sendable (DaemonStatus) -> Void) {
+    /// The metrics as text in `format` (GetMetrics, the metrics listener): the status without
+    /// the plugins' own counters, which would cost every plugin a call at every scrape.
+    func metrics(_ format: MetricsFormat, server: VarlinkServer?, socket: String, completion: @escaping @Sendable (String) -> Void) {
+        status(server: server, socket: socket, pluginStats: false) { status in
+            // Rendered off the engine queue: a scrape every second must not hold up Shows.
+            DispatchQueue.global().async { completion(MetricsText.render(DaemonMetrics.families(status), as: format)) }
+        }
+    }
+
+    /// Everything GetStatus reports; plugin counters are asked of each plugin's own queue,
+    /// unless `pluginStats` is false (the metrics do not serve them).
+    func status(server: VarlinkServer?, socket: String, pluginStats: Bool = true, completion: @escaping @Sendable (DaemonStatus) -> Void) {
         queue.async { [self] in
             let loaded = plugins.loaded.values.sorted { $0.info.name < $1.info.name }
             let base = DaemonStatus(
@@ -145,8 +160,10 @@ extension EngineRuntime {
                 unattributedCallbacks: engine.unattributedCallbacks, subscribers: feed.subscriberCount,
                 sessions: Dictionary(uniqueKeysWithValues: config.slots.filter { $0.format == .interactive }.map { slot in
                     (slot.id, (sessions.liveCount(in: slot.id), sessions.counters[slot.id] ?? SessionCounters()))
-                })
+                }),
+                networkLoads: engine.networkLoads, showStats: showStats
             )
+            guard pluginStats else { return completion(base) }
             let group = DispatchGroup()
             let stats = StatsCollector()
             for plugin in loaded {

@@ -30,6 +30,8 @@ final class EngineRuntime: @unchecked Sendable {
     /// Show and Load calls waiting for the engine's answer, by request.
     var pendingShows: [RequestID: @Sendable (Result<ShownAd, ShowError>) -> Void] = [:]
     var pendingLoads: [RequestID: @Sendable (Result<[ShownAd], LoadFailure>) -> Void] = [:]
+    /// Show calls per slot, for the metrics (`ShowStats`).
+    var showStats: [String: ShowStats] = [:]
     private var nextRequest: RequestID = 1
     private var estimatesFile: EstimatesFile
     /// Wakes the engine when it asked to be.
@@ -139,8 +141,8 @@ final class EngineRuntime: @unchecked Sendable {
         apply(sessions.endAll(where: { slot, plugin in !interactive.contains(slot) || removed.contains(plugin) },
                               reason: "the reload removed its slot or its plugin", now: now()))
         for name in removed.sorted() { plugins.remove(name) }
-        if next.limits != config.limits || next.socketPath != config.socketPath {
-            logger.notice("reload: socket, max_message_bytes and connection [limits] changes take effect at the next start")
+        if next.limits != config.limits || next.socketPath != config.socketPath || next.metrics != config.metrics {
+            logger.notice("reload: socket, max_message_bytes, connection [limits] and [metrics] changes take effect at the next start")
         }
         logUnservable(next.slots)
         config = next

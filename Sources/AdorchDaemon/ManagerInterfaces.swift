@@ -133,6 +133,11 @@ method GetStatus() -> (
   unattributed_callbacks: int
 )
 
+# The counters and gauges of GetStatus, with load and Show latency histograms, as Prometheus
+# text (docs/metrics.md lists every series). format: "text" (the 0.0.4 format, the default;
+# what promtool checks) or "openmetrics" (OpenMetrics 1.0, ending in # EOF).
+method GetMetrics(format: ?string) -> (text: string)
+
 # Checks a reward callback's query string as docs/rules.md, "Server-to-server callback" says
 # (sign = sha256(key + ":" + trans_id)), refuses a replayed transaction, and returns the
 # JSON body the network expects. The key comes from [rewards] key_file, never the socket.

@@ -25,6 +25,9 @@ struct ManagerMethods {
         routes.add("io.adorch.Manager.GetStatus", NoParameters.self) { _, _, replier in
             runtime.status(server: serving.server, socket: serving.socketPath) { replier.reply(json.statusJSON($0)) }
         }
+        routes.add("io.adorch.Manager.GetMetrics", MetricsCall.self) { p, _, replier in
+            runtime.metrics(p.format, server: serving.server, socket: serving.socketPath) { replier.reply(["text": .string($0)]) }
+        }
         routes.add("io.adorch.Manager.Reload", NoParameters.self) { _, _, replier in
             runtime.reload { result in
                 switch result {
@@ -45,6 +48,17 @@ struct CallbackQuery: CallParameters {
     var query: String
 
     init(_ call: VarlinkCall) throws(VarlinkError) { query = try call.string("query") }
+}
+
+struct MetricsCall: CallParameters {
+    static let names: Set<String> = ["format"]
+    var format = MetricsFormat.text
+
+    init(_ call: VarlinkCall) throws(VarlinkError) {
+        guard let name = try call.optionalString("format") else { return }
+        guard let format = MetricsFormat(rawValue: name) else { throw .invalidParameter("format") }
+        self.format = format
+    }
 }
 
 struct FreezeCall: CallParameters {

@@ -46,6 +46,7 @@ extension Engine {
             slots[ad.slot]?.counters.errors += 1
             slots[ad.slot]?.counters.contractViolations += 1
             noteFailure(of: ad, code: .pluginFault, now: now)
+            noteLoadEnded(ad, outcome: AdErrorCode.pluginFault.rawValue, now: now)
             var effects = end(id, as: .failed, now: now)
             effects.append(.emit(EngineEvent(.contractViolation, slot: ad.slot, adID: id, network: ad.plugin,
                                              errorCode: .pluginFault, message: reason)))
@@ -59,6 +60,7 @@ extension Engine {
             default: slots[ad.slot]?.counters.errors += 1
             }
             noteFailure(of: ad, code: code, now: now)
+            noteLoadEnded(ad, outcome: code.rawValue, now: now)
             var effects = end(id, as: .failed, now: now)
             effects.append(.emit(EngineEvent(.adFailed, slot: ad.slot, adID: id, network: ad.plugin,
                                              errorCode: code, networkCode: networkCode, message: message)))

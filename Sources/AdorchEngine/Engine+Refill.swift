@@ -110,6 +110,7 @@ extension Engine {
     /// A load filled with an ad that lives `lifetime`.
     mutating func entrySucceeded(_ ad: AdRecord, lifetime: Duration, now: Moment) {
         slots[ad.slot]?.entries[ad.entryIndex].succeeded()
+        noteLoadEnded(ad, outcome: NetworkLoads.filled, now: now)
         slots[ad.slot]?.entries[ad.entryIndex].estimate.note(attempt: now - ad.startedAt, lifetime: lifetime)
         ads.timers.remove(.backoff(slot: ad.slot, entry: ad.entryIndex))
     }
@@ -162,6 +163,12 @@ extension Engine {
     func cutShortByCaller(_ ad: AdRecord, deadline: Moment) -> Bool {
         guard ad.requestID != nil, let waterfall = slots[ad.slot]?.config.waterfall, waterfall.indices.contains(ad.entryIndex) else { return false }
         return deadline - ad.startedAt < waterfall[ad.entryIndex].timeout
+    }
+
+    /// Every load's end, once, whatever ended it: the network's counts and latency.
+    mutating func noteLoadEnded(_ ad: AdRecord, outcome: String, now: Moment) {
+        networkLoads[ad.plugin, default: NetworkLoads()].ended[outcome, default: 0] += 1
+        networkLoads[ad.plugin, default: NetworkLoads()].latency.observe(now - ad.startedAt)
     }
 
     mutating func noteFailure(of ad: AdRecord, code: AdErrorCode, now: Moment) {

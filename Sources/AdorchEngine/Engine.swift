@@ -27,6 +27,8 @@ public struct Engine: Sendable {
     var random: SplitMix64
     /// Reports for ids this engine never issued (or forgot): only a broken plugin sends them.
     public internal(set) var unattributedCallbacks = 0
+    /// Loads ended, per network: by outcome, and how long they took (for metrics).
+    public internal(set) var networkLoads: [String: NetworkLoads] = [:]
 
     public init(slots: [SlotConfig], plugins: Set<String>, settings: SchedulerSettings = .init(), seed: UInt64 = 1) {
         self.settings = settings
@@ -58,6 +60,7 @@ public struct Engine: Sendable {
             switch ad.state {
             case .loading(let deadline) where deadline <= now:
                 slots[ad.slot]?.counters.timeouts += 1
+                noteLoadEnded(ad, outcome: AdErrorCode.timeout.rawValue, now: now)
                 if !cutShortByCaller(ad, deadline: deadline) { noteFailure(of: ad, code: .timeout, now: now) }
                 effects += end(id, as: .timedOut, now: now)
                 effects.append(.emit(EngineEvent(.adTimedOut, slot: ad.slot, adID: id, network: ad.plugin,

@@ -11,7 +11,7 @@ struct AdorchCtl: ParsableCommand {
         abstract: "Talks to adorchd over its Varlink socket.",
         discussion: "The socket is --socket, else $ADORCH_SOCKET, else adorchd's default (\(DefaultPaths.socket)).",
         version: Daemon.version,
-        subcommands: [Status.self, Slots.self, Show.self, Load.self, Report.self, Interactive.self, Events.self, Reload.self, Reward.self]
+        subcommands: [Status.self, Slots.self, Show.self, Load.self, Report.self, Interactive.self, Events.self, Reload.self, Reward.self, Metrics.self]
     )
 }
 
@@ -221,6 +221,23 @@ struct Reload: ParsableCommand {
         let reply = try connection.call("io.adorch.Manager.Reload")
         if connection.json { return connection.printJSON(reply) }
         print("reloaded: \(reply["summary"]?.stringValue ?? "")")
+    }
+}
+
+struct Metrics: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The daemon's metrics as Prometheus text (docs/metrics.md).",
+        discussion: "text is the classic 0.0.4 format, which `promtool check metrics` checks; openmetrics is OpenMetrics 1.0."
+    )
+    @OptionGroup var connection: Connection
+
+    @Option(help: ArgumentHelp("text or openmetrics.", valueName: "format"))
+    var format = "text"
+
+    func run() throws {
+        let reply = try connection.call("io.adorch.Manager.GetMetrics", ["format": .string(format)])
+        if connection.json { return connection.printJSON(reply) }
+        print(reply["text"]?.stringValue ?? "", terminator: "")
     }
 }
 

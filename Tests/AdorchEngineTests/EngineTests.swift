@@ -600,3 +600,31 @@ final class ReconfigureTests: XCTestCase {
         XCTAssertEqual(Set(h.destroyed), live)
     }
 }
+
+/// The metrics' loads per network: every load's end counts once, under its outcome, with
+/// its latency read from the moments the engine was given.
+final class NetworkLoadsTests: XCTestCase {
+    func testEveryLoadEndCountsOnceByOutcomeWithItsLatency() {
+        var h = Harness(slots: [slot(timeout: .seconds(2))])
+        h.advance(.milliseconds(300))
+        h.fill(h.loads[0].adID)
+        guard case .success = h.show("s") else { return XCTFail("no ad") }
+        let second = h.loads.last!.adID
+        h.advance(.milliseconds(50))
+        h.report(.failed(.noFill, networkCode: 0, message: "none"), second)
+        h.fill(second)  // a second completion: ignored, not counted again
+        let third = h.loads.count
+        h.advance(.seconds(10))  // the backoff passes and the next load starts...
+        XCTAssertGreaterThan(h.loads.count, third)
+        h.advance(.seconds(2))  // ...and reaches its deadline
+
+        let loads = h.engine.networkLoads["a"]
+        XCTAssertEqual(loads?.ended, [NetworkLoads.filled: 1, "no_fill": 1, "timeout": 1])
+        let latency = try! XCTUnwrap(loads?.latency)
+        XCTAssertEqual(latency.count, 3)
+        XCTAssertEqual(latency.cumulative[LatencyHistogram.bounds.firstIndex(of: 0.05)!], 1, "the no_fill after 50 ms")
+        XCTAssertEqual(latency.cumulative[LatencyHistogram.bounds.firstIndex(of: 0.5)!], 2, "and the fill after 300 ms")
+        XCTAssertEqual(latency.cumulative.last, 3)
+        XCTAssertNil(h.engine.networkLoads["b"], "a network never asked has no series")
+    }
+}

@@ -1,0 +1,149 @@
+import AdorchEngine
+
+/// [engine queue] Shows, per slot: how each call came out and how long it took, from the
+/// call reaching the engine queue to its answer. Kept on the engine queue only (no lock):
+/// a Show's observe is a scan of the bucket bounds and a few adds.
+struct ShowStats: Sendable {
+    /// Calls by result: `hit` or why none was handed out. Refusals (bad parameters, budgets,
+    /// unknown slots) are not Shows: the limits count those, and an unknown slot's name
+    /// would be an unbounded label.
+    var results: [String: Int] = [:]
+    var latency = LatencyHistogram()
+
+    static func result(of answer: Result<ShownAd, ShowError>) -> String? {
+        switch answer {
+        case .success: "hit"
+        case .failure(.noAdReady): "no_ad"
+        case .failure(.unservable): "unservable"
+        case .failure(.displayFailed): "display_failed"
+        case .failure(.interrupted): "interrupted"
+        case .failure: nil
+        }
+    }
+
+    mutating func note(_ result: String, took: Duration) {
+        results[result, default: 0] += 1
+        latency.observe(took)
+    }
+}
+
+/// Every series `GetMetrics` and the metrics listener serve, from one status snapshot.
+/// docs/metrics.md lists them; a name or label here changes there too.
+enum DaemonMetrics {
+    static func families(_ s: DaemonStatus) -> [MetricFamily] {
+        var families: [MetricFamily] = []
+        func family(_ name: String, _ kind: MetricFamily.Kind, unit: String? = nil, _ help: String,
+                    _ fill: (inout MetricFamily) -> Void) {
+            var f = MetricFamily("adorch_" + name, kind, unit: unit, help: help)
+            fill(&f)
+            families.append(f)
+        }
+        /// One counter or gauge per slot, read from its counters.
+        func perSlot(_ name: String, _ help: String, _ kind: MetricFamily.Kind = .counter, _ value: (SlotStatus) -> Int) {
+            family(name, kind, help) { f in for slot in s.slots { f.add(value(slot), [("slot", slot.config.id)]) } }
+        }
+        let interactive = s.slots.filter { $0.config.format == .interactive }.map(\.config.id)
+        func perSession(_ name: String, _ help: String, _ kind: MetricFamily.Kind = .counter,
+                        _ value: ((live: Int, counters: SessionCounters)) -> Int) {
+            family(name, kind, help) { f in
+                for id in interactive { f.add(value(s.sessions[id] ?? (0, SessionCounters())), [("slot", id)]) }
+            }
+        }
+
+        family("build", .info, "The daemon's version.") { $0.add(1, [("version", s.version)]) }
+        family("uptime_seconds", .gauge, unit: "seconds", "Time since the daemon started.") { $0.add(s.uptime) }
+
+        // Slots: the buffer now.
+        perSlot("slot_ready_ads", "Valid ads ready to show (loaded, unshown, unexpired).", .gauge) { $0.ready }
+        perSlot("slot_target_ads", "How many ready ads the scheduler keeps the slot at now.", .gauge) { $0.target.count }
+        perSlot("slot_loading_ads", "Loads in progress for the slot.", .gauge) { $0.loading }
+        perSlot("slot_shown_open_ads", "Shown ads still open for viewer reports.", .gauge) { $0.shownOpen }
+
+        // Shows.
+        perSlot("shows", "Ads taken for a Show (each ad handed to its plugin to present).") { $0.counters.shows }
+        family("show_requests", .counter, "Show calls answered, by result: hit, no_ad, unservable, display_failed, interrupted.") { f in
+            for (slot, stats) in s.showStats.sorted(by: { $0.key < $1.key }) {
+                for (result, n) in stats.results.sorted(by: { $0.key < $1.key }) { f.add(n, [("slot", slot), ("result", result)]) }
+            }
+        }
+        family("show_duration_seconds", .histogram, unit: "seconds",
+               "Show calls, from reaching the engine to their answer (the plugin's ad_show included).") { f in
+            for (slot, stats) in s.showStats.sorted(by: { $0.key < $1.key }) { f.histograms.append(([("slot", slot)], stats.latency)) }
+        }
+        perSlot("display_failures", "Shows whose plugin could not present the ad (the next one was tried).") { $0.counters.displayFailures }
+        perSlot("slot_ran_dry", "Times the slot's last valid ad went (shown or expired) or a Show found none.") { $0.counters.ranDry }
+        perSlot("ads_expired", "Ready ads that expired unshown.") { $0.counters.expired }
+        perSlot("ads_replaced", "Ready ads retired for a fresher one.") { $0.counters.replaced }
+
+        // Loads.
+        perSlot("slot_loads", "Loads started for the slot.") { $0.counters.loads }
+        family("loads", .counter, "Loads ended, by network and outcome: filled, or the host error code (no_fill, timeout, network, ...).") { f in
+            for (network, loads) in s.networkLoads.sorted(by: { $0.key < $1.key }) {
+                for (outcome, n) in loads.ended.sorted(by: { $0.key < $1.key }) { f.add(n, [("network", network), ("outcome", outcome)]) }
+            }
+        }
+        family("load_duration_seconds", .histogram, unit: "seconds",
+               "Loads, from their start to the network's answer or their deadline, per network.") { f in
+            for (network, loads) in s.networkLoads.sorted(by: { $0.key < $1.key }) { f.histograms.append(([("network", network)], loads.latency)) }
+        }
+        family("network_loads_in_flight", .gauge, "Loads a network is working on now.") { f in
+            for n in s.networks { f.add(n.loadsInFlight, [("network", n.name)]) }
+        }
+        family("network_paused_seconds", .gauge, unit: "seconds", "How long a network is still paused after a rate_limited answer.") { f in
+            for n in s.networks { f.add(Double(n.paused.nanosecondsClamped) / 1e9, [("network", n.name)]) }
+        }
+
+        // Viewer reports and rewards.
+        perSlot("impressions", "Impressions reported.") { $0.counters.impressions }
+        perSlot("clicks", "Clicks reported.") { $0.counters.clicks }
+        perSlot("duplicate_reports", "Viewer reports dropped as repeats.") { $0.counters.duplicateReports }
+        perSlot("rewards", "Rewards granted.") { $0.counters.rewards }
+        perSlot("duplicate_rewards", "Second grants for one ad, refused.") { $0.counters.duplicateRewards }
+
+        // Interactive sessions.
+        perSession("sessions_live", "Interactive sessions open now.", .gauge) { $0.live }
+        perSession("sessions_initiated", "Interactive sessions initiated.") { $0.counters.initiated }
+        perSession("sessions_completed", "Interactive sessions that completed.") { $0.counters.completed }
+        perSession("sessions_no_ads", "Interactive sessions that found no ads.") { $0.counters.noAds }
+        perSession("sessions_errors", "Interactive sessions that ended in an error.") { $0.counters.errors }
+        perSession("sessions_stopped", "Interactive sessions stopped by their app.") { $0.counters.stopped }
+        family("session_timeouts", .counter, "Interactive sessions timed out, by phase: fetch, start, unstarted.") { f in
+            for id in interactive {
+                let c = s.sessions[id]?.counters ?? SessionCounters()
+                for (phase, n) in [("fetch", c.fetchTimeouts), ("start", c.startTimeouts), ("unstarted", c.unstartedTimeouts)] {
+                    f.add(n, [("slot", id), ("phase", phase)])
+                }
+            }
+        }
+
+        // The plugin contract (docs/rules.md): what plugins did that the host refused.
+        perSlot("contract_violations", "Plugin reports that broke the contract (ads and sessions).") {
+            $0.counters.contractViolations + (s.sessions[$0.config.id]?.counters.contractViolations ?? 0)
+        }
+        perSlot("ignored_callbacks", "Plugin reports ignored: a second completion, one after the deadline, one for a destroyed ad.") {
+            $0.counters.ignoredCallbacks + (s.sessions[$0.config.id]?.counters.ignoredCallbacks ?? 0)
+        }
+        family("unattributed_callbacks", .counter, "Plugin reports for ads the plugin does not own.") { $0.add(s.unattributedCallbacks) }
+        family("plugins", .gauge, "Plugins by state: loaded or refused.") { f in
+            f.add(s.plugins.filter { $0.info != nil }.count, [("state", "loaded")])
+            f.add(s.plugins.filter { $0.info == nil }.count, [("state", "refused")])
+        }
+
+        // Connections and limits.
+        let c = s.connections
+        family("connections_open", .gauge, "Varlink connections open now.") { $0.add(c.open) }
+        family("subscribers", .gauge, "Event subscriptions open now.") { $0.add(s.subscribers) }
+        family("connections_accepted", .counter, "Varlink connections accepted, refused ones included.") { $0.add(c.accepted) }
+        family("connections_refused", .counter, "Varlink connections refused at once (max_connections, max_connections_per_uid).") { $0.add(c.refused) }
+        family("connections_closed", .counter, "Varlink connections the daemon closed, by reason: idle, slow_reader, incomplete_message, pending_bytes.") { f in
+            for (reason, n) in [("idle", c.closedIdle), ("slow_reader", c.droppedSlowReaders), ("incomplete_message", c.incompleteMessages),
+                                ("pending_bytes", c.droppedPendingBytes)] {
+                f.add(n, [("reason", reason)])
+            }
+        }
+        family("limit_refusals", .counter, "Calls refused by a per-uid budget, by its [limits] key.") { f in
+            for budget in Budget.allCases { f.add(s.refused[budget, default: 0], [("limit", budget.key)]) }
+        }
+        return families
+    }
+}
