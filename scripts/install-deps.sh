@@ -37,8 +37,9 @@ if [ ${#apt_packages[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null
 fi
 
-# The metrics tests: Debian's prometheus (the scraper) and promtool. Its postinst would start
-# a prometheus service; a policy-rc.d refuses that while it installs, unless one is there already.
+# The metrics tests: Debian's prometheus (the scraper) and promtool. The tests start their own;
+# its postinst would start the packaged service and enable it for every boot: a policy-rc.d
+# refuses the start while it installs (unless one is there already), and it is disabled after.
 if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
     [ "$(id -u)" -eq 0 ] || { echo "install-deps: missing prometheus; run: sudo $0" >&2; exit 1; }
     echo "install-deps: apt-get install prometheus (its service not started)"
@@ -50,6 +51,7 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null || { [ -z "$policy" ] || rm -f "$policy"; exit 1; }
     [ -z "$policy" ] || rm -f "$policy"
+    deb-systemd-helper disable prometheus.service >/dev/null 2>&1 || true
 fi
 
 # The Varlink client from PyPI: the tests call the daemon through it, as outside tools do.
