@@ -118,4 +118,4 @@ install-files:
 	install -d $(DESTDIR)$(SYSCONFDIR)/adorch/adorchd.toml.d
 
 clean:
-	rm -rf .build .build-asan .build-tsan .build-fuzz
+	rm -rf .build .build-asan .build-tsan .build-fuzz .build-examples-swift
