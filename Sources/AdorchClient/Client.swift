@@ -176,6 +176,12 @@ public final class Client: Sendable {
                 let reply = try await connection.call(method, parameters)
                 if let name = reply.error { throw AdorchError(name: name, parameters: reply.parameters) }
                 return reply.parameters
+            } catch let error as Connection.NotSent {
+                // The daemon went away before this call reached it: any call may go to the next one.
+                connection.close()
+                guard !retried else { throw error.reason }
+                retried = true
+                logger.notice("adorch: connection to \(socketPath) ended before \(method) was sent, sending it on a new connection")
             } catch let error as AdorchError where error.kind == .connectionLost(method: method) {
                 // Kept, ended, so that the next call reconnects with retries.
                 connection.close()
@@ -242,6 +248,8 @@ public final class Client: Sendable {
     private func subscribe(_ parameters: [String: JSONValue], into continuation: AsyncThrowingStream<Event, any Error>.Continuation) async throws {
         let method = "io.adorch.Ads.Subscribe"
         var resubscribing = false
+        // Whether the app has its `subscribed`: the next ones are swallowed, not the first.
+        var subscribed = false
         var unanswered: (since: ContinuousClock.Instant, delay: Duration)?
         while !Task.isCancelled {
             let connection = try await connect(retrying: resubscribing)
@@ -267,10 +275,11 @@ public final class Client: Sendable {
                     let event = try decode(Event.self, from: reply.parameters["event"] ?? .null)
                     if event.kind == EventKind.subscribed {
                         answered = true
-                        if resubscribing {
+                        if subscribed {
                             logger.notice("adorch: event stream subscribed again (\(event.rewardsWaiting ?? 0) more rewards waiting than redelivered)")
                             continue
                         }
+                        subscribed = true
                     }
                     continuation.yield(event)
                 }

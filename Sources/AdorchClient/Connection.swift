@@ -34,6 +34,12 @@ final class Connection: Sendable {
         var refusal: AdorchError?
     }
 
+    /// The call never left: the connection had ended, or the socket took none of it. Safe to
+    /// send again on a new connection, whatever the call.
+    struct NotSent: Error {
+        let reason: AdorchError
+    }
+
     let path: String
     private let fd: Int32
     private let state = Mutex(State())
@@ -83,35 +89,38 @@ final class Connection: Sendable {
         let message = Self.encode(method, parameters, more: true)
         let (stream, continuation) = AsyncStream.makeStream(of: Result<Reply, AdorchError>.self)
         if let error = enqueue(.stream(method: method, continuation), message) {
-            continuation.yield(.failure(error))
+            continuation.yield(.failure(error.reason))
             continuation.finish()
         }
         return stream
     }
 
     /// Ends the connection: the reader wakes up, fails whoever waits and closes the socket.
+    /// Under the lock, and only while the reader has not closed it: the number may already
+    /// be another connection's.
     func close() {
-        shutdown(fd, Int32(SHUT_RDWR))
+        state.withLock { state in
+            if !state.ended { shutdown(fd, Int32(SHUT_RDWR)) }
+        }
     }
 
     /// Queues the waiter and writes the call under one lock, so waiters are in the order the
     /// daemon receives the calls. A Varlink call is a few hundred bytes: the write does not block.
-    private func enqueue(_ waiter: Waiter, _ message: [UInt8]) -> AdorchError? {
+    private func enqueue(_ waiter: Waiter, _ message: [UInt8]) -> NotSent? {
         state.withLock { state in
             let method: String
             switch waiter {
             case .call(let m, _), .stream(let m, _): method = m
             }
-            guard !state.ended else {
-                return state.refusal ?? AdorchError(.connectionLost(method: method), message: "the connection to \(path) was lost")
-            }
+            guard !state.ended else { return NotSent(reason: state.refusal ?? Self.lost(method, path)) }
             var offset = 0
             while offset < message.count {
                 let n = message.withUnsafeBytes { send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
                 if n < 0 {
                     if errno == EINTR { continue }
-                    // Nothing of it taken effect if nothing went out; a part is the same to the daemon.
-                    return AdorchError(.connectionLost(method: method), message: "send to \(path): \(String(cString: strerror(errno)))")
+                    let reason = AdorchError(.connectionLost(method: method), message: "send to \(path): \(String(cString: strerror(errno)))")
+                    // Part of a call is nothing to the daemon: it never ends that message.
+                    return NotSent(reason: reason)
                 }
                 offset += n
             }
@@ -146,10 +155,10 @@ final class Connection: Sendable {
         }
         let (waiters, refusal) = state.withLock { state in
             state.ended = true
+            Glibc.close(fd)
             defer { state.waiters = [] }
             return (state.waiters, state.refusal)
         }
-        Glibc.close(fd)
         for waiter in waiters {
             switch waiter {
             case .call(let method, let continuation):
