@@ -212,7 +212,9 @@ final class SwiftClientTests: XCTestCase {
                 names.append(String(source[Range(match.range(at: 1), in: source)!]))
             }
         }
-        XCTAssertTrue(names.contains("io.adorch.TooManyConnections") && names.contains("org.varlink.service.MethodNotFound"), "\(names)")
+        for name in ["io.adorch.Ads.NoAdReady", "io.adorch.Manager.ReloadFailed", "io.adorch.TooManyConnections", "org.varlink.service.MethodNotFound"] {
+            XCTAssertTrue(names.contains(name), "\(name) is among the names found: \(names)")
+        }
         for name in Set(names).sorted() {
             let error = AdorchError(name: name, parameters: ["message": "m"])
             let short = name.split(separator: ".").last!
@@ -257,7 +259,7 @@ final class SwiftClientTests: XCTestCase {
         let second = try DaemonProcess(config: Self.config, extraArguments: ["--socket", socket], stateDir: state)
         XCTAssertTrue(second.isRunning)
         // The stream is back once it logged its new subscription: what happens from then on reaches it.
-        _ = try await Self.read(log.stream, until: "the stream's new subscription") { $0.contains("subscribed again") }
+        _ = try await Self.read(log.stream, until: "log line of the stream's new subscription") { $0.contains("subscribed again") }
         // Another app's connection (DaemonProcess's own helpers call its default socket).
         let other = Client(socketPath: socket)
         try await RewardedAd(client: other, slot: "r").load(timeout: .seconds(10).scaled)
@@ -275,6 +277,10 @@ final class SwiftClientTests: XCTestCase {
         XCTAssertTrue(log.lines.contains { $0.contains("subscribed again") }, "\(log.lines)")
         let after = try await client.listSlots()
         XCTAssertEqual(after.map(\.id), before.map(\.id), "calls go on, on a new connection")
+        let rewarded = RewardedAd(client: client, slot: "r")
+        try await rewarded.load(timeout: .seconds(10).scaled)
+        let ad = try await rewarded.show(userID: "after-restart")
+        XCTAssertEqual(ad.slot, "r", "a Show made after the restart is sent on the new connection")
     }
 
     /// The stream's elements up to the first that `matches`, or a failure after `timeout`.
