@@ -283,6 +283,25 @@ final class SwiftClientTests: XCTestCase {
         XCTAssertEqual(ad.slot, "r", "a Show made after the restart is sent on the new connection")
     }
 
+    /// The reconnect rule for a call in flight, which the real daemon cannot be made to
+    /// break at a chosen moment: a server that reads each call whole and then hangs up (or, last,
+    /// answers). A Show it received may have taken effect: `.connectionLost`, not sent again. A
+    /// read is sent again on a new connection.
+    func testACallCutOffAfterItWasSentIsSentAgainOnlyIfItIsARead() async throws {
+        let server = try HangingUpServer(answers: [nil, nil, ["slots": []]])
+        let client = Client(socketPath: server.path)
+        do {
+            _ = try await client.show(slot: "r", userID: "u")
+            XCTFail("a Show whose connection broke after it was sent fails")
+        } catch let error as AdorchError {
+            XCTAssertEqual(error.kind, .connectionLost(method: "io.adorch.Ads.Show"))
+        }
+        let slots = try await client.listSlots()
+        XCTAssertEqual(slots, [])
+        XCTAssertEqual(server.received, ["io.adorch.Ads.Show", "io.adorch.Ads.ListSlots", "io.adorch.Ads.ListSlots"],
+                       "the Show went out once; the ListSlots again on the third connection")
+    }
+
     /// The stream's elements up to the first that `matches`, or a failure after `timeout`.
     static func read<Element: Sendable>(_ elements: AsyncThrowingStream<Element, any Error>, until what: String, timeout: Duration = .seconds(30),
                                         _ matches: @escaping @Sendable (Element) -> Bool) async throws -> [Element] {
@@ -315,6 +334,48 @@ final class SwiftClientTests: XCTestCase {
         let run = try runCommand(scratch + "/debug/rewarded-ad", [], environment: ["ADORCH_SOCKET": daemon.socket])
         XCTAssertEqual(run.status, 0, "rewarded-ad:\n\(run.stdout)\n\(run.stderr)")
         XCTAssertTrue(run.stdout.contains("reward: 10 coins for player-1 (transaction "), run.stdout + run.stderr)
+    }
+}
+
+/// A Unix socket server for one connection after the other: reads one call on each, then
+/// hangs up (nil) or sends the answer given for that connection; records the methods.
+private final class HangingUpServer: Sendable {
+    let path: String
+    private let calls = Mutex<[String]>([])
+    var received: [String] { calls.withLock { $0 } }
+
+    init(answers: [[String: JSONValue]?]) throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-hangup-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        path = dir.appendingPathComponent("s.sock").path
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in path.utf8.enumerated() { raw[i] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard bound == 0, listen(listener, 8) == 0 else { throw TestFailure("bind \(path): \(String(cString: strerror(errno)))") }
+        Thread { [self] in
+            for answer in answers {
+                let fd = accept(listener, nil, nil)
+                guard fd >= 0 else { break }
+                var message: [UInt8] = []
+                var byte: UInt8 = 0
+                while recv(fd, &byte, 1, 0) == 1, byte != 0 { message.append(byte) }
+                let method = JSONValue.parse(Data(message))?["method"]?.stringValue ?? "?"
+                calls.withLock { $0.append(method) }
+                if let answer {
+                    let reply = Array(JSONValue.object(["parameters": .object(answer)]).jsonData) + [0]
+                    _ = reply.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                }
+                close(fd)
+            }
+            close(listener)
+            try? FileManager.default.removeItem(at: dir)
+        }.start()
     }
 }
 
