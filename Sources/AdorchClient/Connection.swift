@@ -2,9 +2,7 @@ import AdorchJSON
 import Foundation
 import Synchronization
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// One reply of the daemon: parameters, or an error's name and parameters.
 struct Reply: Sendable {
@@ -30,7 +28,8 @@ final class Connection: Sendable {
         /// Set once the connection is over: every call after it fails at once.
         var ended = false
         /// An error the daemon sent unasked (a refusal: too many connections, a reader too
-        /// slow): it ends the connection, and is what the calls in flight fail with.
+        /// slow), or a reply that is not JSON: it ends the connection, and is what the calls
+        /// in flight fail with.
         var refusal: AdorchError?
     }
 
@@ -147,7 +146,10 @@ final class Connection: Sendable {
             while let nul = buffer[start...].firstIndex(of: 0) {
                 let frame = Data(buffer[start..<nul])
                 start = nul + 1
-                guard case .object(let object)? = JSONValue.parse(frame) else { break reading }
+                guard case .object(let object)? = JSONValue.parse(frame) else {
+                    state.withLock { $0.refusal = AdorchError(.malformedReply, message: "a reply from \(path) is not a JSON object") }
+                    break reading
+                }
                 deliver(Reply(parameters: object["parameters"]?.objectValue ?? [:], error: object["error"]?.stringValue,
                               continues: object["continues"]?.boolValue ?? false))
             }
