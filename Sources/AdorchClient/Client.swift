@@ -46,10 +46,14 @@ public final class Client: Sendable {
 
     deinit { connection.withLock { $0?.close() } }
 
+    /// The system service's socket: systemd/adorchd.socket's ListenStream= (a test holds
+    /// them equal; this library cannot read the daemon's DefaultPaths.systemSocket).
+    public static let systemSocket = "/run/adorch/adorchd.sock"
+
     /// adorchctl's rule (DefaultPaths.clientSocket in the daemon), for apps.
     public static func defaultSocketPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let socket = environment["ADORCH_SOCKET"], !socket.isEmpty { return socket }
-        let system = "/run/adorch/adorchd.sock"
+        let system = systemSocket
         let own: String
         if geteuid() == 0 {
             own = system

@@ -283,6 +283,14 @@ final class SwiftClientTests: XCTestCase {
         XCTAssertEqual(ad.slot, "r", "a Show made after the restart is sent on the new connection")
     }
 
+    func testTheSocketIsFoundAsAdorchctlFindsIt() throws {
+        XCTAssertEqual(Client.defaultSocketPath(environment: ["ADORCH_SOCKET": "/x/a.sock"]), "/x/a.sock")
+        // The tests run as root: root's own daemon is the system service's socket.
+        XCTAssertEqual(Client.defaultSocketPath(environment: [:]), Client.systemSocket)
+        let unit = try String(contentsOf: packageRoot.appendingPathComponent("systemd/adorchd.socket"), encoding: .utf8)
+        XCTAssertTrue(unit.split(separator: "\n").contains("ListenStream=\(Client.systemSocket)"), "the socket unit listens where the client looks")
+    }
+
     /// The reconnect rule for a call in flight, which the real daemon cannot be made to
     /// break at a chosen moment: a server that reads each call whole and then hangs up (or, last,
     /// answers). A Show it received may have taken effect: `.connectionLost`, not sent again. A
