@@ -125,5 +125,5 @@ install-files:
 	$(MAKE) -C clients/c install DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) LIBDIR=$(CLIENT_LIBDIR)
 
 clean:
-	rm -rf .build .build-asan .build-tsan .build-fuzz
+	rm -rf .build .build-asan .build-tsan .build-fuzz .build-examples-swift
 	$(MAKE) -C clients/c clean

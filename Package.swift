@@ -39,6 +39,8 @@ let package = Package(
         .executable(name: "adorchctl", targets: ["adorchctl"]),
         .executable(name: "adorch-bench", targets: ["adorch-bench"]),
         .executable(name: "adorch-plugin-validate", targets: ["adorch-plugin-validate"]),
+        // The app-side Swift library (Sources/AdorchClient/README.md); it does not pull the daemon in.
+        .library(name: "AdorchClient", targets: ["AdorchClient"]),
         // Plugins are shared objects the daemon dlopens; the file names are libadorch-plugin-NAME.so.
         .library(name: "adorch-plugin-sim", type: .dynamic, targets: ["AdorchSimPlugin"]),
         .library(name: "adorch-plugin-example", type: .dynamic, targets: ["AdorchExamplePlugin"]),
@@ -105,6 +107,9 @@ let package = Package(
             ],
             linkerSettings: daemonReleaseLink
         ),
+        // Apps' Swift client of io.adorch.*: Foundation, Glibc sockets, AdorchJSON and swift-log
+        // only, so a package that depends on it builds quickly.
+        .target(name: "AdorchClient", dependencies: ["AdorchJSON", .product(name: "Logging", package: "swift-log")], exclude: ["README.md"]),
         .executableTarget(
             name: "adorchctl",
             dependencies: [
@@ -150,7 +155,7 @@ let package = Package(
         .testTarget(name: "VASTTests", dependencies: ["VAST", "VASTFixtures", "AdorchEngine", "AdorchLocking"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["AdorchVarlink", "AdorchLocking", "VASTFixtures", "AdorchBench", "AdorchPluginHost",
+            dependencies: ["AdorchVarlink", "AdorchLocking", "VASTFixtures", "AdorchBench", "AdorchPluginHost", "AdorchClient",
                            .product(name: "Logging", package: "swift-log")],
             exclude: ["Fixtures"]
         ),

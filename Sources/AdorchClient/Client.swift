@@ -1,0 +1,308 @@
+@_exported import AdorchJSON
+import Foundation
+import Logging
+import Synchronization
+
+/// How long and how often the client tries to reach the daemon again once its connection
+/// broke (a restart): a delay that doubles from `firstDelay` up to `maxDelay`, for at most
+/// `maxWait` in all, one log line per retry.
+public struct ReconnectPolicy: Sendable, Equatable {
+    public var maxWait: Duration
+    public var firstDelay: Duration
+    public var maxDelay: Duration
+
+    public init(maxWait: Duration = .seconds(30), firstDelay: Duration = .milliseconds(50), maxDelay: Duration = .seconds(2)) {
+        self.maxWait = maxWait
+        self.firstDelay = firstDelay
+        self.maxDelay = maxDelay
+    }
+
+    /// No retries: a broken connection fails the call at once.
+    public static let never = ReconnectPolicy(maxWait: .zero)
+}
+
+/// A client of adorchd's io.adorch.Ads (and Manager.GetStatus): one connection for calls,
+/// shared by every task, and one more per event stream (a Subscribe holds its connection).
+///
+/// Reconnecting: a call finds the connection gone (the daemon restarted) and connects again,
+/// retrying as `reconnect` says. Reads (ListSlots, ListRewards, ListEvents, GetStatus) whose
+/// connection broke after they were sent are sent again on the new one; any other call that
+/// was sent fails with `.connectionLost`, as it may have taken effect. Event streams subscribe
+/// again and go on (`events`).
+public final class Client: Sendable {
+    /// The socket: the argument, else `$ADORCH_SOCKET`, else this user's daemon socket if it
+    /// exists, else the system service's.
+    public let socketPath: String
+    public let reconnect: ReconnectPolicy
+    public let logger: Logger
+    private let connection = Mutex<Connection?>(nil)
+
+    public init(socketPath: String? = nil, reconnect: ReconnectPolicy = ReconnectPolicy(),
+                logger: Logger = Logger(label: "io.adorch.client")) {
+        self.socketPath = socketPath ?? Self.defaultSocketPath()
+        self.reconnect = reconnect
+        self.logger = logger
+    }
+
+    deinit { connection.withLock { $0?.close() } }
+
+    /// The system service's socket: systemd/adorchd.socket's ListenStream= (a test holds
+    /// them equal; this library cannot read the daemon's DefaultPaths.systemSocket).
+    public static let systemSocket = "/run/adorch/adorchd.sock"
+
+    /// adorchctl's rule (DefaultPaths.clientSocket in the daemon), for apps.
+    public static func defaultSocketPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let socket = environment["ADORCH_SOCKET"], !socket.isEmpty { return socket }
+        let system = systemSocket
+        let own: String
+        if geteuid() == 0 {
+            own = system
+        } else if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
+            own = runtime + "/adorch/adorchd.sock"
+        } else {
+            own = "/tmp/adorch-\(getuid())/adorchd.sock"
+        }
+        return FileManager.default.fileExists(atPath: own) ? own : system
+    }
+
+    /// Closes the call connection; the next call opens a new one. Event streams end when
+    /// their consumers stop iterating.
+    public func close() {
+        connection.withLock { connection in
+            connection?.close()
+            connection = nil
+        }
+    }
+
+    // MARK: io.adorch.Ads
+
+    public func listSlots() async throws -> [Slot] {
+        try decode([Slot].self, from: try await read("io.adorch.Ads.ListSlots")["slots"] ?? [])
+    }
+
+    /// Takes the best valid ad of `slot` and has its network present it. A rewarded slot needs
+    /// a `userID`; `reward` overrides the slot's reward model.
+    public func show(slot: String, userID: String? = nil, reward: RewardModel? = nil) async throws -> Ad {
+        var parameters: [String: JSONValue] = ["slot": .string(slot)]
+        if let userID { parameters["user_id"] = .string(userID) }
+        if let reward { parameters["reward"] = reward.json }
+        return try decode(Ad.self, from: try await write("io.adorch.Ads.Show", parameters)["ad"] ?? .null)
+    }
+
+    public func report(adID: String, event: ViewerEvent) async throws {
+        _ = try await write("io.adorch.Ads.Report", ["ad_id": .string(adID), "event": .string(event.rawValue)])
+    }
+
+    /// Loads ads of a banner, splash or native slot now; nil parameters take the slot's.
+    public func load(slot: String, count: Int? = nil, width: Int? = nil, height: Int? = nil, timeoutMs: Int? = nil,
+                     targeting: [String: JSONValue]? = nil) async throws -> [Ad] {
+        var parameters: [String: JSONValue] = ["slot": .string(slot)]
+        for (key, value) in [("count", count), ("width", width), ("height", height), ("timeout_ms", timeoutMs)] {
+            if let value { parameters[key] = .int(Int64(value)) }
+        }
+        if let targeting { parameters["targeting"] = .object(targeting) }
+        return try decode([Ad].self, from: try await write("io.adorch.Ads.Load", parameters)["ads"] ?? [])
+    }
+
+    public func listRewards(userID: String? = nil, since: String? = nil, after: String? = nil, limit: Int? = nil) async throws -> RewardPage {
+        var parameters: [String: JSONValue] = [:]
+        if let userID { parameters["user_id"] = .string(userID) }
+        if let since { parameters["since"] = .string(since) }
+        if let after { parameters["after"] = .string(after) }
+        if let limit { parameters["limit"] = .int(Int64(limit)) }
+        let reply = try await read("io.adorch.Ads.ListRewards", parameters)
+        return RewardPage(rewards: try decode([Reward].self, from: reply["rewards"] ?? []), more: reply["more"]?.boolValue ?? false)
+    }
+
+    /// The app has credited this reward to its user: the daemon stops offering it. The
+    /// library never calls it by itself.
+    public func ackReward(_ transID: String) async throws {
+        _ = try await write("io.adorch.Ads.AckReward", ["trans_id": .string(transID)])
+    }
+
+    /// A fresh interactive session (it starts fetching at once); returns its id.
+    public func initInteractive(slot: String, creativeURL: String, adParameters: [String: JSONValue], slotType: SlotType) async throws -> String {
+        let reply = try await write("io.adorch.Ads.InitInteractive", [
+            "slot": .string(slot), "creative_url": .string(creativeURL), "ad_parameters": .object(adParameters),
+            "slot_type": .string(slotType.rawValue),
+        ])
+        guard let id = reply["session_id"]?.stringValue else { throw AdorchError(.malformedReply, message: "InitInteractive: no session_id") }
+        return id
+    }
+
+    public func start(sessionID: String) async throws { _ = try await write("io.adorch.Ads.Start", ["session_id": .string(sessionID)]) }
+    public func pause(sessionID: String) async throws { _ = try await write("io.adorch.Ads.Pause", ["session_id": .string(sessionID)]) }
+    public func resume(sessionID: String) async throws { _ = try await write("io.adorch.Ads.Resume", ["session_id": .string(sessionID)]) }
+    public func stop(sessionID: String) async throws { _ = try await write("io.adorch.Ads.Stop", ["session_id": .string(sessionID)]) }
+
+    public func listEvents(slots: [String]? = nil, limit: Int? = nil) async throws -> [Event] {
+        var parameters: [String: JSONValue] = [:]
+        if let slots { parameters["slots"] = .array(slots.map { .string($0) }) }
+        if let limit { parameters["limit"] = .int(Int64(limit)) }
+        return try decode([Event].self, from: try await read("io.adorch.Ads.ListEvents", parameters)["events"] ?? [])
+    }
+
+    /// The events of `slots` (all when nil) as they happen, starting with one `subscribed`,
+    /// on a connection of their own. When the daemon restarts, the stream subscribes again
+    /// (logged) and goes on: the new `subscribed` is not passed on, and the rewards the daemon
+    /// redelivers are (credit each trans_id once). It ends with an error only when the
+    /// daemon cannot be reached within the reconnect policy, or refuses the subscription.
+    public func events(slots: [String]? = nil) -> AsyncThrowingStream<Event, any Error> {
+        var parameters: [String: JSONValue] = [:]
+        if let slots { parameters["slots"] = .array(slots.map { .string($0) }) }
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: Event.self)
+        let task = Task { [self] in
+            do {
+                try await subscribe(parameters, into: continuation)
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    // MARK: io.adorch.Manager
+
+    public func getStatus() async throws -> Status {
+        try decode(Status.self, from: .object(try await read("io.adorch.Manager.GetStatus")))
+    }
+
+    // MARK: Any method
+
+    /// A call by name, for what the typed methods do not cover (org.varlink.service...).
+    /// `idempotent`: whether it may be sent again after its connection broke (reads only).
+    public func call(_ method: String, _ parameters: [String: JSONValue] = [:], idempotent: Bool) async throws -> [String: JSONValue] {
+        var retried = false
+        while true {
+            let connection = try await connected()
+            do {
+                let reply = try await connection.call(method, parameters)
+                if let name = reply.error { throw AdorchError(name: name, parameters: reply.parameters) }
+                return reply.parameters
+            } catch let error as Connection.NotSent {
+                // The daemon went away before this call reached it: any call may go to the next one.
+                connection.close()
+                guard !retried else { throw error.reason }
+                retried = true
+                logger.notice("adorch: connection to \(socketPath) ended before \(method) was sent, sending it on a new connection")
+            } catch let error as AdorchError where error.kind == .connectionLost(method: method) {
+                // Kept, ended, so that the next call reconnects with retries.
+                connection.close()
+                guard idempotent, !retried else { throw error }
+                retried = true
+                logger.notice("adorch: connection lost during \(method), sending it again on a new connection")
+            }
+        }
+    }
+
+    private func read(_ method: String, _ parameters: [String: JSONValue] = [:]) async throws -> [String: JSONValue] {
+        try await call(method, parameters, idempotent: true)
+    }
+
+    private func write(_ method: String, _ parameters: [String: JSONValue]) async throws -> [String: JSONValue] {
+        try await call(method, parameters, idempotent: false)
+    }
+
+    // MARK: Connections
+
+    /// The live call connection, or a new one; a connection that ended is replaced with a
+    /// retried connect, as the policy says.
+    private func connected() async throws -> Connection {
+        let current = connection.withLock { $0 }
+        if let current, !current.isEnded { return current }
+        let fresh = try await connect(retrying: current != nil)
+        return connection.withLock { connection in
+            if let other = connection, other !== current, !other.isEnded {
+                // Another task reconnected meanwhile: one connection is enough.
+                fresh.close()
+                return other
+            }
+            connection = fresh
+            return fresh
+        }
+    }
+
+    /// Connects; after a lost connection (`retrying`), again and again as the policy says,
+    /// while the daemon is away (its socket missing or refusing), one log line per retry.
+    func connect(retrying: Bool) async throws -> Connection {
+        let clock = ContinuousClock()
+        let deadline = clock.now + reconnect.maxWait
+        var delay = reconnect.firstDelay
+        var attempt = 0
+        while true {
+            do {
+                let connection = try Connection(path: socketPath)
+                if attempt > 0 { logger.notice("adorch: reconnected to \(socketPath) after \(attempt) retries") }
+                return connection
+            } catch {
+                guard retrying, clock.now + delay <= deadline else { throw error }
+                attempt += 1
+                logger.notice("adorch: daemon at \(socketPath) not reachable (\(error.message)); retry \(attempt) in \(delay)")
+                try await Task.sleep(for: delay)
+                delay = min(delay * 2, reconnect.maxDelay)
+            }
+        }
+    }
+
+    /// One subscription after the other until the consumer stops: each time the daemon goes
+    /// away (its connection ends, or it says ShuttingDown), subscribe again. A daemon that
+    /// takes the connection but ends it before answering (still stopping) is asked again
+    /// after the policy's delays, within its maxWait, so the loop never spins.
+    private func subscribe(_ parameters: [String: JSONValue], into continuation: AsyncThrowingStream<Event, any Error>.Continuation) async throws {
+        let method = "io.adorch.Ads.Subscribe"
+        var resubscribing = false
+        // Whether the app has its `subscribed`: the next ones are swallowed, not the first.
+        var subscribed = false
+        var unanswered: (since: ContinuousClock.Instant, delay: Duration)?
+        while !Task.isCancelled {
+            let connection = try await connect(retrying: resubscribing)
+            defer { connection.close() }
+            var answered = false
+            try await withTaskCancellationHandler {
+                for await result in connection.stream(method, parameters) {
+                    guard !Task.isCancelled else { return }
+                    let reply: Reply
+                    switch result {
+                    case .success(let success): reply = success
+                    case .failure(let error) where error.kind == .connectionLost(method: method):
+                        logger.notice("adorch: event stream lost its connection to \(socketPath), subscribing again")
+                        return
+                    case .failure(let error): throw error
+                    }
+                    if let name = reply.error {
+                        let error = AdorchError(name: name, parameters: reply.parameters)
+                        guard error.kind == .shuttingDown else { throw error }
+                        logger.notice("adorch: daemon at \(socketPath) shutting down, event stream subscribing again")
+                        return
+                    }
+                    let event = try decode(Event.self, from: reply.parameters["event"] ?? .null)
+                    if event.kind == EventKind.subscribed {
+                        answered = true
+                        if subscribed {
+                            logger.notice("adorch: event stream subscribed again (\(event.rewardsWaiting ?? 0) more rewards waiting than redelivered)")
+                            continue
+                        }
+                        subscribed = true
+                    }
+                    continuation.yield(event)
+                }
+            } onCancel: {
+                connection.close()
+            }
+            resubscribing = true
+            if answered {
+                unanswered = nil
+            } else if !Task.isCancelled {
+                let now = ContinuousClock.now
+                let wait = unanswered ?? (now, reconnect.firstDelay)
+                guard now + wait.delay <= wait.since + reconnect.maxWait else {
+                    throw AdorchError(.connectionLost(method: method), message: "the daemon at \(socketPath) did not answer Subscribe within \(reconnect.maxWait)")
+                }
+                try await Task.sleep(for: wait.delay)
+                unanswered = (wait.since, min(wait.delay * 2, reconnect.maxDelay))
+            }
+        }
+        continuation.finish()
+    }
+}

@@ -1,0 +1,424 @@
+import AdorchClient
+import Foundation
+import Logging
+import Synchronization
+import XCTest
+
+/// The Swift client library (Sources/AdorchClient) against the real daemon: the SDK-like
+/// formats, the errors, a daemon restart under an open event stream, and the example package.
+final class SwiftClientTests: XCTestCase {
+    /// Slots that fill at once (fill=1) or never (fill=0), and a quick interactive script.
+    static let config = simConfig(slots: """
+    [[slots]]
+    id = "r"
+    format = "rewarded"
+    buffer_min = 1
+    buffer_max = 2
+    reward_name = "coins"
+    reward_amount = 10
+      [[slots.waterfall]]
+      plugin = "sim"
+      server_parameter = "fill=1 latency_ms=10"
+
+    [[slots]]
+    id = "empty"
+    format = "interstitial"
+      [[slots.waterfall]]
+      plugin = "sim"
+      server_parameter = "fill=0 latency_ms=10"
+
+    [[slots]]
+    id = "b"
+    format = "banner"
+    width = 320
+    height = 50
+      [[slots.waterfall]]
+      plugin = "sim"
+      server_parameter = "fill=1 latency_ms=10"
+
+    [[slots]]
+    id = "nofill"
+    format = "banner"
+    width = 320
+    height = 50
+      [[slots.waterfall]]
+      plugin = "sim"
+      server_parameter = "fill=0 latency_ms=10"
+
+    [[slots]]
+    id = "s"
+    format = "splash"
+      [[slots.waterfall]]
+      plugin = "sim"
+      server_parameter = "fill=1 latency_ms=10"
+
+    [[slots]]
+    id = "n"
+    format = "native"
+      [[slots.waterfall]]
+      plugin = "sim"
+      server_parameter = "fill=1 latency_ms=10"
+
+    [[slots]]
+    id = "i"
+    format = "interactive"
+      [[slots.waterfall]]
+      plugin = "sim"
+      server_parameter = "script=opt_in_complete latency_ms=10 step_ms=20"
+    """)
+
+    func testARewardedAdIsShownReportedRewardedAndAcknowledged() async throws {
+        let daemon = try DaemonProcess(config: Self.config)
+        let client = Client(socketPath: daemon.socket)
+        let rewarded = RewardedAd(client: client, slot: "r")
+        try await rewarded.load(timeout: .seconds(10).scaled)
+        let ready = try await rewarded.isReady()
+        XCTAssertTrue(ready, "load returns once an ad is ready")
+
+        let ad = try await rewarded.show(userID: "player-7")
+        XCTAssertEqual(ad.slot, "r")
+        XCTAssertEqual(ad.format, "rewarded")
+        XCTAssertEqual(ad.network, "sim")
+        let heard = Task { await ad.callbacks.reduce(into: [AdCallback]()) { $0.append($1) } }
+        try await ad.impression()
+        try await ad.complete()
+        let reward = try await ad.waitReward(timeout: .seconds(10).scaled)
+        XCTAssertEqual(reward.adID, ad.id)
+        XCTAssertEqual(reward.userID, "player-7")
+        XCTAssertEqual(reward.rewardName, "coins")
+        XCTAssertEqual(reward.rewardAmount, 10)
+        XCTAssertFalse(reward.acknowledged)
+        let waiting = try await client.listRewards(userID: "player-7").rewards.map(\.transID)
+        XCTAssertEqual(waiting, [reward.transID], "not acknowledged by the library itself")
+
+        try await ad.ack(reward)
+        let afterAck = try await client.listRewards(userID: "player-7").rewards
+        XCTAssertEqual(afterAck, [], "acknowledged: not offered again")
+        try await ad.close()
+
+        let callbacks = await heard.value
+        let typed = callbacks.filter { if case .other = $0 { false } else { true } }
+        XCTAssertEqual(typed, [.impression, .reward(reward), .close],
+                       "the listener hears impression, reward and close in order, and ends with close: \(callbacks)")
+        XCTAssertTrue(callbacks.contains { if case .other(let event) = $0 { event.kind == "ad_shown" } else { false } },
+                      "the subscription was made before the Show: its ad_shown is heard")
+        let again = try await ad.waitReward(timeout: .seconds(5).scaled)
+        XCTAssertEqual(again, reward, "a reward already heard is answered at once")
+    }
+
+    func testBannerSplashAndNativeAdsLoad() async throws {
+        let daemon = try DaemonProcess(config: Self.config)
+        let client = Client(socketPath: daemon.socket)
+        let banner = try await BannerAd(client: client, slot: "b").load()
+        XCTAssertEqual(banner.format, "banner")
+        XCTAssertEqual(banner.slot, "b")
+        let splash = try await SplashAd(client: client, slot: "s").load()
+        XCTAssertEqual(splash.format, "splash")
+        let natives = try await NativeAdLoader(client: client, slot: "n").load(count: 3)
+        XCTAssertEqual(natives.count, 3)
+        XCTAssertEqual(Set(natives.map(\.id)).count, 3, "three different ads")
+        XCTAssertTrue(natives.allSatisfy { $0.format == "native" && !$0.payload.isEmpty })
+        try await client.report(adID: banner.id, event: .impression)
+        let reported = try await client.listEvents(slots: ["b"]).contains { $0.adID == banner.id && $0.viewerEvent == "impression" }
+        XCTAssertTrue(reported, "the banner's impression is in the slot's events")
+    }
+
+    func testAnInteractiveSessionRunsToItsTerminalEvent() async throws {
+        let daemon = try DaemonProcess(config: Self.config)
+        let client = Client(socketPath: daemon.socket)
+        let session = try await InteractiveSession(client: client, slot: "i", creativeURL: "https://creative.invalid/unit.js",
+                                                   adParameters: ["user": ["id": 7]], slotType: .preroll)
+        try await session.start()
+        var names: [String] = []
+        var last: Event?
+        for try await event in session.events {
+            XCTAssertEqual(event.sessionID, session.id)
+            names.append(event.name ?? "?")
+            last = event
+        }
+        XCTAssertEqual(names, ["fetch_complete", "ads_available", "started", "opt_in", "ad_free_pod", "completed"])
+        XCTAssertEqual(last?.terminal, true)
+        XCTAssertEqual(last?.adFreePod, true)
+        do {
+            try await session.pause()
+            XCTFail("an ended session cannot be paused")
+        } catch let error as AdorchError {
+            XCTAssertEqual(error.kind, .sessionNotFound(sessionID: session.id))
+        }
+    }
+
+    func testTheDaemonsErrorsArriveTyped() async throws {
+        let daemon = try DaemonProcess(config: Self.config)
+        let client = Client(socketPath: daemon.socket)
+        func kind(_ call: () async throws -> Void) async -> AdorchError.Kind? {
+            do {
+                try await call()
+                return nil
+            } catch let error as AdorchError {
+                XCTAssertFalse(error.message.isEmpty && error.name.hasPrefix("io.adorch.Ads"), "\(error.name) has a message")
+                return error.kind
+            } catch {
+                XCTFail("not an AdorchError: \(error)")
+                return nil
+            }
+        }
+        let noSlot = await kind { _ = try await client.show(slot: "nope", userID: "u") }
+        XCTAssertEqual(noSlot, .slotNotFound(slot: "nope"))
+        let empty = await kind { _ = try await client.show(slot: "empty") }
+        XCTAssertEqual(empty, .noAdReady(slot: "empty"))
+        let noUser = await kind { _ = try await client.show(slot: "r") }
+        XCTAssertEqual(noUser, .invalidParameter(parameter: "user_id"))
+        let badAd = await kind { try await client.report(adID: "1-999", event: .click) }
+        XCTAssertEqual(badAd, .adNotValid(adID: "1-999"))
+        let badReward = await kind { try await client.ackReward("no-such-reward") }
+        XCTAssertEqual(badReward, .rewardNotFound(transID: "no-such-reward"))
+        let badSession = await kind { try await client.stop(sessionID: "no-such-session") }
+        XCTAssertEqual(badSession, .sessionNotFound(sessionID: "no-such-session"))
+        let noFill = await kind { _ = try await client.load(slot: "nofill") }
+        guard case .loadFailed(let slot, let code, let attempts)? = noFill else { return XCTFail("Load of nofill: \(String(describing: noFill))") }
+        XCTAssertEqual(slot, "nofill")
+        XCTAssertEqual(code, "no_fill")
+        XCTAssertEqual(attempts.map(\.network), ["sim"])
+        let noMethod = await kind { _ = try await client.call("io.adorch.Ads.Nope", idempotent: true) }
+        XCTAssertEqual(noMethod, .methodNotFound(method: "io.adorch.Ads.Nope"))
+        // The call connection survives errors: the client still works on it.
+        let slots = try await client.listSlots().map(\.id)
+        XCTAssertEqual(Set(slots), ["r", "empty", "b", "nofill", "s", "n", "i"])
+        let status = try await client.getStatus()
+        XCTAssertEqual(status.socket, daemon.socket)
+    }
+
+    /// Every `error` of io.adorch.Ads and io.adorch.Manager, as the running daemon describes
+    /// them, and every error the Varlink layer sends, maps to its own case, not `.unknown`.
+    func testEveryErrorOfTheIDLAndTheVarlinkLayerMapsToItsOwnCase() async throws {
+        let daemon = try DaemonProcess(config: Self.config)
+        let client = Client(socketPath: daemon.socket)
+        var names: [String] = []
+        for interface in ["io.adorch.Ads", "io.adorch.Manager"] {
+            let description = try await client.call("org.varlink.service.GetInterfaceDescription", ["interface": .string(interface)], idempotent: true)
+            let text = try XCTUnwrap(description["description"]?.stringValue)
+            let errors = text.split(separator: "\n").filter { $0.hasPrefix("error ") }.map {
+                "\(interface)." + $0.dropFirst("error ".count).prefix { $0.isLetter || $0.isNumber }
+            }
+            XCTAssertFalse(errors.isEmpty, "\(interface) declares errors")
+            names += errors
+        }
+        // The connection-level and org.varlink.service errors: as the Varlink layer's source names them.
+        let varlink = packageRoot.appendingPathComponent("Sources/AdorchVarlink")
+        for file in try FileManager.default.contentsOfDirectory(atPath: varlink.path) where file.hasSuffix(".swift") {
+            let source = try String(contentsOf: varlink.appendingPathComponent(file), encoding: .utf8)
+            let pattern = try NSRegularExpression(pattern: #"VarlinkError\("((?:io\.adorch|org\.varlink\.service)\.[A-Za-z]+)""#)
+            for match in pattern.matches(in: source, range: NSRange(source.startIndex..., in: source)) {
+                names.append(String(source[Range(match.range(at: 1), in: source)!]))
+            }
+        }
+        for name in ["io.adorch.Ads.NoAdReady", "io.adorch.Manager.ReloadFailed", "io.adorch.TooManyConnections", "org.varlink.service.MethodNotFound"] {
+            XCTAssertTrue(names.contains(name), "\(name) is among the names found: \(names)")
+        }
+        for name in Set(names).sorted() {
+            let error = AdorchError(name: name, parameters: ["message": "m"])
+            let short = name.split(separator: ".").last!
+            let expected = short.prefix(1).lowercased() + short.dropFirst()
+            let label = "\(error.kind)".prefix { $0 != "(" }
+            XCTAssertNotEqual(error.kind, .unknown, "\(name) has a case")
+            // org.varlink.service.InvalidParameter is not the daemon's own InvalidParameter.
+            let own = name == "org.varlink.service.InvalidParameter" ? "varlinkInvalidParameter" : expected
+            XCTAssertEqual(label, Substring(own), "\(name) maps to .\(own)")
+            XCTAssertEqual(error.name, name)
+            XCTAssertEqual(error.message, "m")
+        }
+        let future = AdorchError(name: "io.adorch.Ads.SomethingNew", parameters: ["message": "later"])
+        XCTAssertEqual(future.kind, .unknown, "a name the library does not know stays the base error")
+        XCTAssertEqual(future.name, "io.adorch.Ads.SomethingNew")
+        let limited = AdorchError(name: "io.adorch.Ads.RateLimited", parameters: ["retry_after_ms": 250, "message": "m"])
+        XCTAssertEqual(limited.kind, .rateLimited(retryAfterMs: 250), "typed fields where the IDL has them")
+    }
+
+    /// Acceptance: a client with an event stream open; the daemon stops and starts again on
+    /// the same socket and state dir; the stream goes on with an event caused after the
+    /// restart, with the retry logged and no second `subscribed`.
+    func testAnEventStreamGoesOnAcrossADaemonRestart() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-swift-restart-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("adorchd.sock").path
+        let state = dir.appendingPathComponent("state")
+        // Both runs serve on `socket`: the last --socket is the one adorchd takes.
+        var first: DaemonProcess? = try DaemonProcess(config: Self.config, extraArguments: ["--socket", socket], stateDir: state)
+
+        let log = LogLines()
+        let client = Client(socketPath: socket, logger: log.logger)
+        let events = client.events(slots: ["r"])
+        let subscribed = try await Self.read(events, until: "subscribed") { $0.kind == "subscribed" }
+        XCTAssertEqual(subscribed.map(\.kind), ["subscribed"])
+        let before = try await client.listSlots()
+        XCTAssertEqual(before.count, 7)
+
+        XCTAssertEqual(first?.stop(), 0)
+        first = nil
+        let second = try DaemonProcess(config: Self.config, extraArguments: ["--socket", socket], stateDir: state)
+        XCTAssertTrue(second.isRunning)
+        // The stream is back once it logged its new subscription: what happens from then on reaches it.
+        _ = try await Self.read(log.stream, until: "log line of the stream's new subscription") { $0.contains("subscribed again") }
+        // Another app's connection (DaemonProcess's own helpers call its default socket).
+        let other = Client(socketPath: socket)
+        try await RewardedAd(client: other, slot: "r").load(timeout: .seconds(10).scaled)
+        let id = try await other.show(slot: "r", userID: "other-connection").id
+
+        let heard: [Event]
+        do {
+            heard = try await Self.read(events, until: "ad_shown of \(id) after the restart") { $0.kind == "ad_shown" && $0.adID == id }
+        } catch {
+            throw TestFailure("\(error); the client logged: \(log.lines)")
+        }
+        XCTAssertFalse(heard.contains { $0.kind == "subscribed" }, "the second subscribed is not passed on: \(heard.map(\.kind))")
+        XCTAssertTrue(log.lines.contains { $0.contains("subscribing again") }, "\(log.lines)")
+        XCTAssertTrue(log.lines.contains { $0.contains("retry 1 ") }, "a line per retry: \(log.lines)")
+        XCTAssertTrue(log.lines.contains { $0.contains("subscribed again") }, "\(log.lines)")
+        let after = try await client.listSlots()
+        XCTAssertEqual(after.map(\.id), before.map(\.id), "calls go on, on a new connection")
+        let rewarded = RewardedAd(client: client, slot: "r")
+        try await rewarded.load(timeout: .seconds(10).scaled)
+        let ad = try await rewarded.show(userID: "after-restart")
+        XCTAssertEqual(ad.slot, "r", "a Show made after the restart is sent on the new connection")
+    }
+
+    func testTheSocketIsFoundAsAdorchctlFindsIt() throws {
+        XCTAssertEqual(Client.defaultSocketPath(environment: ["ADORCH_SOCKET": "/x/a.sock"]), "/x/a.sock")
+        // The tests run as root: root's own daemon is the system service's socket.
+        XCTAssertEqual(Client.defaultSocketPath(environment: [:]), Client.systemSocket)
+        let unit = try String(contentsOf: packageRoot.appendingPathComponent("systemd/adorchd.socket"), encoding: .utf8)
+        XCTAssertTrue(unit.split(separator: "\n").contains("ListenStream=\(Client.systemSocket)"), "the socket unit listens where the client looks")
+    }
+
+    /// The reconnect rule for a call in flight, which the real daemon cannot be made to
+    /// break at a chosen moment: a server that reads each call whole and then hangs up (or, last,
+    /// answers). A Show it received may have taken effect: `.connectionLost`, not sent again. A
+    /// read is sent again on a new connection.
+    func testACallCutOffAfterItWasSentIsSentAgainOnlyIfItIsARead() async throws {
+        let server = try HangingUpServer(answers: [nil, nil, ["slots": []]])
+        let client = Client(socketPath: server.path)
+        do {
+            _ = try await client.show(slot: "r", userID: "u")
+            XCTFail("a Show whose connection broke after it was sent fails")
+        } catch let error as AdorchError {
+            XCTAssertEqual(error.kind, .connectionLost(method: "io.adorch.Ads.Show"))
+        }
+        let slots = try await client.listSlots()
+        XCTAssertEqual(slots, [])
+        XCTAssertEqual(server.received, ["io.adorch.Ads.Show", "io.adorch.Ads.ListSlots", "io.adorch.Ads.ListSlots"],
+                       "the Show went out once; the ListSlots again on the third connection")
+    }
+
+    /// The stream's elements up to the first that `matches`, or a failure after `timeout`.
+    static func read<Element: Sendable>(_ elements: AsyncThrowingStream<Element, any Error>, until what: String, timeout: Duration = .seconds(30),
+                                        _ matches: @escaping @Sendable (Element) -> Bool) async throws -> [Element] {
+        let seen = Heard<Element>()
+        return try await withThrowingTaskGroup(of: [Element].self) { group in
+            group.addTask {
+                for try await element in elements {
+                    seen.append(element)
+                    if matches(element) { return seen.elements }
+                }
+                throw TestFailure("the stream ended before \(what); heard \(seen.elements)")
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout.scaled)
+                throw TestFailure("no \(what) within \(timeout.scaled); heard \(seen.elements)")
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+    }
+
+    /// examples/swift, a package of its own depending on this one by path, builds and shows
+    /// a rewarded ad on the embedded default config.
+    func testTheExamplePackageBuildsAndPrintsTheReward() throws {
+        let scratch = packageRoot.appendingPathComponent(".build-examples-swift").path
+        let build = try runCommand("/usr/bin/env", ["swift", "build", "--package-path", packageRoot.appendingPathComponent("examples/swift").path,
+                                                    "--scratch-path", scratch])
+        XCTAssertEqual(build.status, 0, "swift build of examples/swift:\n\(build.stdout)\n\(build.stderr)")
+        let daemon = try DaemonProcess()
+        let run = try runCommand(scratch + "/debug/rewarded-ad", [], environment: ["ADORCH_SOCKET": daemon.socket])
+        XCTAssertEqual(run.status, 0, "rewarded-ad:\n\(run.stdout)\n\(run.stderr)")
+        XCTAssertTrue(run.stdout.contains("reward: 10 coins for player-1 (transaction "), run.stdout + run.stderr)
+    }
+}
+
+/// A Unix socket server for one connection after the other: reads one call on each, then
+/// hangs up (nil) or sends the answer given for that connection; records the methods.
+private final class HangingUpServer: Sendable {
+    let path: String
+    private let calls = Mutex<[String]>([])
+    var received: [String] { calls.withLock { $0 } }
+
+    init(answers: [[String: JSONValue]?]) throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-hangup-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        path = dir.appendingPathComponent("s.sock").path
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in path.utf8.enumerated() { raw[i] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard bound == 0, listen(listener, 8) == 0 else { throw TestFailure("bind \(path): \(String(cString: strerror(errno)))") }
+        Thread { [self] in
+            for answer in answers {
+                let fd = accept(listener, nil, nil)
+                guard fd >= 0 else { break }
+                var message: [UInt8] = []
+                var byte: UInt8 = 0
+                while recv(fd, &byte, 1, 0) == 1, byte != 0 { message.append(byte) }
+                let method = JSONValue.parse(Data(message))?["method"]?.stringValue ?? "?"
+                calls.withLock { $0.append(method) }
+                if let answer {
+                    let reply = Array(JSONValue.object(["parameters": .object(answer)]).jsonData) + [0]
+                    _ = reply.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                }
+                close(fd)
+            }
+            close(listener)
+            try? FileManager.default.removeItem(at: dir)
+        }.start()
+    }
+}
+
+/// What a stream delivered so far, for the failure message of a wait that timed out.
+private final class Heard<Element: Sendable>: Sendable {
+    private let stored = Mutex<[Element]>([])
+    var elements: [Element] { stored.withLock { $0 } }
+    func append(_ element: Element) { stored.withLock { $0.append(element) } }
+}
+
+/// The client's log lines, through a swift-log handler of the test's own: all of them, and
+/// as a stream to wait on.
+private final class LogLines: Sendable {
+    private let stored = Mutex<[String]>([])
+    let stream: AsyncThrowingStream<String, any Error>
+    private let continuation: AsyncThrowingStream<String, any Error>.Continuation
+    var lines: [String] { stored.withLock { $0 } }
+
+    init() { (stream, continuation) = AsyncThrowingStream.makeStream(of: String.self) }
+
+    var logger: Logger {
+        Logger(label: "swift-client-test") { _ in Handler(lines: self) }
+    }
+
+    private struct Handler: LogHandler {
+        let lines: LogLines
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            lines.stored.withLock { $0.append("\(event.message)") }
+            lines.continuation.yield("\(event.message)")
+        }
+    }
+}
