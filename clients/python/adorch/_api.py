@@ -165,10 +165,13 @@ class Connection:
         the connection with (TooManyConnections, ...), or ProtocolError for anything else (a
         stray reply); True if it closed the connection (idle, restart), to be made again."""
         closed = self.drain()
-        message = self.take()
-        if message is not None:
-            if message.get("error") in CONNECTION_REFUSALS:
-                raise error_from_reply(str(message["error"]), message.get("parameters"))
+        while (message := self.take()) is not None:
+            name = message.get("error")
+            if name in CONNECTION_REFUSALS:
+                raise error_from_reply(str(name), message.get("parameters"))
+            if name == f"{ADS}.{ShuttingDown.idl_error}":
+                closed = True
+                continue
             raise ProtocolError(f"the daemon sent a message while no call was out: {message!r:.200}")
         if closed:
             log.warning("adorch: the daemon closed the connection to %s; reconnecting", path)

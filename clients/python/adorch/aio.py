@@ -41,10 +41,9 @@ class _Connection(api.Connection):
     def close(self) -> None:
         """Closes now; a task waiting in receive() wakes and finds it closed."""
         waiter = self._waiter
-        if waiter is not None:
+        if waiter is not None and self.sock.fileno() >= 0:
             waiter.get_loop().remove_reader(self.sock.fileno())
-            if not waiter.done():
-                waiter.set_result(None)
+            _wake(waiter)
         super().close()
 
     async def send(self, data: bytes) -> None:
@@ -82,7 +81,7 @@ class _Connection(api.Connection):
         if fd < 0:
             raise _Broken("closed")
         waiter = self._waiter = loop.create_future()
-        loop.add_reader(fd, lambda: waiter.done() or waiter.set_result(None))
+        loop.add_reader(fd, _wake, waiter)
         try:
             await asyncio.wait_for(waiter, left)
         except asyncio.TimeoutError:
@@ -92,6 +91,11 @@ class _Connection(api.Connection):
             # Not if close() took the fd: its number may be another connection's by now.
             if self.sock.fileno() == fd:
                 loop.remove_reader(fd)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 async def _connect(path: str, reconnect_timeout: float | None) -> _Connection:

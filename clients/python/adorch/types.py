@@ -40,7 +40,7 @@ def _conforms(value: Any, hint: Any) -> bool:
 def _nested(hint: Any) -> type | None:
     """The dataclass a field holds (Slot.demand), if it holds one."""
     options = typing.get_args(hint) if typing.get_origin(hint) in (types.UnionType, typing.Union) else (hint,)
-    return next((option for option in options if dataclasses.is_dataclass(option)), None)
+    return next((option for option in options if isinstance(option, type) and dataclasses.is_dataclass(option)), None)
 
 
 def _build(cls: type[T], data: Any) -> T:
@@ -49,12 +49,13 @@ def _build(cls: type[T], data: Any) -> T:
     if not isinstance(data, dict):
         raise ProtocolError(f"a {cls.__name__} is a JSON object, not {data!r:.80}")
     values: dict[str, Any] = {}
+    hints = _hints(typing.cast(type, cls))
     for declared in dataclasses.fields(cls):  # type: ignore[arg-type]
         if declared.name not in data:
             if declared.default is dataclasses.MISSING and declared.default_factory is dataclasses.MISSING:
                 raise ProtocolError(f"a {cls.__name__} without its {declared.name}: {data!r:.200}")
             continue
-        value, hint = data[declared.name], _hints(cls)[declared.name]
+        value, hint = data[declared.name], hints[declared.name]
         nested = _nested(hint)
         if nested is not None and isinstance(value, dict):
             value = _build(nested, value)
