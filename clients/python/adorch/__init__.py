@@ -8,7 +8,7 @@ from .aio_ads import (AsyncBannerAd, AsyncBoundReward, AsyncFullscreenAd, AsyncI
 from .ads import (BannerAd, BoundReward, FullscreenAd, InteractiveSession, InterstitialAd, NativeAdLoader,
                   PreloadedAd, RewardedAd, ShownAd, SplashAd)
 from .client import Client, EventStream
-from .errors import (AdorchError, ConnectionFailure, CannotConnect, ConnectionLost, Timeout, NoAdReady,
+from .errors import (AdorchError, ConnectionFailure, CannotConnect, ConnectionLost, Timeout, ProtocolError, Closed, NoAdReady,
                      SlotNotFound, AdNotValid, SessionNotFound, LoadFailed, InvalidParameter, RewardNotFound,
                      LedgerFailed, ShuttingDown, RateLimited, TooManyOpenAds, TooManySessions,
                      PermissionDenied, NoRewardKey, ReloadFailed, TooManyConnections, TooManyPendingBytes,
@@ -25,7 +25,7 @@ __all__ = [
     "BannerAd", "SplashAd", "NativeAdLoader", "InteractiveSession",
     "AsyncPreloadedAd", "AsyncRewardedAd", "AsyncInterstitialAd", "AsyncFullscreenAd", "AsyncShownAd",
     "AsyncBoundReward", "AsyncBannerAd", "AsyncSplashAd", "AsyncNativeAdLoader", "AsyncInteractiveSession",
-    "AdorchError", "ConnectionFailure", "CannotConnect", "ConnectionLost", "Timeout", "NoAdReady",
+    "AdorchError", "ConnectionFailure", "CannotConnect", "ConnectionLost", "Timeout", "ProtocolError", "Closed", "NoAdReady",
     "SlotNotFound", "AdNotValid", "SessionNotFound", "LoadFailed", "InvalidParameter", "RewardNotFound",
     "LedgerFailed", "ShuttingDown", "RateLimited", "TooManyOpenAds", "TooManySessions", "PermissionDenied",
     "NoRewardKey", "ReloadFailed", "TooManyConnections", "TooManyPendingBytes", "ReaderTooSlow",

@@ -30,20 +30,24 @@ class PreloadedAd:
         self.slot = slot
 
     def is_ready(self) -> bool:
-        """The slot has a valid ad ready now."""
-        return any(s.id == self.slot and s.ready > 0 for s in self.client.list_slots())
+        """The slot has a valid ad ready now (SlotNotFound if there is no such slot)."""
+        return api.is_ready(self.client.list_slots(), self.slot)
 
     def load(self, timeout: float = 30.0) -> None:
-        """Returns once the slot has a valid ad ready (at once if it has); Timeout otherwise."""
+        """Returns once the slot has a valid ad ready (at once if it has); Timeout otherwise,
+        SlotNotFound if there is no such slot."""
         deadline = time.monotonic() + timeout
         # Subscribed before looking, so an ad loaded in between is heard.
         with self.client.subscribe([self.slot]) as events:
             if self.is_ready():
                 return
-            while True:
-                event = events.next(_left(deadline))
-                if event.kind == "ad_loaded" and event.slot == self.slot:
-                    return
+            try:
+                while True:
+                    event = events.next(_left(deadline))
+                    if event.kind == "ad_loaded" and event.slot == self.slot:
+                        return
+            except Timeout:
+                raise Timeout(f"no ad ready in slot {self.slot} within {timeout} s") from None
 
     def show(self, user_id: str | None = None, reward: RewardModel | None = None) -> ShownAd:
         """Takes the slot's best ad and has it presented (a rewarded slot needs a user_id)."""
@@ -150,7 +154,10 @@ class ShownAd:
         listener = api.listener_of(event, self.id)
         if listener is None:
             return None
-        if listener == "reward" and self.reward is None and (reward := event.reward) is not None:
+        if listener == "reward":
+            # Once: a new subscription (or the ledger, in wait_reward) delivers it again.
+            if self.reward is not None or (reward := event.reward) is None:
+                return None
             self.reward = BoundReward(self.client, reward)
         self._heard.add(listener)
         for callback in self._listeners.get(listener, []):
@@ -174,12 +181,16 @@ class ShownAd:
 
     def wait_reward(self, timeout: float = 30.0) -> BoundReward:
         """This ad's reward: from its reward_granted event, or from the ledger if it was granted
-        before this listened."""
-        if self.reward is None:
-            granted = next(self._ledger(), None)
-            self.reward = BoundReward(self.client, granted) if granted else None
-        if self.reward is None:
-            self.wait_for("reward", timeout)
+        before this listened (or before this read its event). Its reward listeners run here,
+        once, either way."""
+        if self.reward is None and (granted := next(self._ledger(), None)) is not None:
+            # The events that came before it first, so the listeners hear them in order.
+            try:
+                while self.reward is None:
+                    self._dispatch(self._stream().next(0))
+            except Timeout:
+                self._dispatch(api.reward_event(granted))
+        self.wait_for("reward", timeout)
         assert self.reward is not None
         return self.reward
 

@@ -3,58 +3,99 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import socket as _socket
+import time
 from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any, TypeVar
 
 from . import _api as api
-from .errors import CONNECTION_REFUSALS, AdorchError, CannotConnect, ConnectionLost, Timeout
+from .errors import AdorchError, CannotConnect, Closed, ConnectionLost, Timeout
 from .types import Ad, Event, RewardModel, Rewards, Slot, Status
 
 T = TypeVar("T")
-
-#: The daemon's replies are bounded by its max_message_bytes; the stream's buffer must hold one.
-_READ_LIMIT = 64 << 20
-
 
 class _Broken(Exception):
     """The connection ended or was reset."""
 
 
-class _Connection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+class _Connection(api.Connection):
+    """Waits on its socket with the loop's add_reader and reads it itself, so that a wait cut
+    short (timeout, cancellation) never loses bytes read; closing is done when close() returns."""
+
+    def __init__(self, sock: _socket.socket) -> None:
+        super().__init__(sock)
+        self._waiter: asyncio.Future[None] | None = None
 
     @classmethod
     async def open(cls, path: str) -> _Connection:
-        reader, writer = await asyncio.open_unix_connection(path, limit=_READ_LIMIT)
-        return cls(reader, writer)
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            sock.setblocking(False)
+            await asyncio.get_running_loop().sock_connect(sock, path)
+        except BaseException:
+            sock.close()
+            raise
+        return cls(sock)
 
     def close(self) -> None:
-        self.writer.close()
+        """Closes now; a task waiting in receive() wakes and finds it closed."""
+        waiter = self._waiter
+        if waiter is not None and self.sock.fileno() >= 0:
+            waiter.get_loop().remove_reader(self.sock.fileno())
+            _wake(waiter)
+        super().close()
 
     async def send(self, data: bytes) -> None:
+        """Sends a call; a daemon's refusal if it closed the connection saying why."""
         try:
-            self.writer.write(data)
-            await self.writer.drain()
+            await asyncio.get_running_loop().sock_sendall(self.sock, data)
         except OSError as error:
+            refusal = self.refusal()
+            if refusal is not None:
+                raise refusal from None
             raise _Broken(str(error)) from error
 
     async def receive(self, timeout: float | None) -> dict[str, Any]:
-        try:
-            frame = await asyncio.wait_for(self.reader.readuntil(b"\0"), timeout)
-        except asyncio.TimeoutError:
-            raise Timeout(f"no reply within {timeout} s") from None
-        except asyncio.IncompleteReadError:
-            raise _Broken("the daemon closed the connection") from None
-        except OSError as error:
-            raise _Broken(str(error)) from error
-        return api.decode(frame[:-1])
+        """The next message; with timeout 0, only if it has come."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (message := self.take()) is None:
+            try:
+                chunk = self.sock.recv(api.READ_SIZE)
+            except BlockingIOError:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise Timeout(f"nothing from the daemon within {timeout} s") from None
+                await self._readable(left, timeout)
+                continue
+            except OSError as error:
+                raise _Broken(str(error)) from error
+            if not chunk:
+                raise _Broken("the daemon closed the connection")
+            self.pending += chunk
+        return message
 
-    def hung_up(self) -> bool:
-        """Something to read while no call is out: the daemon closed it (idle, restart) or said why it will."""
-        return self.reader.at_eof() or len(self.reader._buffer) > 0  # type: ignore[attr-defined]
+    async def _readable(self, left: float | None, timeout: float | None) -> None:
+        loop = asyncio.get_running_loop()
+        fd = self.sock.fileno()
+        if fd < 0:
+            raise _Broken("closed")
+        waiter = self._waiter = loop.create_future()
+        loop.add_reader(fd, _wake, waiter)
+        try:
+            await asyncio.wait_for(waiter, left)
+        except asyncio.TimeoutError:
+            raise Timeout(f"nothing from the daemon within {timeout} s") from None
+        finally:
+            self._waiter = None
+            # Not if close() took the fd: its number may be another connection's by now.
+            if self.sock.fileno() == fd:
+                loop.remove_reader(fd)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 async def _connect(path: str, reconnect_timeout: float | None) -> _Connection:
@@ -71,7 +112,7 @@ async def _connect(path: str, reconnect_timeout: float | None) -> _Connection:
 
 class AsyncClient:
     """adorch.Client for asyncio: `client = await AsyncClient.connect()`, then the same methods, awaited.
-    Reconnects, retries and ConnectionLost as adorch.Client."""
+    Reconnects, retries, ConnectionLost and close() as adorch.Client."""
 
     def __init__(self, path: str, connection: _Connection, timeout: float, reconnect_timeout: float) -> None:
         self.path = path
@@ -79,6 +120,7 @@ class AsyncClient:
         self.reconnect_timeout = reconnect_timeout
         self._connection: _Connection | None = connection
         self._lock = asyncio.Lock()
+        self._closed = False
 
     @classmethod
     async def connect(cls, socket: str | None = None, *, timeout: float = api.DEFAULT_CALL_TIMEOUT,
@@ -87,6 +129,9 @@ class AsyncClient:
         return cls(path, await _connect(path, None), timeout, reconnect_timeout)
 
     async def close(self) -> None:
+        """Final, and done when it returns: later calls raise Closed, a call in flight in another
+        task ends with Closed."""
+        self._closed = True
         self._drop()
 
     async def __aenter__(self) -> AsyncClient:
@@ -101,38 +146,45 @@ class AsyncClient:
             self._connection = None
 
     async def _ready(self) -> _Connection:
-        if self._connection is not None and self._connection.hung_up():
-            api.log.warning("adorch: the daemon closed the connection to %s; reconnecting", self.path)
+        if self._closed:
+            raise Closed("the client is closed")
+        if self._connection is not None and self._connection.idle(self.path):
             self._drop()
         if self._connection is None:
-            self._connection = await _connect(self.path, self.reconnect_timeout)
+            connection = await _connect(self.path, self.reconnect_timeout)
+            if self._closed:
+                connection.close()
+                raise Closed("the client was closed")
+            self._connection = connection
         return self._connection
 
     async def _run(self, call: api.Call[T]) -> T:
         async with self._lock:
             retried = False
             while True:
-                connection = await self._ready()
+                try:
+                    connection = await self._ready()
+                except BaseException:
+                    self._drop()
+                    raise
                 sent = False
                 try:
                     await connection.send(api.encode(call.method, call.parameters))
                     sent = True
-                    reply = await connection.receive(self.timeout + call.extra_wait)
+                    return api.result(call, await connection.receive(self.timeout + call.extra_wait))
                 except _Broken as error:
                     self._drop()
+                    if self._closed:
+                        raise Closed(f"{call.method}: the client was closed") from None
                     # A send that failed reached no one; a reply that never came may follow a call that ran.
                     if retried or (sent and not call.idempotent):
                         raise ConnectionLost(f"{call.method}: the connection broke ({error})") from None
                     api.log.warning("adorch: %s: connection lost (%s); sending it again on a new connection", call.method, error)
                     retried = True
-                    continue
-                except (Timeout, asyncio.CancelledError):
-                    # A late reply would be taken for the next call's.
-                    self._drop()
+                except BaseException as error:
+                    if not api.keeps_connection(error):
+                        self._drop()
                     raise
-                if reply.get("error") in CONNECTION_REFUSALS:
-                    self._drop()
-                return call.parse(api.reply_parameters(reply))
 
     async def list_slots(self) -> list[Slot]:
         return await self._run(api.list_slots())
@@ -186,7 +238,8 @@ class AsyncClient:
 
 
 class AsyncEventStream:
-    """An async iterator of Event; resubscribes after a daemon restart as adorch.EventStream does."""
+    """An async iterator of Event; resubscribes after a daemon restart and ends at close() as
+    adorch.EventStream does."""
 
     def __init__(self, path: str, slots: list[str] | None, timeout: float, reconnect_timeout: float) -> None:
         self.path = path
@@ -195,21 +248,28 @@ class AsyncEventStream:
         self.reconnect_timeout = reconnect_timeout
         self._buffer: collections.deque[Event] = collections.deque()
         self._connection: _Connection | None = None
+        self._closed = False
 
     async def _open(self) -> None:
-        self._connection = await _connect(self.path, None)
+        connection = await _connect(self.path, None)
         try:
-            self._buffer.append(await self._subscribe(self._connection))
+            self._buffer.append(await self._subscribe(connection))
         except _Broken as error:
-            self.close()
+            connection.close()
             raise ConnectionLost(f"Subscribe: {error}") from None
+        except BaseException:
+            connection.close()
+            raise
+        self._connection = connection
 
     async def _subscribe(self, connection: _Connection) -> Event:
         method, parameters = api.subscribe(self.slots)
         await connection.send(api.encode(method, parameters, more=True))
-        return Event.from_json(api.reply_parameters(await connection.receive(self.timeout))["event"])
+        return api.event_of(api.reply_parameters(await connection.receive(self.timeout)))
 
     def close(self) -> None:
+        """Final: an `async for` over it stops, next() raises Closed, also in a task waiting in it."""
+        self._closed = True
         if self._connection is not None:
             self._connection.close()
             self._connection = None
@@ -224,21 +284,29 @@ class AsyncEventStream:
         return self
 
     async def __anext__(self) -> Event:
-        return await self.next()
+        try:
+            return await self.next()
+        except Closed:
+            raise StopAsyncIteration from None
 
     async def next(self, timeout: float | None = None) -> Event:
         """The next event; Timeout if none came within timeout seconds (None: wait for ever).
-        Subscribing again after a restart takes up to reconnect_timeout, whatever timeout says."""
+        Subscribing again after a restart takes up to reconnect_timeout, whatever timeout says.
+        A ProtocolError (an event not as the IDL says) leaves the stream usable."""
+        if self._closed:
+            raise Closed("the event stream is closed")
         if self._buffer:
             return self._buffer.popleft()
         while True:
             if self._connection is None:
-                await self._resubscribe("closed")
+                await self._resubscribe("the connection was dropped")
             assert self._connection is not None
             try:
                 reply = await self._connection.receive(timeout)
                 parameters = api.reply_parameters(reply)
             except _Broken as error:
+                if self._closed:
+                    raise Closed("the event stream was closed") from None
                 await self._resubscribe(str(error))
                 continue
             except AdorchError as error:
@@ -246,30 +314,49 @@ class AsyncEventStream:
                     raise
                 await self._resubscribe(error.name)
                 continue
-            if not reply.get("continues", False):
+            event = api.event_of(parameters)
+            if not api.continues(reply):
                 await self._resubscribe("the subscription ended")
-            return Event.from_json(parameters["event"])
+            return event
 
     async def _resubscribe(self, why: str) -> None:
         api.log.warning("adorch: subscription on %s lost (%s); subscribing again", self.path, why)
-        self.close()
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+        # One bound for connecting and subscribing both: the daemon is gone or back within it.
         backoff = api.Backoff(f"subscribing again on {self.path}", self.reconnect_timeout)
         while True:
-            connection: _Connection | None = None
+            if self._closed:
+                raise Closed("the event stream was closed")
+            failure: BaseException
             try:
-                connection = await _connect(self.path, self.reconnect_timeout)
-                subscribed = await self._subscribe(connection)
-            except (_Broken, AdorchError) as error:
-                if connection is not None:
+                connection = await _Connection.open(self.path)
+            except OSError as error:
+                failure = error
+            else:
+                try:
+                    subscribed = await self._subscribe(connection)
+                except _Broken as error:
+                    failure = error
+                except AdorchError as error:
+                    if not api.is_broken_subscription(error):
+                        connection.close()
+                        raise
+                    failure = error
+                except BaseException:
                     connection.close()
-                if isinstance(error, AdorchError) and not isinstance(error, CannotConnect) and not api.is_broken_subscription(error):
                     raise
-                delay = backoff.next_delay(error)
-                if delay is None:
-                    raise CannotConnect(f"could not subscribe again on {self.path}: {error}") from None
-                await asyncio.sleep(delay)
-                continue
-            self._connection = connection
-            api.log.warning("adorch: subscribed again on %s (its subscribed event not passed on; rewards_waiting=%s)",
-                            self.path, subscribed.rewards_waiting)
-            return
+                else:
+                    if self._closed:
+                        connection.close()
+                        raise Closed("the event stream was closed")
+                    self._connection = connection
+                    api.log.warning("adorch: subscribed again on %s (its subscribed event not passed on; rewards_waiting=%s)",
+                                    self.path, subscribed.rewards_waiting)
+                    return
+                connection.close()
+            delay = backoff.next_delay(failure)
+            if delay is None:
+                raise CannotConnect(f"could not subscribe again on {self.path} within {self.reconnect_timeout} s: {failure}")
+            await asyncio.sleep(delay)

@@ -30,19 +30,24 @@ class AsyncPreloadedAd:
         self.slot = slot
 
     async def is_ready(self) -> bool:
-        return any(s.id == self.slot and s.ready > 0 for s in await self.client.list_slots())
+        """The slot has a valid ad ready now (SlotNotFound if there is no such slot)."""
+        return api.is_ready(await self.client.list_slots(), self.slot)
 
     async def load(self, timeout: float = 30.0) -> None:
-        """Returns once the slot has a valid ad ready (at once if it has); Timeout otherwise."""
+        """Returns once the slot has a valid ad ready (at once if it has); Timeout otherwise,
+        SlotNotFound if there is no such slot."""
         deadline = time.monotonic() + timeout
         # Subscribed before looking, so an ad loaded in between is heard.
         async with await self.client.subscribe([self.slot]) as events:
             if await self.is_ready():
                 return
-            while True:
-                event = await events.next(_left(deadline))
-                if event.kind == "ad_loaded" and event.slot == self.slot:
-                    return
+            try:
+                while True:
+                    event = await events.next(_left(deadline))
+                    if event.kind == "ad_loaded" and event.slot == self.slot:
+                        return
+            except Timeout:
+                raise Timeout(f"no ad ready in slot {self.slot} within {timeout} s") from None
 
     async def show(self, user_id: str | None = None, reward: RewardModel | None = None) -> AsyncShownAd:
         # Subscribed before the Show, so none of the ad's events is missed.
@@ -144,7 +149,10 @@ class AsyncShownAd:
         listener = api.listener_of(event, self.id)
         if listener is None:
             return
-        if listener == "reward" and self.reward is None and (reward := event.reward) is not None:
+        if listener == "reward":
+            # Once: a new subscription (or the ledger, in wait_reward) delivers it again.
+            if self.reward is not None or (reward := event.reward) is None:
+                return
             self.reward = AsyncBoundReward(self.client, reward)
         self._heard.add(listener)
         for callback in self._listeners.get(listener, []):
@@ -166,11 +174,15 @@ class AsyncShownAd:
             await self._dispatch(await (await self._stream()).next(_left(deadline)))
 
     async def wait_reward(self, timeout: float = 30.0) -> AsyncBoundReward:
-        if self.reward is None:
-            granted = await self._ledger()
-            self.reward = AsyncBoundReward(self.client, granted) if granted else None
-        if self.reward is None:
-            await self.wait_for("reward", timeout)
+        """As ShownAd.wait_reward: its reward listeners run here, once, event or ledger."""
+        if self.reward is None and (granted := await self._ledger()) is not None:
+            # The events that came before it first, so the listeners hear them in order.
+            try:
+                while self.reward is None:
+                    await self._dispatch(await (await self._stream()).next(0))
+            except Timeout:
+                await self._dispatch(api.reward_event(granted))
+        await self.wait_for("reward", timeout)
         assert self.reward is not None
         return self.reward
 

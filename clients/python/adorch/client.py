@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import collections
-import select
 import socket as _socket
 import threading
 import time
@@ -11,7 +10,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from . import _api as api
-from .errors import CONNECTION_REFUSALS, AdorchError, CannotConnect, ConnectionLost, Timeout
+from .errors import AdorchError, CannotConnect, Closed, ConnectionLost, Timeout
 from .types import Ad, Event, RewardModel, Rewards, Slot, Status
 
 T = TypeVar("T")
@@ -21,85 +20,119 @@ class _Broken(Exception):
     """The connection ended or was reset."""
 
 
-class _Connection:
+class _Connection(api.Connection):
     def __init__(self, path: str) -> None:
-        self.sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
-            self.sock.connect(path)
-        except OSError:
-            self.sock.close()
+            sock.connect(path)
+        except BaseException:
+            sock.close()
             raise
-        self.pending = bytearray()
-
-    def close(self) -> None:
-        self.sock.close()
+        super().__init__(sock)
 
     def send(self, data: bytes) -> None:
+        """Sends a call; a daemon's refusal if it closed the connection saying why."""
         try:
             self.sock.settimeout(None)
             self.sock.sendall(data)
         except OSError as error:
+            refusal = self.refusal()
+            if refusal is not None:
+                raise refusal from None
             raise _Broken(str(error)) from error
 
     def receive(self, timeout: float | None) -> dict[str, Any]:
+        """The next message; with timeout 0, only if it has come."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while (end := self.pending.find(b"\0")) < 0:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise Timeout(f"no reply within {timeout} s")
-            self.sock.settimeout(left)
+        while (message := self.take()) is None:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                chunk = self.sock.recv(1 << 16)
-            except _socket.timeout:
-                raise Timeout(f"no reply within {timeout} s") from None
+                # 0 makes the socket non-blocking: a last read of what is there.
+                self.sock.settimeout(left)
+                chunk = self.sock.recv(api.READ_SIZE)
+            except (_socket.timeout, BlockingIOError):
+                raise Timeout(f"nothing from the daemon within {timeout} s") from None
             except OSError as error:
                 raise _Broken(str(error)) from error
             if not chunk:
                 raise _Broken("the daemon closed the connection")
             self.pending += chunk
-        frame = bytes(self.pending[:end])
-        del self.pending[:end + 1]
-        return api.decode(frame)
-
-    def hung_up(self) -> bool:
-        """Readable while no call is out: the daemon closed it (idle, restart) or said why it will."""
-        readable, _, _ = select.select([self.sock], [], [], 0)
-        return bool(readable)
+        return message
 
 
-def _connect(path: str, reconnect_timeout: float | None) -> _Connection:
-    """Connects; with reconnect_timeout, retries with a bounded backoff (a daemon restarting)."""
+def _connect(path: str, reconnect_timeout: float | None, closed: threading.Event) -> _Connection:
+    """Connects; with reconnect_timeout, retries with a bounded backoff (a daemon restarting)
+    that close() cuts short."""
     backoff = api.Backoff(f"connecting to {path}", reconnect_timeout or 0)
     while True:
+        if closed.is_set():
+            raise Closed(f"closed while connecting to {path}")
         try:
             return _Connection(path)
         except OSError as error:
             delay = backoff.next_delay(error) if reconnect_timeout else None
             if delay is None:
                 raise CannotConnect(f"cannot connect to {path}: {error.strerror or error}") from error
-            time.sleep(delay)
+            closed.wait(delay)
 
 
-class Client:
+class _Closable:
+    """One connection that one thread at a time uses (holding `_lock`) and that close() ends
+    from any thread at once: it shuts the socket down, which wakes a thread waiting on it, and
+    whoever holds the lock once it is set closes the socket (never under a thread using it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._connection: _Connection | None = None
+
+    def close(self) -> None:
+        """Final: later calls raise Closed, a call (or a wait for an event) in another thread
+        ends at once with Closed."""
+        self._closed.set()
+        connection = self._connection
+        if connection is not None:
+            connection.shutdown()
+        self._drop_if_closed()
+
+    def _drop_if_closed(self) -> None:
+        if self._closed.is_set() and self._lock.acquire(blocking=False):
+            try:
+                self._drop()
+            finally:
+                self._lock.release()
+
+    def _drop(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def _adopt(self, connection: _Connection) -> _Connection:
+        """Takes a new connection; Closed if close() came meanwhile (it could not end this one)."""
+        self._connection = connection
+        if self._closed.is_set():
+            self._drop()
+            raise Closed("closed")
+        return connection
+
+
+class Client(_Closable):
     """A connection to adorchd. Calls are 1:1 with io.adorch.Ads and Manager.GetStatus.
 
     If the daemon restarts, the next call reconnects (retries logged on the "adorch" logger).
     Reads (list_*, get_status) are sent again if the connection broke under them; a call that
     may have taken effect (show, load, report, ack_reward, session calls) raises ConnectionLost.
-    Safe to share between threads (one call at a time).
+    Safe to share between threads (one call at a time); close() from any thread ends a call in
+    flight with Closed.
     """
 
     def __init__(self, socket: str | None = None, *, timeout: float = api.DEFAULT_CALL_TIMEOUT,
                  reconnect_timeout: float = api.DEFAULT_RECONNECT_TIMEOUT) -> None:
+        super().__init__()
         self.path = api.socket_path(socket)
         self.timeout = timeout
         self.reconnect_timeout = reconnect_timeout
-        self._lock = threading.Lock()
-        self._connection: _Connection | None = _connect(self.path, None)
-
-    def close(self) -> None:
-        with self._lock:
-            self._drop()
+        self._connection = _connect(self.path, None, self._closed)
 
     def __enter__(self) -> Client:
         return self
@@ -107,45 +140,49 @@ class Client:
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
-    def _drop(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
-
     def _ready(self) -> _Connection:
-        if self._connection is not None and self._connection.hung_up():
-            api.log.warning("adorch: the daemon closed the connection to %s; reconnecting", self.path)
+        if self._closed.is_set():
+            raise Closed("the client is closed")
+        if self._connection is not None and self._connection.idle(self.path):
             self._drop()
         if self._connection is None:
-            self._connection = _connect(self.path, self.reconnect_timeout)
+            self._adopt(_connect(self.path, self.reconnect_timeout, self._closed))
+        assert self._connection is not None
         return self._connection
 
     def _run(self, call: api.Call[T]) -> T:
-        with self._lock:
-            retried = False
-            while True:
+        try:
+            with self._lock:
+                return self._call(call)
+        finally:
+            self._drop_if_closed()
+
+    def _call(self, call: api.Call[T]) -> T:
+        retried = False
+        while True:
+            try:
                 connection = self._ready()
-                sent = False
-                try:
-                    connection.send(api.encode(call.method, call.parameters))
-                    sent = True
-                    reply = connection.receive(self.timeout + call.extra_wait)
-                except _Broken as error:
+            except BaseException:
+                self._drop()
+                raise
+            sent = False
+            try:
+                connection.send(api.encode(call.method, call.parameters))
+                sent = True
+                return api.result(call, connection.receive(self.timeout + call.extra_wait))
+            except _Broken as error:
+                self._drop()
+                if self._closed.is_set():
+                    raise Closed(f"{call.method}: the client was closed") from None
+                # A send that failed reached no one; a reply that never came may follow a call that ran.
+                if retried or (sent and not call.idempotent):
+                    raise ConnectionLost(f"{call.method}: the connection broke ({error})") from None
+                api.log.warning("adorch: %s: connection lost (%s); sending it again on a new connection", call.method, error)
+                retried = True
+            except BaseException as error:
+                if not api.keeps_connection(error):
                     self._drop()
-                    # A send that failed reached no one; a reply that never came may follow a call that ran.
-                    if retried or (sent and not call.idempotent):
-                        raise ConnectionLost(f"{call.method}: the connection broke ({error})") from None
-                    api.log.warning("adorch: %s: connection lost (%s); sending it again on a new connection", call.method, error)
-                    retried = True
-                    continue
-                except Timeout:
-                    # A late reply would be taken for the next call's.
-                    self._drop()
-                    raise
-                if reply.get("error") in CONNECTION_REFUSALS:
-                    # The daemon closes a connection it refused (TooManyConnections, ...).
-                    self._drop()
-                return call.parse(api.reply_parameters(reply))
+                raise
 
     def list_slots(self) -> list[Slot]:
         return self._run(api.list_slots())
@@ -197,33 +234,34 @@ class Client:
         return EventStream(self.path, slots, self.timeout, self.reconnect_timeout)
 
 
-class EventStream:
+class EventStream(_Closable):
     """An iterator of Event. When the daemon restarts, it subscribes again on a new connection
     and goes on; the new subscription's `subscribed` event is logged, not passed on. Unacknowledged
-    rewards are delivered again then: dedupe them by trans_id."""
+    rewards are delivered again then: dedupe them by trans_id. close() (from any thread) ends it:
+    a `for` loop over it stops, next() raises Closed."""
 
     def __init__(self, path: str, slots: list[str] | None, timeout: float, reconnect_timeout: float) -> None:
+        super().__init__()
         self.path = path
         self.slots = slots
         self.timeout = timeout
         self.reconnect_timeout = reconnect_timeout
         self._buffer: collections.deque[Event] = collections.deque()
-        self._connection: _Connection | None = _connect(path, None)
+        connection = _connect(path, None, self._closed)
         try:
-            self._buffer.append(self._subscribe(self._connection))
+            self._buffer.append(self._subscribe(connection))
         except _Broken as error:
-            self.close()
+            connection.close()
             raise ConnectionLost(f"Subscribe: {error}") from None
+        except BaseException:
+            connection.close()
+            raise
+        self._connection = connection
 
     def _subscribe(self, connection: _Connection) -> Event:
         method, parameters = api.subscribe(self.slots)
         connection.send(api.encode(method, parameters, more=True))
-        return Event.from_json(api.reply_parameters(connection.receive(self.timeout))["event"])
-
-    def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        return api.event_of(api.reply_parameters(connection.receive(self.timeout)))
 
     def __enter__(self) -> EventStream:
         return self
@@ -235,21 +273,36 @@ class EventStream:
         return self
 
     def __next__(self) -> Event:
-        return self.next()
+        try:
+            return self.next()
+        except Closed:
+            raise StopIteration from None
 
     def next(self, timeout: float | None = None) -> Event:
         """The next event; Timeout if none came within timeout seconds (None: wait for ever).
-        Subscribing again after a restart takes up to reconnect_timeout, whatever timeout says."""
+        Subscribing again after a restart takes up to reconnect_timeout, whatever timeout says.
+        A ProtocolError (an event not as the IDL says) leaves the stream usable."""
+        try:
+            with self._lock:
+                return self._next(timeout)
+        finally:
+            self._drop_if_closed()
+
+    def _next(self, timeout: float | None) -> Event:
+        if self._closed.is_set():
+            raise Closed("the event stream is closed")
         if self._buffer:
             return self._buffer.popleft()
         while True:
             if self._connection is None:
-                self._resubscribe("closed")
+                self._resubscribe("the connection was dropped")
             assert self._connection is not None
             try:
                 reply = self._connection.receive(timeout)
                 parameters = api.reply_parameters(reply)
             except _Broken as error:
+                if self._closed.is_set():
+                    raise Closed("the event stream was closed") from None
                 self._resubscribe(str(error))
                 continue
             except AdorchError as error:
@@ -257,30 +310,44 @@ class EventStream:
                     raise
                 self._resubscribe(error.name)
                 continue
-            if not reply.get("continues", False):
+            event = api.event_of(parameters)
+            if not api.continues(reply):
                 self._resubscribe("the subscription ended")
-            return Event.from_json(parameters["event"])
+            return event
 
     def _resubscribe(self, why: str) -> None:
         api.log.warning("adorch: subscription on %s lost (%s); subscribing again", self.path, why)
-        self.close()
+        self._drop()
+        # One bound for connecting and subscribing both: the daemon is gone or back within it.
         backoff = api.Backoff(f"subscribing again on {self.path}", self.reconnect_timeout)
         while True:
-            connection: _Connection | None = None
+            if self._closed.is_set():
+                raise Closed("the event stream was closed")
+            failure: BaseException
             try:
-                connection = _connect(self.path, self.reconnect_timeout)
-                subscribed = self._subscribe(connection)
-            except (_Broken, AdorchError) as error:
-                if connection is not None:
+                connection = _Connection(self.path)
+            except OSError as error:
+                failure = error
+            else:
+                try:
+                    subscribed = self._subscribe(connection)
+                except _Broken as error:
+                    failure = error
+                except AdorchError as error:
+                    if not api.is_broken_subscription(error):
+                        connection.close()
+                        raise
+                    failure = error
+                except BaseException:
                     connection.close()
-                if isinstance(error, AdorchError) and not isinstance(error, CannotConnect) and not api.is_broken_subscription(error):
                     raise
-                delay = backoff.next_delay(error)
-                if delay is None:
-                    raise CannotConnect(f"could not subscribe again on {self.path}: {error}") from None
-                time.sleep(delay)
-                continue
-            self._connection = connection
-            api.log.warning("adorch: subscribed again on %s (its subscribed event not passed on; rewards_waiting=%s)",
-                            self.path, subscribed.rewards_waiting)
-            return
+                else:
+                    self._adopt(connection)
+                    api.log.warning("adorch: subscribed again on %s (its subscribed event not passed on; rewards_waiting=%s)",
+                                    self.path, subscribed.rewards_waiting)
+                    return
+                connection.close()
+            delay = backoff.next_delay(failure)
+            if delay is None:
+                raise CannotConnect(f"could not subscribe again on {self.path} within {self.reconnect_timeout} s: {failure}")
+            self._closed.wait(delay)

@@ -3,15 +3,66 @@ library keeps working against it."""
 from __future__ import annotations
 
 import dataclasses
+import functools
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+from .errors import ProtocolError
 
 T = TypeVar("T")
 
 
-def _build(cls: type[T], data: dict[str, Any]) -> T:
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    return cls(**{k: v for k, v in data.items() if k in names})
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether a JSON value is of a field's declared type (int is not bool; a float may be integral)."""
+    origin, arguments = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (types.UnionType, typing.Union):
+        return any(_conforms(value, option) for option in arguments)
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin is list:
+        return isinstance(value, list) and all(_conforms(item, arguments[0]) for item in value)
+    return isinstance(value, origin or hint)
+
+
+def _nested(hint: Any) -> type | None:
+    """The dataclass a field holds (Slot.demand), if it holds one."""
+    options = typing.get_args(hint) if typing.get_origin(hint) in (types.UnionType, typing.Union) else (hint,)
+    return next((option for option in options if isinstance(option, type) and dataclasses.is_dataclass(option)), None)
+
+
+def _build(cls: type[T], data: Any) -> T:
+    """An IDL type from its JSON, fields a newer daemon adds left out; ProtocolError if it is
+    not an object, lacks a field the IDL requires or has one of another type."""
+    if not isinstance(data, dict):
+        raise ProtocolError(f"a {cls.__name__} is a JSON object, not {data!r:.80}")
+    values: dict[str, Any] = {}
+    hints = _hints(typing.cast(type, cls))
+    for declared in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if declared.name not in data:
+            if declared.default is dataclasses.MISSING and declared.default_factory is dataclasses.MISSING:
+                raise ProtocolError(f"a {cls.__name__} without its {declared.name}: {data!r:.200}")
+            continue
+        value, hint = data[declared.name], hints[declared.name]
+        nested = _nested(hint)
+        if nested is not None and isinstance(value, dict):
+            value = _build(nested, value)
+        elif not _conforms(value, hint):
+            raise ProtocolError(f"a {cls.__name__}'s {declared.name} is {value!r:.80}, not of type {hint}")
+        values[declared.name] = value
+    return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -42,8 +93,7 @@ class Slot:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Slot:
-        demand = data.get("demand")
-        return _build(cls, {**data, "demand": Demand.from_json(demand) if demand else None})
+        return _build(cls, data)
 
 
 @dataclass(frozen=True)
@@ -144,7 +194,7 @@ class Status:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Status:
-        return _build(cls, {**data, "raw": data})
+        return _build(cls, {**data, "raw": data} if isinstance(data, dict) else data)
 
 
 class SlotType:

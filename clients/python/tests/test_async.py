@@ -3,8 +3,8 @@ import unittest
 
 import adorch
 
-from .common import (BANNER, CREATIVE_URL, EMPTY, INTERACTIVE, NATIVE, REWARD_AMOUNT, REWARDED, SOCKET,
-                     SPLASH, WAIT, idl_errors, NO_DAEMON)
+from .common import (BANNER, CREATIVE_URL, EMPTY, INTERACTIVE, NATIVE, REWARD_AMOUNT, REWARDED, SHORT_CALL_TIMEOUT,
+                     SLOW_BANNER, SOCKET, SPLASH, WAIT, idl_errors, NO_DAEMON)
 
 
 @unittest.skipIf(not SOCKET, NO_DAEMON)
@@ -75,6 +75,49 @@ class AsyncClientTests(unittest.IsolatedAsyncioTestCase):
                 error = adorch.error_from_reply(f"{interface}.{name}", {})
                 self.assertIsNot(type(error), adorch.AdorchError, f"{interface}.{name}")
                 self.assertEqual(type(error).__name__, name)
+
+    async def test_reward_listeners_run_in_wait_reward_when_the_ledger_has_the_reward(self) -> None:
+        rewarded = adorch.AsyncRewardedAd(self.client, REWARDED)
+        await rewarded.load(WAIT)
+        heard: list[str] = []
+        async with await self.client.subscribe([REWARDED]) as watch, await rewarded.show(user_id="u-ledger-async") as shown:
+            shown.on_reward(lambda event: heard.append(event.ad_id or "?"))
+            await shown.impression()
+            await shown.complete()
+            # Seen on a stream of its own, so it is in the ledger before wait_reward looks.
+            while not ((event := await watch.next(WAIT)).kind == "reward_granted" and event.ad_id == shown.id):
+                pass
+            reward = await shown.wait_reward(WAIT)
+            self.assertEqual(heard, [shown.id], "the listener ran in wait_reward")
+            await shown.close()
+            await shown.wait_for("close", WAIT)
+            self.assertEqual(heard, [shown.id], "once, though its event came too")
+        await reward.ack()
+
+    async def test_a_slot_that_does_not_exist_is_slot_not_found_at_once(self) -> None:
+        with self.assertRaises(adorch.SlotNotFound):
+            await adorch.AsyncRewardedAd(self.client, "no-such-slot").load(WAIT)
+
+    async def test_a_load_waits_its_slot_deadline_not_the_call_timeout(self) -> None:
+        short = await adorch.AsyncClient.connect(SOCKET, timeout=SHORT_CALL_TIMEOUT)
+        self.addAsyncCleanup(short.close)
+        banner = await adorch.AsyncBannerAd(short, SLOW_BANNER).load()
+        self.assertEqual(banner.slot, SLOW_BANNER)
+        await banner.close()
+
+    async def test_a_connection_over_the_limit_is_too_many_connections(self) -> None:
+        limit = (await self.client.get_status()).raw["limits"]["max_connections"]
+        clients: list[adorch.AsyncClient] = []
+        try:
+            with self.assertRaises(adorch.TooManyConnections):
+                for _ in range(limit):
+                    clients.append(await adorch.AsyncClient.connect(SOCKET))
+                    await clients[-1].list_slots()
+            with self.assertRaises(adorch.TooManyConnections):
+                await self.client.subscribe()
+        finally:
+            for client in clients:
+                await client.close()
 
     async def test_events_are_an_async_iterator(self) -> None:
         async with await self.client.subscribe([REWARDED]) as events:

@@ -3,8 +3,12 @@ import unittest
 
 import adorch
 
-from .common import (BANNER, CREATIVE_URL, EMPTY, INTERACTIVE, INTERSTITIAL, NATIVE, REWARD_AMOUNT,
-                     REWARD_NAME, REWARDED, SOCKET, SPLASH, WAIT, idl_errors, NO_DAEMON)
+from .common import (BANNER, CREATIVE_URL, EMPTY, INTERACTIVE, INTERSTITIAL, NATIVE, NO_FILL_BANNER, REWARD_AMOUNT,
+                     REWARD_NAME, REWARDED, SHORT_CALL_TIMEOUT, SLOW_BANNER, SOCKET, SPLASH, WAIT, idl_error_fields,
+                     idl_errors, wait_until, NO_DAEMON)
+
+#: A value of each IDL type an error field has, to build an error reply with.
+SAMPLES = {"string": "a-value", "int": 7, "[]Attempt": [{"network": "sim", "ad_unit_id": "u", "error": "no_fill"}]}
 
 
 @unittest.skipIf(not SOCKET, NO_DAEMON)
@@ -93,8 +97,12 @@ class SyncClientTests(unittest.TestCase):
         with self.assertRaises(adorch.RewardNotFound) as reward:
             self.client.ack_reward("no-such-trans")
         self.assertEqual(reward.exception.trans_id, "no-such-trans")
-        with self.assertRaises(adorch.InterfaceNotFound):
+        with self.assertRaises(adorch.InterfaceNotFound) as interface:
             self.client.interface_description("io.adorch.Nope")
+        self.assertEqual(interface.exception.interface, "io.adorch.Nope")
+        with self.assertRaises(adorch.LoadFailed) as failed:
+            self.client.load(NO_FILL_BANNER)
+        self.assertEqual((failed.exception.slot, failed.exception.error), (NO_FILL_BANNER, "no_fill"))
         # The connection is still good after each error.
         self.assertIn(REWARDED, [slot.id for slot in self.client.list_slots()])
         self.assertEqual(self.client.get_status().socket, SOCKET)
@@ -114,6 +122,77 @@ class SyncClientTests(unittest.TestCase):
         limited = adorch.error_from_reply("io.adorch.Ads.RateLimited", {"retry_after_ms": 250, "message": "m"})
         assert isinstance(limited, adorch.RateLimited)
         self.assertEqual(limited.retry_after_ms, 250)
+
+    def test_every_idl_error_has_its_fields_and_no_others(self) -> None:
+        for interface in ("io.adorch.Ads", "io.adorch.Manager", "org.varlink.service"):
+            errors = idl_error_fields(self.client.interface_description(interface))
+            self.assertGreater(len(errors), 3, interface)
+            for name, fields in errors.items():
+                qualified = f"{interface}.{name}"
+                with self.subTest(qualified):
+                    given = {field: SAMPLES[kind] for field, kind in fields.items() if field != "message"}
+                    error = adorch.error_from_reply(qualified, given)
+                    self.assertIs(type(error), adorch.ERRORS[qualified])
+                    self.assertEqual(set(adorch.errors.fields_of(type(error))), set(given), "the IDL's fields, no others")
+                    for field, value in given.items():
+                        self.assertEqual(getattr(error, field), value, field)
+                        if field != "attempts":
+                            self.assertIn(repr(value), str(error), "without a message, str() names the fields")
+
+    def test_a_connection_over_the_limit_is_too_many_connections(self) -> None:
+        status = self.client.get_status().raw
+        limit, baseline = status["limits"]["max_connections"], status["connections"]["open"]
+        clients: list[adorch.Client] = []
+        try:
+            with self.assertRaises(adorch.TooManyConnections) as refused:
+                for _ in range(limit):
+                    clients.append(adorch.Client(SOCKET))
+                    clients[-1].list_slots()
+            self.assertIn("connections", refused.exception.message)
+            # Refused before its first call: the refusal waits unread on the idle connection.
+            refusals = self.client.get_status().raw["connections"]["refused"]
+            clients.append(adorch.Client(SOCKET))
+            wait_until(lambda: self.client.get_status().raw["connections"]["refused"] > refusals, "the daemon refused it")
+            with self.assertRaises(adorch.TooManyConnections):
+                clients[-1].list_slots()
+            with self.assertRaises(adorch.TooManyConnections):
+                self.client.subscribe()
+        finally:
+            for client in clients:
+                client.close()
+        wait_until(lambda: self.client.get_status().raw["connections"]["open"] <= baseline, "the connections closed")
+
+    def test_reward_listeners_run_in_wait_reward_when_the_ledger_has_the_reward(self) -> None:
+        rewarded = adorch.RewardedAd(self.client, REWARDED)
+        rewarded.load(WAIT)
+        heard: list[str] = []
+        with self.client.subscribe([REWARDED]) as watch, rewarded.show(user_id="u-ledger") as shown:
+            shown.on_reward(lambda event: heard.append(event.reward.trans_id if event.reward else "?"))
+            shown.impression()
+            shown.complete()
+            # Seen on a stream of its own, so it is in the ledger before wait_reward looks.
+            while not ((event := watch.next(WAIT)).kind == "reward_granted" and event.ad_id == shown.id):
+                pass
+            reward = shown.wait_reward(WAIT)
+            self.assertEqual(heard, [reward.trans_id], "the listener ran in wait_reward")
+            shown.close()
+            shown.wait_for("close", WAIT)
+            self.assertEqual(heard, [reward.trans_id], "once, though its event came too")
+        reward.ack()
+
+    def test_a_slot_that_does_not_exist_is_slot_not_found_at_once(self) -> None:
+        missing = adorch.RewardedAd(self.client, "no-such-slot")
+        with self.assertRaises(adorch.SlotNotFound) as raised:
+            missing.load(WAIT)
+        self.assertEqual(raised.exception.slot, "no-such-slot")
+        with self.assertRaises(adorch.SlotNotFound):
+            missing.is_ready()
+
+    def test_a_load_waits_its_slot_deadline_not_the_call_timeout(self) -> None:
+        with adorch.Client(SOCKET, timeout=SHORT_CALL_TIMEOUT) as short:
+            banner = adorch.BannerAd(short, SLOW_BANNER).load()
+            self.assertEqual(banner.slot, SLOW_BANNER)
+            banner.close()
 
     def test_events_iterate_from_the_subscribed_one(self) -> None:
         with self.client.subscribe([INTERSTITIAL]) as events:
