@@ -30,7 +30,7 @@ FUZZ_SECONDS ?= 300
 SOAK_MINUTES ?= 30
 CYCLES ?= 1000000
 
-.PHONY: run test hostile bench footprint fuzz soak cycles asan tsan build deps clean help install install-files
+.PHONY: run test hostile bench footprint fuzz soak cycles asan tsan build deps clean help install install-files deb
 
 help:
 	@echo "make run    build and run adorchd in the foreground on the embedded default config"
@@ -45,6 +45,7 @@ help:
 	@echo "make tsan   every test on a ThreadSanitizer build; fails on any report"
 	@echo "make build  build the daemon, adorchctl and the plugins"
 	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  binaries, plugins, header and pkg-config file, units, catalog, config"
+	@echo "make deb    the Debian package, .build-deb/adorch_VERSION_ARCH.deb, from a release build (docs/packaging.md)"
 
 deps:
 	@scripts/install-deps.sh
@@ -55,8 +56,10 @@ build: deps
 run: build
 	$(BUILD)/adorchd $(ARGS)
 
+# The release build too: DebPackageTests packs it into the Debian package.
 test: deps
 	$(SWIFT) build --build-tests
+	$(SWIFT) build -c release
 	$(SWIFT) test --skip-build --disable-swift-testing
 	scripts/fuzz.sh --seconds $(FUZZ_SMOKE_SECONDS)
 
@@ -95,6 +98,10 @@ footprint: deps
 install: deps
 	$(SWIFT) build -c $(CONFIGURATION) --build-path $(BUILD_PATH)
 	$(MAKE) install-files
+
+deb: deps
+	$(SWIFT) build -c release
+	scripts/mkdeb.sh
 
 # Copies an existing build (the tests install the debug build this way, without rebuilding).
 install-files:
