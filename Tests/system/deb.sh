@@ -6,6 +6,7 @@
 # is started, a client calls through it, and the package is removed and purged. What it sees
 # goes to OUT for Tests/IntegrationTests/DebPackageTests.swift to check.
 #   usage: deb.sh OUT PACKAGE_ROOT          (packs .build/release: `make test` builds it)
+#   OUT/vast-docs holds the VAST documents the vast plugin is validated against.
 #   exit 77: this machine cannot boot systemd in namespaces: the test skips, saying why.
 set -euo pipefail
 out=$(realpath "$1") root=$(realpath "$2")
@@ -24,6 +25,7 @@ mkdir "$cg" || { echo "cannot make a cgroup under $cgparent" >&2; exit 77; }
 echo "$cg" >"$out/cgroup.txt"
 scratch=$out/ns
 mkdir -p "$scratch/units" "$scratch/pkg"
+cp -r "$out/vast-docs" "$scratch/vast-docs"
 for layer in usr etc var; do mkdir -p "$scratch/$layer-upper" "$scratch/$layer-work"; done
 : >"$scratch/console.log"
 
@@ -77,14 +79,16 @@ done
 # This host's policy-rc.d (a container image's) forbids every service action of maintainer
 # scripts; a Debian machine has none, and the package's stop on removal is under test.
 rm -f /usr/sbin/policy-rc.d
-# The private systemd sees only the stubs and the units the package installs.
+# The private systemd sees only the stubs, the units the package installs and what the
+# maintainer scripts enable (so deb-systemd-invoke sees it as enabled, as on a real machine).
 mount -t tmpfs tmpfs /usr/lib/systemd/system
+mount -t tmpfs tmpfs /etc/systemd/system
 # No Swift toolchain and no build tree: what runs comes from the package alone.
 mount -t tmpfs -o ro tmpfs /opt/swift
 [ -d "$root/.build" ] && mount -t tmpfs -o ro tmpfs "$root/.build"
 [ -d "$scratch/../build" ] && mount -t tmpfs -o ro tmpfs "$scratch/../build"
 hostname adorch-deb
-exec env -i container=adorch-deb PATH=/usr/sbin:/usr/bin:/sbin:/bin SYSTEMD_UNIT_PATH="$scratch/units:/usr/lib/systemd/system" \
+exec env -i container=adorch-deb PATH=/usr/sbin:/usr/bin:/sbin:/bin SYSTEMD_UNIT_PATH="$scratch/units:/etc/systemd/system:/usr/lib/systemd/system" \
     /lib/systemd/systemd --system --unit=adorch-test.target --log-target=console --log-level=info --show-status=no
 INNER
 chmod +x "$scratch/inner.sh"
@@ -148,6 +152,14 @@ $NS systemctl is-active adorchd.service >"$out/service-after-call.txt" || true
 # The Swift plugins carry their own static Swift runtime: the validator loads and drives one.
 $NS adorch-plugin-validate /usr/lib/adorch/plugins/libadorch-plugin-swift-example.so --iterations 200 >"$out/validate-swift.txt" 2>&1 \
     && echo 0 >"$out/validate-swift-exit.txt" || echo $? >"$out/validate-swift-exit.txt"
+# vast's private runtime holds Foundation's URLSession and XMLParser: the validator drives it
+# against the test ad server on the namespace's loopback.
+$NS sh -c "echo \$\$ >$scratch/adserver.pid; exec python3 $root/Tests/vast/adserver.py --root $scratch/vast-docs" >"$scratch/adserver.out" 2>&1 &
+await grep -q "listening on" "$scratch/adserver.out"
+port=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$scratch/adserver.out")
+$NS adorch-plugin-validate /usr/lib/adorch/plugins/libadorch-plugin-vast.so --server-parameter "tag_url=http://127.0.0.1:$port/vast/inline.xml" \
+    --iterations 200 >"$out/validate-vast.txt" 2>&1 && echo 0 >"$out/validate-vast-exit.txt" || echo $? >"$out/validate-vast-exit.txt"
+$NS kill "$(cat "$scratch/adserver.pid")"
 
 # Remove: the service and socket stop; purge: the config and the state go, the user stays.
 $NS dpkg -r adorch >"$out/dpkg-remove.log" 2>&1 && echo 0 >"$out/dpkg-remove-exit.txt" || echo $? >"$out/dpkg-remove-exit.txt"
