@@ -57,7 +57,9 @@ final class DebPackageTests: XCTestCase {
         XCTAssertEqual(text("socket-active.txt"), "active")
         let status = try XCTUnwrap(JSONValue.parse(Data(text("status.json").utf8)), text("status.err"))
         XCTAssertEqual(status["slots"]?.arrayValue?.count, 7, text("status.json"))
-        XCTAssertTrue(status["plugins"]?.arrayValue?.contains { $0["name"]?.stringValue == "sim" } ?? false, text("status.json"))
+        let plugins = status["plugins"]?.arrayValue ?? []
+        XCTAssertEqual(plugins.filter { $0["state"]?.stringValue == "loaded" }.compactMap { $0["name"]?.stringValue }.sorted(),
+                       ["sim", "swift-example", "vast"], "the daemon loaded the C plugin and both Swift plugins: \(text("status.json"))")
         XCTAssertEqual(text("service-after-call.txt"), "active")
         // Both Swift plugins, each with its private runtime, pass the validator (as many checks
         // as PluginValidatorTests asks of them): vast fetched and parsed its documents.

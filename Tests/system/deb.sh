@@ -143,6 +143,8 @@ $NS systemctl is-active adorchd.socket adorchd.service >"$out/after-install.txt"
 # Every ELF file the package installed resolves its libraries here, where /opt/swift is empty.
 $NS sh -c 'for f in $(dpkg -L adorch); do [ -f "$f" ] && head -c4 "$f" | grep -q ELF && { echo "== $f"; ldd "$f"; }; done' >"$out/ldd.txt" 2>&1 || true
 
+# The installed daemon loads the Swift plugins too, each with its own private runtime.
+$NS sh -c 'printf "[plugins.swift-example]\n[plugins.vast]\n" >/etc/adorch/adorchd.toml.d/swift-plugins.toml'
 $NS systemctl start adorchd.socket
 $NS systemctl is-active adorchd.socket >"$out/socket-active.txt" || true
 # The client call through the socket; the first one starts the service.
@@ -162,6 +164,7 @@ $NS adorch-plugin-validate /usr/lib/adorch/plugins/libadorch-plugin-vast.so --se
 $NS kill "$(cat "$scratch/adserver.pid")"
 
 # Remove: the service and socket stop; purge: the config and the state go, the user stays.
+$NS rm /etc/adorch/adorchd.toml.d/swift-plugins.toml
 $NS dpkg -r adorch >"$out/dpkg-remove.log" 2>&1 && echo 0 >"$out/dpkg-remove-exit.txt" || echo $? >"$out/dpkg-remove-exit.txt"
 $NS systemctl is-active adorchd.socket adorchd.service >"$out/after-remove.txt" 2>&1 || true
 $NS pgrep -x adorchd >"$out/leftover.txt" || true
