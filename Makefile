@@ -116,8 +116,10 @@ install-files:
 	install -Dm644 plugins/README.md $(DESTDIR)$(DOCDIR)/plugins.md
 	install -d $(DESTDIR)$(UNITDIR)
 	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' systemd/adorchd.service.in > $(DESTDIR)$(UNITDIR)/adorchd.service
-	install -m644 systemd/adorchd.socket $(DESTDIR)$(UNITDIR)/adorchd.socket
-	install -Dm644 systemd/adorchd.catalog $(DESTDIR)$(CATALOGDIR)/adorchd.catalog
+	# The socket's and the catalog's links to the README, under this PREFIX's DOCDIR.
+	sed -e 's|/usr/local/share/doc/adorch|$(DOCDIR)|g' systemd/adorchd.socket > $(DESTDIR)$(UNITDIR)/adorchd.socket
+	install -d $(DESTDIR)$(CATALOGDIR)
+	sed -e 's|/usr/local/share/doc/adorch|$(DOCDIR)|g' systemd/adorchd.catalog > $(DESTDIR)$(CATALOGDIR)/adorchd.catalog
 	install -Dm644 README.md $(DESTDIR)$(DOCDIR)/README.md
 	install -Dm644 systemd/adorch.sysusers $(DESTDIR)$(SYSUSERSDIR)/adorch.conf
 	# An operator's edited config is never overwritten.

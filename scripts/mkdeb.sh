@@ -68,12 +68,13 @@ install -m644 "$pkg/copyright" "$doc/copyright"
 } | gzip -9n >"$doc/changelog.Debian.gz"
 install -Dm644 "$pkg/lintian-overrides" "$tree/usr/share/lintian/overrides/adorch"
 
-# Depends: what dpkg-shlibdeps finds the binaries need, and the tools the maintainer scripts run.
+# Depends: what dpkg-shlibdeps finds the binaries need (it knows the package's root by its
+# DEBIAN folder), and systemd for the maintainer scripts' tools.
+mkdir -p "$tree/DEBIAN"
 printf 'Source: adorch\n\nPackage: adorch\nArchitecture: any\n' >"$out/debian/control"
-shlibs=$(cd "$out" && dpkg-shlibdeps -O "${elfs[@]}" | sed -n 's/^shlibs:Depends=//p')
+shlibs=$(cd "$out" && dpkg-shlibdeps -O "${elfs[@]#"$out/"}" | sed -n 's/^shlibs:Depends=//p')
 depends="$shlibs, systemd"
 
-mkdir -p "$tree/DEBIAN"
 install -m755 "$pkg/postinst" "$pkg/prerm" "$pkg/postrm" "$tree/DEBIAN/"
 find "$tree/etc" -type f -printf '/etc/%P\n' | sort >"$tree/DEBIAN/conffiles"
 chmod 644 "$tree/DEBIAN/conffiles"
