@@ -74,6 +74,24 @@ mkdir -p "$tree/DEBIAN"
 printf 'Source: adorch\n\nPackage: adorch\nArchitecture: any\n' >"$out/debian/control"
 shlibs=$(cd "$out" && dpkg-shlibdeps -O "${elfs[@]#"$out/"}" | sed -n 's/^shlibs:Depends=//p')
 depends="$shlibs, systemd"
+# The Python client: python3, and no byte code in the package (Debian compiles it on install).
+if [ -d "$tree/usr/lib/python3/dist-packages" ]; then
+    depends="$depends, python3"
+    find "$tree" -name __pycache__ -type d -prune -exec rm -rf {} +
+fi
+
+# Public shared libraries (the C client's): a shlibs entry, so that other packages' Depends
+# name this one, and ldconfig run once dpkg is done.
+for f in "${elfs[@]}"; do
+    case ${f#"$tree"} in /usr/lib/adorch/*) continue ;; /usr/lib/*.so.*) ;; *) continue ;; esac
+    soname=$(readelf -d "$f" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+    if [[ $soname == *.so.* ]]; then echo "${soname%%.so.*} ${soname##*.so.} adorch (>= $version)"; fi
+done | sort -u >"$tree/DEBIAN/shlibs"
+if [ -s "$tree/DEBIAN/shlibs" ]; then
+    echo "activate-noawait ldconfig" >"$tree/DEBIAN/triggers"
+else
+    rm "$tree/DEBIAN/shlibs"
+fi
 
 install -m755 "$pkg/postinst" "$pkg/prerm" "$pkg/postrm" "$tree/DEBIAN/"
 find "$tree/etc" -type f -printf '/etc/%P\n' | sort >"$tree/DEBIAN/conffiles"
