@@ -9,7 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${1:-$root/.build-deb}" && cd "${1:-$root/.build-deb}" && pwd)
 pkg=$root/packaging/deb
-release=$root/.build/release
+[ -x "$root/.build/release/adorchd" ] || { echo "mkdeb: no release build in .build/release: swift build -c release (make deb does)" >&2; exit 1; }
 
 # The daemon's own version (adorchd --version) is the package's upstream version.
 upstream=$(sed -n 's/^ *public static let version = "\(.*\)"$/\1/p' "$root/Sources/AdorchDaemon/Daemon.swift")
@@ -29,7 +29,7 @@ make -s -C "$root" install-files CONFIGURATION=release PREFIX=/usr SYSCONFDIR=/e
 # Swift runtime (libswift*, libFoundation*, libdispatch, libBlocksRuntime) or look in /opt/swift.
 elfs=()
 while IFS= read -r -d '' f; do
-    [ "$(head -c4 "$f")" = $'\x7fELF' ] && elfs+=("$f")
+    if [ "$(head -c4 "$f")" = $'\x7fELF' ]; then elfs+=("$f"); fi
 done < <(find "$tree" -type f -print0)
 for f in "${elfs[@]}"; do
     strip --remove-section=.comment --remove-section=.note --strip-unneeded "$f"
@@ -37,8 +37,8 @@ for f in "${elfs[@]}"; do
     if grep -E '^lib(swift|Foundation|_Foundation|dispatch|BlocksRuntime)' <<<"$needed"; then
         echo "mkdeb: ${f#"$tree"} needs the Swift toolchain's runtime" >&2; exit 1
     fi
-    # SwiftPM writes a RUNPATH of the toolchain's lib folder and $ORIGIN into every link; the
-    # packaged files need neither (libraries come from the system's paths).
+    # SwiftPM writes a RUNPATH ($ORIGIN) into every link: the packaged files find their
+    # libraries in the system's paths only.
     if readelf -d "$f" | grep -qE '\((RUNPATH|RPATH)\)'; then
         chrpath -d "$f" >/dev/null
     fi

@@ -30,9 +30,7 @@ for layer in usr etc var; do mkdir -p "$scratch/$layer-upper" "$scratch/$layer-w
 : >"$scratch/console.log"
 
 # The package, as `make deb` makes it, and lintian's verdict on it.
-start=$(date +%s.%N)
 deb=$(DEB_XZ_LEVEL=0 "$root/scripts/mkdeb.sh" "$out/build" 2>"$out/mkdeb.err")
-echo "$(date +%s.%N) - $start" | bc >"$out/mkdeb-seconds.txt"
 cp "$deb" "$scratch/pkg/adorch.deb"
 dpkg-deb --field "$deb" Version Depends >"$out/fields.txt"
 dpkg-deb --contents "$deb" >"$out/contents.txt"
