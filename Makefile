@@ -32,7 +32,7 @@ FUZZ_SECONDS ?= 300
 SOAK_MINUTES ?= 30
 CYCLES ?= 1000000
 
-.PHONY: run test hostile bench footprint fuzz soak cycles asan tsan build deps clean help install install-files
+.PHONY: run test hostile bench footprint fuzz soak cycles asan tsan build deps clean help install install-files deb
 
 help:
 	@echo "make run    build and run adorchd in the foreground on the embedded default config"
@@ -47,6 +47,7 @@ help:
 	@echo "make tsan   every test on a ThreadSanitizer build; fails on any report"
 	@echo "make build  build the daemon, adorchctl and the plugins"
 	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  binaries, plugins, headers and pkg-config files, libadorch-client, units, catalog, config"
+	@echo "make deb    the Debian package, .build-deb/adorch_VERSION_ARCH.deb, from a release build (docs/packaging.md)"
 
 deps:
 	@scripts/install-deps.sh
@@ -57,8 +58,10 @@ build: deps
 run: build
 	$(BUILD)/adorchd $(ARGS)
 
+# The release build too: DebPackageTests packs it into the Debian package.
 test: deps
 	$(SWIFT) build --build-tests
+	$(SWIFT) build -c release
 	$(SWIFT) test --skip-build --disable-swift-testing
 	scripts/fuzz.sh --seconds $(FUZZ_SMOKE_SECONDS)
 
@@ -98,6 +101,10 @@ install: deps
 	$(SWIFT) build -c $(CONFIGURATION) --build-path $(BUILD_PATH)
 	$(MAKE) install-files
 
+deb: deps
+	$(SWIFT) build -c release
+	scripts/mkdeb.sh
+
 # Copies an existing build (the tests install the debug build this way, without rebuilding).
 install-files:
 	install -Dm755 $(BUILD_PATH)/$(CONFIGURATION)/adorchd $(DESTDIR)$(BINDIR)/adorchd
@@ -111,8 +118,10 @@ install-files:
 	install -Dm644 plugins/README.md $(DESTDIR)$(DOCDIR)/plugins.md
 	install -d $(DESTDIR)$(UNITDIR)
 	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' systemd/adorchd.service.in > $(DESTDIR)$(UNITDIR)/adorchd.service
-	install -m644 systemd/adorchd.socket $(DESTDIR)$(UNITDIR)/adorchd.socket
-	install -Dm644 systemd/adorchd.catalog $(DESTDIR)$(CATALOGDIR)/adorchd.catalog
+	# The socket's and the catalog's links to the README, under this PREFIX's DOCDIR.
+	sed -e 's|/usr/local/share/doc/adorch|$(DOCDIR)|g' systemd/adorchd.socket > $(DESTDIR)$(UNITDIR)/adorchd.socket
+	install -d $(DESTDIR)$(CATALOGDIR)
+	sed -e 's|/usr/local/share/doc/adorch|$(DOCDIR)|g' systemd/adorchd.catalog > $(DESTDIR)$(CATALOGDIR)/adorchd.catalog
 	install -Dm644 README.md $(DESTDIR)$(DOCDIR)/README.md
 	install -Dm644 systemd/adorch.sysusers $(DESTDIR)$(SYSUSERSDIR)/adorch.conf
 	# An operator's edited config is never overwritten.

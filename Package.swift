@@ -4,27 +4,52 @@ import PackageDescription
 // This manifest's folder: the linker is given scripts/adorchd.order by absolute path.
 let packageDirectory = String(#filePath.dropLast("/Package.swift".count))
 
+// The Swift runtime and Foundation as static archives, for every release binary and Swift plugin
+// (the Debian package runs without the toolchain). The archives the static Foundation needs are
+// named, as the objects (built against the shared runtime) do not ask for them; lld resolves
+// them in any order (gold wants each archive after its users).
+let staticSwiftRuntime = [
+    "-static-stdlib",
+    "-lswiftSynchronization", "-l_FoundationICU", "-lCoreFoundation", "-l_FoundationCShims", "-l_FoundationCollections",
+    "-use-ld=lld",
+]
+
 // adorchd's release link, for its idle footprint (BENCHMARKS.md, 3. Footprint; scripts/footprint.py
 // shows where the memory is). With the Swift runtime, Foundation and ICU as shared objects, an
 // idle daemon held 30 MB of their pages: dynamic symbol tables and relocations (2 MB a library),
 // and 64 KB of code around every function the start-up touches (the kernel's fault-around).
-// Linked in statically: no symbol lookup, and the linker keeps only what is used; the archives
-// the static Foundation needs are named here, as the objects (built against the shared
-// runtime) do not ask for them. lld packs the relative relocations (DT_RELR, glibc 2.36), and
+// Linked in statically (staticSwiftRuntime): no symbol lookup, and the linker keeps only what
+// is used. lld packs the relative relocations (DT_RELR, glibc 2.36), and
 // the order file puts every function the start-up and idle run call side by side, so they
 // fault in as a few hundred KB instead of spread over 10 MB. No symbol is exported: plugins
 // call the host only through the adorch_host table, and a Swift plugin (swift-example, vast)
-// brings its own shared Swift runtime. scripts/adorchd-order.sh writes the order file again.
+// brings its own Swift runtime (swiftPluginReleaseLink). scripts/adorchd-order.sh writes the order file again.
 let daemonReleaseLink: [LinkerSetting] = [
-    .unsafeFlags([
-        "-static-stdlib",
-        "-lswiftSynchronization", "-l_FoundationICU", "-lCoreFoundation", "-l_FoundationCShims", "-l_FoundationCollections",
-        "-use-ld=lld",
+    .unsafeFlags(staticSwiftRuntime + [
         "-Xlinker", "--no-export-dynamic",
         "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
         "-Xlinker", "--symbol-ordering-file=\(packageDirectory)/scripts/adorchd.order",
         "-Xlinker", "--no-warn-symbol-ordering",
     ], .when(configuration: .release)),
+]
+
+// adorchctl and adorch-plugin-validate: the static runtime too, so that a release build (the
+// Debian package, `make deb`) runs on a machine without the Swift toolchain.
+let toolReleaseLink: [LinkerSetting] = [.unsafeFlags(staticSwiftRuntime, .when(configuration: .release))]
+
+// A Swift plugin in release brings its own Swift runtime (and Foundation, for vast), linked in
+// statically, so that it loads into the static adorchd where no toolchain is installed. The two
+// runtimes never meet: adorchd exports nothing, and --exclude-libs hides every symbol of the
+// archives, so the plugin exports only its entry and binds its runtime calls to its own copy.
+// nodelete: a refused plugin's dlclose must not unmap a runtime whose initializers have run.
+let swiftPluginReleaseLink: [LinkerSetting] = [
+    .unsafeFlags(staticSwiftRuntime + ["-Xlinker", "--exclude-libs=ALL", "-Xlinker", "-z", "-Xlinker", "nodelete"], .when(configuration: .release)),
+]
+// vast's URLSession and XMLParser: the static FoundationNetworking and FoundationXML, and the
+// libcurl and libxml2 under them (their -dev packages, for the link).
+let vastPluginReleaseLink: [LinkerSetting] = swiftPluginReleaseLink + [
+    .unsafeFlags(["-lFoundationNetworking", "-l_CFURLSessionInterface", "-lcurl", "-lFoundationXML", "-l_CFXMLInterface", "-lxml2"],
+                 .when(configuration: .release)),
 ]
 
 // A C plugin needs no Swift runtime, but swiftc links libswiftCore.so and swiftrt.o into every
@@ -70,7 +95,8 @@ let package = Package(
         .target(name: "AdorchPluginValidator", dependencies: ["AdorchPluginHost", "AdorchLocking", "CAdorchPlugin", "AdorchEngine"]),
         .executableTarget(
             name: "adorch-plugin-validate",
-            dependencies: ["AdorchPluginValidator", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["AdorchPluginValidator", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            linkerSettings: toolReleaseLink
         ),
         // libsystemd from Debian's libsystemd-dev, and the daemon's small Swift layer over it.
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
@@ -115,7 +141,8 @@ let package = Package(
             dependencies: [
                 "AdorchVarlink", "AdorchDaemon", "AdorchRewards",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            linkerSettings: toolReleaseLink
         ),
         // The control API's load generator: an epoll client in C, as cheap as redis-benchmark.
         .target(name: "CAdorchLoad"),
@@ -133,10 +160,12 @@ let package = Package(
         ),
         .target(name: "AdorchSimPlugin", dependencies: ["CAdorchPlugin"], path: "plugins/sim", publicHeadersPath: ".", linkerSettings: cPluginReleaseLink),
         .target(name: "AdorchExamplePlugin", dependencies: ["CAdorchPlugin"], path: "plugins/example", publicHeadersPath: ".", linkerSettings: cPluginReleaseLink),
-        .target(name: "AdorchSwiftExamplePlugin", dependencies: ["CAdorchPlugin", "AdorchLocking"], path: "plugins/swift-example"),
+        .target(name: "AdorchSwiftExamplePlugin", dependencies: ["CAdorchPlugin", "AdorchLocking"], path: "plugins/swift-example",
+                linkerSettings: swiftPluginReleaseLink),
         // The VAST plugin: the protocol (parse, wrapper chains, media choice, macros), then its ABI glue.
         .target(name: "VAST", dependencies: ["AdorchLocking"], path: "plugins/vast/VAST"),
-        .target(name: "AdorchVASTPlugin", dependencies: ["CAdorchPlugin", "AdorchLocking", "VAST"], path: "plugins/vast/Plugin"),
+        .target(name: "AdorchVASTPlugin", dependencies: ["CAdorchPlugin", "AdorchLocking", "VAST"], path: "plugins/vast/Plugin",
+                linkerSettings: vastPluginReleaseLink),
         // Fuzz targets: libFuzzer when built with -sanitize=fuzzer -DFUZZING (make fuzz), corpus
         // replayers otherwise, so the committed corpus runs in the tests.
         .target(name: "CFuzzDriver", path: "Fuzz/CFuzzDriver"),

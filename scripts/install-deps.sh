@@ -24,6 +24,14 @@ command -v unshare >/dev/null 2>&1 && command -v nsenter >/dev/null 2>&1 && comm
 # The vast plugin: Foundation's HTTP client and XML parser load libcurl and libxml2.
 [ -n "$(ldconfig -p | grep -F libcurl.so.4)" ] || apt_packages+=(libcurl4)
 [ -n "$(ldconfig -p | grep -F libxml2.so.2)" ] || apt_packages+=(libxml2)
+# A release build's vast plugin links the static FoundationNetworking and FoundationXML, so
+# libcurl's and libxml2's link files (Package.swift, vastPluginReleaseLink).
+pkg-config --exists libcurl 2>/dev/null || apt_packages+=(libcurl4-openssl-dev)
+pkg-config --exists libxml-2.0 2>/dev/null || apt_packages+=(libxml2-dev)
+# `make deb`: the package is put together by dpkg-deb, its Depends by dpkg-shlibdeps, its man
+# pages by help2man, chrpath drops SwiftPM's RUNPATHs, and lintian checks it.
+command -v dpkg-shlibdeps >/dev/null 2>&1 || apt_packages+=(dpkg-dev)
+for tool in help2man chrpath lintian; do command -v $tool >/dev/null 2>&1 || apt_packages+=($tool); done
 # The benchmarks (and their smoke run in the tests): redis-server and redis-benchmark, the reference.
 command -v redis-server >/dev/null 2>&1 && command -v redis-benchmark >/dev/null 2>&1 || apt_packages+=(redis-server)
 

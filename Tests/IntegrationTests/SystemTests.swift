@@ -2,11 +2,9 @@ import AdorchVarlink
 import Foundation
 import XCTest
 
-/// Issue 3 against the real thing: journald, the catalog, systemd-analyze, and a real
-/// systemd booted in private namespaces. The namespace work is in Tests/system/*.sh; the
-/// checks are here.
-final class SystemTests: XCTestCase {
-    private func scratch(_ name: String) throws -> URL {
+/// For the scripts of Tests/system (SystemTests, DebPackageTests): a scratch folder per test.
+extension XCTestCase {
+    func scratch(_ name: String) throws -> URL {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-\(name)-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         addTeardownBlock { try? FileManager.default.removeItem(at: dir) }
@@ -14,12 +12,17 @@ final class SystemTests: XCTestCase {
     }
 
     /// Runs a script of Tests/system; its exit 77 means "cannot be done on this machine".
-    private func runScript(_ name: String, _ arguments: [String]) throws {
+    func runScript(_ name: String, _ arguments: [String]) throws {
         let result = try runCommand(packageRoot.appendingPathComponent("Tests/system/\(name)").path, arguments)
         if result.status == 77 { throw XCTSkip("\(name): \(result.stderr.trimmingCharacters(in: .whitespacesAndNewlines))") }
         XCTAssertEqual(result.status, 0, "\(name) failed:\n\(result.stdout)\n\(result.stderr)")
     }
+}
 
+/// Issue 3 against the real thing: journald, the catalog, systemd-analyze, and a real
+/// systemd booted in private namespaces. The namespace work is in Tests/system/*.sh; the
+/// checks are here.
+final class SystemTests: XCTestCase {
     private func entries(_ file: URL) throws -> [[String: JSONValue]] {
         try String(contentsOf: file, encoding: .utf8).split(separator: "\n").compactMap { JSONValue.parse(Data($0.utf8))?.objectValue }
     }

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# The Debian package, end to end: scripts/mkdeb.sh packs the release build (as `make deb`
+# does), lintian checks it, then a real systemd boots as PID 1 of private namespaces (the recipe
+# of Tests/system/systemd.sh) where /usr, /etc and /var are overlays, the Swift toolchain
+# (/opt/swift) and the build tree are hidden, and `dpkg -i` installs the package. The socket
+# is started, a client calls through it, and the package is removed and purged. What it sees
+# goes to OUT for Tests/IntegrationTests/DebPackageTests.swift to check.
+#   usage: deb.sh OUT PACKAGE_ROOT          (packs .build/release: `make test` builds it)
+#   OUT/vast-docs holds the VAST documents the vast plugin is validated against.
+#   exit 77: this machine cannot boot systemd in namespaces: the test skips, saying why.
+set -euo pipefail
+out=$(realpath "$1") root=$(realpath "$2")
+
+[ "$(id -u)" = 0 ] || { echo "needs root" >&2; exit 77; }
+[ -x /lib/systemd/systemd ] || { echo "no /lib/systemd/systemd" >&2; exit 77; }
+cgparent=/sys/fs/cgroup/unified
+[ -f $cgparent/cgroup.procs ] || { echo "no cgroup v2 hierarchy at $cgparent" >&2; exit 77; }
+unshare --pid --fork --mount --uts --ipc --net --cgroup --mount-proc true 2>/dev/null \
+    || { echo "namespaces are not permitted here" >&2; exit 77; }
+[ -x "$root/.build/release/adorchd" ] || { echo "no release build in $root/.build/release: swift build -c release (make test does)" >&2; exit 1; }
+
+name=adorch-deb-$$
+cg=$cgparent/$name
+mkdir "$cg" || { echo "cannot make a cgroup under $cgparent" >&2; exit 77; }
+echo "$cg" >"$out/cgroup.txt"
+scratch=$out/ns
+mkdir -p "$scratch/units" "$scratch/pkg"
+cp -r "$out/vast-docs" "$scratch/vast-docs"
+for layer in usr etc var; do mkdir -p "$scratch/$layer-upper" "$scratch/$layer-work"; done
+: >"$scratch/console.log"
+
+# The package, as `make deb` makes it, and lintian's verdict on it.
+deb=$(DEB_XZ_LEVEL=0 "$root/scripts/mkdeb.sh" "$out/build" 2>"$out/mkdeb.err")
+cp "$deb" "$scratch/pkg/adorch.deb"
+dpkg-deb --field "$deb" Version Depends >"$out/fields.txt"
+dpkg-deb --contents "$deb" >"$out/contents.txt"
+lintian --tag-display-limit 0 "$deb" >"$out/lintian.txt" 2>&1 && echo 0 >"$out/lintian-exit.txt" || echo $? >"$out/lintian-exit.txt"
+
+# Only the test stubs; the package's own units come from where dpkg puts them.
+for unit in sysinit.target basic.target shutdown.target adorch-test.target; do
+    printf '[Unit]\nDescription=%s (test stub)\nDefaultDependencies=no\n' "$unit" >"$scratch/units/$unit"
+done
+
+cat >"$scratch/inner.sh" <<'INNER'
+#!/bin/bash
+# PID 1 of the new pid namespace, inside private mount/uts/ipc/net/cgroup namespaces.
+set -eu
+scratch=$1 root=$2
+mount --make-rprivate /
+mount -t tmpfs tmpfs /srv
+mkdir /srv/scratch && mount --bind "$scratch" /srv/scratch
+mount -t tmpfs -o mode=755,nosuid,nodev tmpfs /run
+mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp
+mkdir -p "$scratch" && mount --move /srv/scratch "$scratch"
+# A minimal private /dev, its console a log file.
+mount -t tmpfs -o mode=755,nosuid tmpfs /srv
+for d in null zero full random urandom tty; do touch /srv/$d; mount --bind /dev/$d /srv/$d; done
+mkdir /srv/pts /srv/shm
+mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts /srv/pts
+ln -s pts/ptmx /srv/ptmx
+mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /srv/shm
+touch /srv/console; mount --bind "$scratch/console.log" /srv/console
+ln -s /proc/self/fd /srv/fd; ln -s /proc/self/fd/0 /srv/stdin; ln -s /proc/self/fd/1 /srv/stdout; ln -s /proc/self/fd/2 /srv/stderr
+mount --move /srv /dev
+# Global knobs stay out of the guest's reach.
+mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys
+if [ -e /proc/sysrq-trigger ]; then
+    mount --bind /proc/sysrq-trigger /proc/sysrq-trigger && mount -o remount,bind,ro /proc/sysrq-trigger
+fi
+mount -o remount,bind,ro /sys
+mount -t cgroup2 -o rw,nosuid,nodev,noexec cgroup2 /sys/fs/cgroup
+# dpkg writes only into overlays: the host's /usr, /etc and /var stay as they are.
+for layer in usr etc var; do
+    mount -t overlay overlay -o "lowerdir=/$layer,upperdir=$scratch/$layer-upper,workdir=$scratch/$layer-work" /$layer
+done
+[ -d /var/log/journal ] && mount -t tmpfs tmpfs /var/log/journal
+# This host's policy-rc.d (a container image's) forbids every service action of maintainer
+# scripts; a Debian machine has none, and the package's stop on removal is under test.
+rm -f /usr/sbin/policy-rc.d
+# The private systemd sees only the stubs, the units the package installs and what the
+# maintainer scripts enable (so deb-systemd-invoke sees it as enabled, as on a real machine).
+mount -t tmpfs tmpfs /usr/lib/systemd/system
+mount -t tmpfs tmpfs /etc/systemd/system
+# No Swift toolchain and no build tree: what runs comes from the package alone.
+mount -t tmpfs -o ro tmpfs /opt/swift
+[ -d "$root/.build" ] && mount -t tmpfs -o ro tmpfs "$root/.build"
+[ -d "$scratch/../build" ] && mount -t tmpfs -o ro tmpfs "$scratch/../build"
+hostname adorch-deb
+exec env -i container=adorch-deb PATH=/usr/sbin:/usr/bin:/sbin:/bin SYSTEMD_UNIT_PATH="$scratch/units:/etc/systemd/system:/usr/lib/systemd/system" \
+    /lib/systemd/systemd --system --unit=adorch-test.target --log-target=console --log-level=info --show-status=no
+INNER
+chmod +x "$scratch/inner.sh"
+
+( echo $BASHPID >"$cg/cgroup.procs"
+  exec timeout 180 unshare --pid --fork --kill-child --mount --uts --ipc --net --cgroup --mount-proc "$scratch/inner.sh" "$scratch" "$root"
+) >"$out/launcher.log" 2>&1 &
+launcher=$!
+
+pid1=
+teardown() {
+    [ -n "$pid1" ] && kill -KILL "$pid1" 2>/dev/null || true
+    kill -KILL $launcher 2>/dev/null || true
+    wait $launcher 2>/dev/null || true
+    # The namespace's processes die with its PID 1; their cgroups can go once empty.
+    for _ in $(seq 200); do
+        [ -z "$(cat $(find "$cg" -name cgroup.procs) 2>/dev/null)" ] && break
+        sleep 0.05
+    done
+    find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    [ -d "$cg" ] && echo "left behind: $cg" >&2
+    cp "$scratch/console.log" "$out/console.log" 2>/dev/null || true
+}
+trap teardown EXIT
+
+# Waits until a command succeeds, for at most 20 s.
+await() { for _ in $(seq 400); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done; echo "timed out: $*" >&2; return 1; }
+
+find_pid1() {
+    local u n
+    u=$(tr -d ' ' </proc/$launcher/task/$launcher/children 2>/dev/null) || return 1
+    [ -n "$u" ] || return 1
+    n=$(tr -d ' ' </proc/$u/task/$u/children 2>/dev/null) || return 1
+    [ -n "$n" ] && pid1=$n
+}
+await find_pid1
+find_pid1
+# Commands in the namespace get a clean environment: no toolchain on PATH.
+NS="timeout 60 nsenter -t $pid1 -m -p -u -i -n env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin"
+booted() { st=$($NS systemctl is-system-running 2>/dev/null) || true; [ "$st" = running ] || [ "$st" = degraded ]; }
+await booted
+
+# What the namespace shows of the toolchain: nothing.
+{ $NS sh -c 'command -v swift || echo "no swift"; ls -A /opt/swift | wc -l'; } >"$out/toolchain.txt" 2>&1 || true
+
+# Install, with systemd running: the maintainer scripts talk to this systemd only.
+$NS dpkg -i "$scratch/pkg/adorch.deb" >"$out/dpkg-install.log" 2>&1 && echo 0 >"$out/dpkg-install-exit.txt" || echo $? >"$out/dpkg-install-exit.txt"
+$NS getent passwd adorch >"$out/user.txt" 2>&1 || true
+$NS journalctl --list-catalog >"$out/catalog.txt" 2>&1 || true
+$NS sh -c 'test -L /etc/systemd/system/sockets.target.wants/adorchd.socket && echo enabled || echo not-enabled' >"$out/enabled.txt"
+$NS systemctl is-active adorchd.socket adorchd.service >"$out/after-install.txt" 2>&1 || true
+# Every ELF file the package installed resolves its libraries here, where /opt/swift is empty.
+$NS sh -c 'for f in $(dpkg -L adorch); do [ -f "$f" ] && head -c4 "$f" | grep -q ELF && { echo "== $f"; ldd "$f"; }; done' >"$out/ldd.txt" 2>&1 || true
+
+# The installed daemon loads the Swift plugins too, each with its own private runtime.
+$NS sh -c 'printf "[plugins.swift-example]\n[plugins.vast]\n" >/etc/adorch/adorchd.toml.d/swift-plugins.toml'
+$NS systemctl start adorchd.socket
+$NS systemctl is-active adorchd.socket >"$out/socket-active.txt" || true
+# The client call through the socket; the first one starts the service.
+# TODO(python client): when the Python package lands, this call becomes: python3 -c 'import adorch; ...'
+$NS adorchctl status --json >"$out/status.json" 2>"$out/status.err" || true
+$NS systemctl is-active adorchd.service >"$out/service-after-call.txt" || true
+# The Swift plugins carry their own static Swift runtime: the validator loads and drives one.
+$NS adorch-plugin-validate /usr/lib/adorch/plugins/libadorch-plugin-swift-example.so --iterations 200 >"$out/validate-swift.txt" 2>&1 \
+    && echo 0 >"$out/validate-swift-exit.txt" || echo $? >"$out/validate-swift-exit.txt"
+# vast's private runtime holds Foundation's URLSession and XMLParser: the validator drives it
+# against the test ad server on the namespace's loopback.
+$NS sh -c "echo \$\$ >$scratch/adserver.pid; exec python3 $root/Tests/vast/adserver.py --root $scratch/vast-docs" >"$scratch/adserver.out" 2>&1 &
+await grep -q "listening on" "$scratch/adserver.out"
+port=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$scratch/adserver.out")
+$NS adorch-plugin-validate /usr/lib/adorch/plugins/libadorch-plugin-vast.so --server-parameter "tag_url=http://127.0.0.1:$port/vast/inline.xml" \
+    --iterations 200 >"$out/validate-vast.txt" 2>&1 && echo 0 >"$out/validate-vast-exit.txt" || echo $? >"$out/validate-vast-exit.txt"
+$NS kill "$(cat "$scratch/adserver.pid")"
+
+# Remove: the service and socket stop; purge: the config and the state go, the user stays.
+$NS rm /etc/adorch/adorchd.toml.d/swift-plugins.toml
+$NS dpkg -r adorch >"$out/dpkg-remove.log" 2>&1 && echo 0 >"$out/dpkg-remove-exit.txt" || echo $? >"$out/dpkg-remove-exit.txt"
+$NS systemctl is-active adorchd.socket adorchd.service >"$out/after-remove.txt" 2>&1 || true
+$NS pgrep -x adorchd >"$out/leftover.txt" || true
+$NS sh -c 'ls -A /etc/adorch /var/lib/adorch' >"$out/after-remove-files.txt" 2>&1 || true
+$NS dpkg -P adorch >"$out/dpkg-purge.log" 2>&1 && echo 0 >"$out/dpkg-purge-exit.txt" || echo $? >"$out/dpkg-purge-exit.txt"
+$NS sh -c 'for p in /etc/adorch /var/lib/adorch; do [ -e $p ] && echo "$p present" || echo "$p gone"; done' >"$out/after-purge.txt" 2>&1 || true
+echo done >"$out/done.txt"
