@@ -23,7 +23,9 @@ export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%
 # The tree where dpkg-shlibdeps expects a package's files: debian/PACKAGE.
 tree=$out/debian/adorch
 rm -rf "$out/debian"
-make -s -C "$root" install-files CONFIGURATION=release PREFIX=/usr SYSCONFDIR=/etc DESTDIR="$tree"
+# The C client library and its pkg-config file go to the multiarch directory, as Debian's do.
+make -s -C "$root" install-files CONFIGURATION=release PREFIX=/usr SYSCONFDIR=/etc DESTDIR="$tree" \
+    CLIENT_LIBDIR="/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)"
 
 # Executables and shared objects: stripped as dh_strip does, and none may need the toolchain's
 # Swift runtime (libswift*, libFoundation*, libdispatch, libBlocksRuntime) or look in /opt/swift.

@@ -23,16 +23,19 @@ final class DebPackageTests: XCTestCase {
         XCTAssertEqual(text("lintian-exit.txt"), "0", lintian)
         XCTAssertFalse(lintian.split(separator: "\n").contains { $0.hasPrefix("E:") }, lintian)
         let fields = text("fields.txt")
-        for dependency in ["libsystemd0", "libsqlite3-0", "libcurl4", "libxml2", "systemd"] {
+        for dependency in ["libsystemd0", "libsqlite3-0", "libcurl4", "libxml2", "libjansson4", "python3", "systemd"] {
             XCTAssertNotNil(fields.range(of: "\\b\(dependency)\\b", options: .regularExpression), "Depends names \(dependency): \(fields)")
         }
         let contents = text("contents.txt")
+        let libdir = "/usr/lib/" + text("multiarch.txt")
         for path in ["./usr/bin/adorchd", "./usr/bin/adorchctl", "./usr/bin/adorch-plugin-validate",
                      "./usr/lib/adorch/plugins/libadorch-plugin-sim.so", "./usr/lib/adorch/plugins/libadorch-plugin-vast.so",
                      "./usr/lib/adorch/plugins/libadorch-plugin-swift-example.so",
                      "./usr/lib/systemd/system/adorchd.service", "./usr/lib/systemd/system/adorchd.socket",
                      "./usr/lib/sysusers.d/adorch.conf", "./usr/lib/systemd/catalog/adorchd.catalog", "./etc/adorch/adorchd.toml",
                      "./usr/include/adorch/plugin.h", "./usr/share/pkgconfig/adorch-plugin.pc",
+                     "./usr/include/adorch/client.h", ".\(libdir)/pkgconfig/adorch-client.pc", ".\(libdir)/libadorch-client.so.0",
+                     "./usr/lib/python3/dist-packages/adorch/__init__.py",
                      "./usr/share/doc/adorch/copyright", "./usr/share/doc/adorch/changelog.Debian.gz", "./usr/share/man/man1/adorchd.1.gz"] {
             XCTAssertTrue(contents.split(separator: "\n").contains { $0.hasSuffix(" " + path) }, "the package holds \(path)")
         }
@@ -41,7 +44,8 @@ final class DebPackageTests: XCTestCase {
         XCTAssertEqual(text("toolchain.txt").split(separator: "\n"), ["no swift", "0"], "no swift on PATH, /opt/swift empty")
         let ldd = text("ldd.txt")
         for file in ["/usr/bin/adorchd", "/usr/bin/adorchctl", "/usr/bin/adorch-plugin-validate", "/usr/lib/adorch/plugins/libadorch-plugin-sim.so",
-                     "/usr/lib/adorch/plugins/libadorch-plugin-swift-example.so", "/usr/lib/adorch/plugins/libadorch-plugin-vast.so"] {
+                     "/usr/lib/adorch/plugins/libadorch-plugin-swift-example.so", "/usr/lib/adorch/plugins/libadorch-plugin-vast.so",
+                     "\(libdir)/libadorch-client.so.0"] {
             XCTAssertTrue(ldd.contains("== \(file)\n"), "ldd ran on \(file)")
         }
         XCTAssertFalse(ldd.contains("not found"), ldd)
@@ -64,6 +68,12 @@ final class DebPackageTests: XCTestCase {
         XCTAssertEqual(plugins.filter { $0["state"]?.stringValue == "loaded" }.compactMap { $0["name"]?.stringValue }.sorted(),
                        ["sim", "swift-example", "vast"], "the daemon loaded the C plugin and both Swift plugins: \(text("status.json"))")
         XCTAssertEqual(text("service-after-call.txt"), "active")
+        // The client libraries, installed by the package, each showed a rewarded ad and got its reward.
+        XCTAssertEqual(text("python-module.txt"), "/usr/lib/python3/dist-packages/adorch/__init__.py", "the installed package, not the repository's")
+        XCTAssertEqual(text("python-client-exit.txt"), "0", text("python-client.txt"))
+        XCTAssertNotNil(text("python-client.txt").firstMatch(of: /reward: \d+ \w+ for example-user/), text("python-client.txt"))
+        XCTAssertEqual(text("c-client-exit.txt"), "0", text("c-client.txt"))
+        XCTAssertTrue(text("c-client.txt").contains("reward: "), text("c-client.txt"))
         // Both Swift plugins, each with its private runtime, pass the validator (as many checks
         // as PluginValidatorTests asks of them): vast fetched and parsed its documents.
         for (plugin, minimum) in [("swift", 25), ("vast", 35)] {

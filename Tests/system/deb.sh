@@ -146,8 +146,16 @@ $NS sh -c 'printf "[plugins.swift-example]\n[plugins.vast]\n" >/etc/adorch/adorc
 $NS systemctl start adorchd.socket
 $NS systemctl is-active adorchd.socket >"$out/socket-active.txt" || true
 # The client call through the socket; the first one starts the service.
-# TODO(python client): when the Python package lands, this call becomes: python3 -c 'import adorch; ...'
 $NS adorchctl status --json >"$out/status.json" 2>"$out/status.err" || true
+# The client libraries as an app uses them, from the package alone: the Python example imports
+# the installed package (no PYTHONPATH), and the C example is built against the installed
+# header and pkg-config file; each shows a rewarded ad and prints its reward.
+$NS python3 "$root/examples/python/rewarded.py" >"$out/python-client.txt" 2>&1 \
+    && echo 0 >"$out/python-client-exit.txt" || echo $? >"$out/python-client-exit.txt"
+dpkg-architecture -qDEB_HOST_MULTIARCH >"$out/multiarch.txt"
+$NS python3 -c 'import adorch; print(adorch.__file__)' >"$out/python-module.txt" 2>&1 || true
+$NS make -s -C "$root/examples/c" OUT="$scratch" >"$out/c-client.txt" 2>&1 && $NS "$scratch/rewarded" >>"$out/c-client.txt" 2>&1 \
+    && echo 0 >"$out/c-client-exit.txt" || echo $? >"$out/c-client-exit.txt"
 $NS systemctl is-active adorchd.service >"$out/service-after-call.txt" || true
 # The Swift plugins carry their own static Swift runtime: the validator loads and drives one.
 $NS adorch-plugin-validate /usr/lib/adorch/plugins/libadorch-plugin-swift-example.so --iterations 200 >"$out/validate-swift.txt" 2>&1 \
