@@ -767,7 +767,8 @@ static adorch_status call_blocking(adorch_client *c, const char *method, json_t 
             goto done;
         }
         if (r == WAIT_PROTOCOL) {
-            status = lib_error(error, ADORCH_E_PROTOCOL, 0, "%s: the reply is not a Varlink message (JSON object, NUL-terminated, no \\u0000)", method);
+            status = lib_error(error, ADORCH_E_PROTOCOL, 0, "%s: the reply is not a Varlink message (a JSON object without \\u0000 in its strings, ended by a NUL)%s",
+                               method, read_only ? "" : "; the call may have taken effect");
             goto done;
         }
         /* A write that failed delivered no whole message: the call had no effect and may go again. */
@@ -1048,6 +1049,14 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_new(adorch_client **out, const 
         int err = errno;
         adorch_client_free(c);
         return lib_error(error, ADORCH_E_NO_MEMORY, err, "cannot set up the client: %s", strerror(err));
+    }
+    /* A path no retry can make work is the app's error, at once. */
+    size_t path_len = strlen(c->socket_path);
+    if (path_len == 0 || path_len >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        adorch_status st = lib_error(error, ADORCH_E_ARGUMENT, path_len ? ENAMETOOLONG : 0, "the socket path is %s (%zu bytes; a Unix socket path has at most %zu)",
+                                     path_len ? "too long" : "empty", path_len, sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+        adorch_client_free(c);
+        return st;
     }
     adorch_status st = connect_retrying(c, &c->call, "connect", error);
     if (st != ADORCH_OK) {
@@ -1705,8 +1714,39 @@ struct adorch_rewarded_ad {
     char *slot;
 };
 
+/* The slot of this id in a fresh ListSlots (*slots, the caller's to free, holds it); an unknown
+ * slot is SlotNotFound, as the daemon would say. */
+static adorch_status lookup_slot(adorch_client *c, const char *id, adorch_slot_list **slots, const adorch_slot **slot, adorch_error *error) {
+    adorch_status st = adorch_client_list_slots(c, slots, error);
+    if (st != ADORCH_OK) return st;
+    for (size_t i = 0; i < (*slots)->count; i++)
+        if (strcmp((*slots)->items[i].id, id) == 0) *slot = &(*slots)->items[i];
+    if (*slot) return ADORCH_OK;
+    json_t *params = json_object();
+    json_object_set_new(params, "slot", json_stringn(id, strlen(id)));
+    st = fill_error(error, ADORCH_E_SLOT_NOT_FOUND, adorch_error_name(ADORCH_E_SLOT_NOT_FOUND), "no slot has this id", params, 0);
+    json_decref(params);
+    return st;
+}
+
+/* SlotNotFound for a slot the daemon does not have, ADORCH_E_ARGUMENT for one of a format not in
+ * `formats` (a NULL-ended list): the SDK object or helper is for those formats only. */
+static adorch_status check_slot_format(adorch_client *c, const char *id, const char *const *formats, const char *what, adorch_error *error) {
+    adorch_slot_list *slots = NULL;
+    const adorch_slot *slot = NULL;
+    adorch_status st = lookup_slot(c, id, &slots, &slot, error);
+    bool fits = false;
+    for (size_t i = 0; st == ADORCH_OK && formats[i]; i++) fits = fits || strcmp(slot->format, formats[i]) == 0;
+    if (st == ADORCH_OK && !fits) st = lib_error(error, ADORCH_E_ARGUMENT, 0, "slot %s is a %s slot, not one %s serves", id, slot->format, what);
+    adorch_slot_list_free(slots);
+    return st;
+}
+
 ADORCH_CLIENT_EXPORT adorch_status adorch_rewarded_ad_new(adorch_client *c, const char *slot, adorch_rewarded_ad **out, adorch_error *error) {
     REQUIRE(c && slot && out, "client, slot and out are required");
+    static const char *const preloaded[] = {"rewarded", "fullscreen", "interstitial", NULL};
+    adorch_status st = check_slot_format(c, slot, preloaded, "adorch_rewarded_ad", error);
+    if (st != ADORCH_OK) return st;
     adorch_rewarded_ad *ad = calloc(1, sizeof *ad);
     if (ad == NULL || (ad->slot = strdup(slot)) == NULL) {
         free(ad);
@@ -1726,21 +1766,10 @@ ADORCH_CLIENT_EXPORT void adorch_rewarded_ad_free(adorch_rewarded_ad *ad) {
 /* How many ads the slot has ready; an unknown slot is SlotNotFound. */
 static adorch_status slot_ready(adorch_rewarded_ad *ad, int64_t *ready, adorch_error *error) {
     adorch_slot_list *slots = NULL;
-    adorch_status st = adorch_client_list_slots(ad->client, &slots, error);
-    if (st != ADORCH_OK) return st;
-    st = ADORCH_E_SLOT_NOT_FOUND;
-    for (size_t i = 0; i < slots->count; i++) {
-        if (strcmp(slots->items[i].id, ad->slot) == 0) {
-            *ready = slots->items[i].ready;
-            st = ADORCH_OK;
-        }
-    }
+    const adorch_slot *slot = NULL;
+    adorch_status st = lookup_slot(ad->client, ad->slot, &slots, &slot, error);
+    if (st == ADORCH_OK) *ready = slot->ready;
     adorch_slot_list_free(slots);
-    if (st != ADORCH_OK) {
-        json_t *params = json_pack("{s:s}", "slot", ad->slot);
-        fill_error(error, st, adorch_error_name(st), "no slot has this id", params, 0);
-        json_decref(params);
-    }
     return st;
 }
 
@@ -1886,10 +1915,13 @@ ADORCH_CLIENT_EXPORT void adorch_shown_ad_free(adorch_shown_ad *s) {
 /* ---- SDK layer: on-demand ads --------------------------------------------------------------------- */
 
 /* The first ad of a Load, as one adorch_ad. */
-static adorch_status load_one(adorch_client *c, adorch_load_request *request, adorch_ad **out, adorch_error *error) {
+static adorch_status load_one(adorch_client *c, adorch_load_request *request, const char *format, adorch_ad **out, adorch_error *error) {
     REQUIRE(c && request->slot && out, "client, slot and out are required");
+    const char *formats[] = {format, NULL};
+    adorch_status st = check_slot_format(c, request->slot, formats, format, error);
+    if (st != ADORCH_OK) return st;
     adorch_ad_list *ads = NULL;
-    adorch_status st = adorch_client_load(c, request, &ads, error);
+    st = adorch_client_load(c, request, &ads, error);
     if (st != ADORCH_OK) return st;
     json_t *first = json_array_get(json_object_get(BOX_OF(ads)->json, "ads"), 0);
     *out = first ? ad_new(first) : NULL;
@@ -1900,15 +1932,19 @@ static adorch_status load_one(adorch_client *c, adorch_load_request *request, ad
 ADORCH_CLIENT_EXPORT adorch_status adorch_banner_load(adorch_client *c, const char *slot, int32_t width, int32_t height, adorch_ad **out,
                                                       adorch_error *error) {
     adorch_load_request request = {.size = sizeof request, .slot = slot, .count = 1, .width = width, .height = height};
-    return load_one(c, &request, out, error);
+    return load_one(c, &request, "banner", out, error);
 }
 
 ADORCH_CLIENT_EXPORT adorch_status adorch_splash_load(adorch_client *c, const char *slot, int32_t timeout_ms, adorch_ad **out, adorch_error *error) {
     adorch_load_request request = {.size = sizeof request, .slot = slot, .count = 1, .timeout_ms = timeout_ms};
-    return load_one(c, &request, out, error);
+    return load_one(c, &request, "splash", out, error);
 }
 
 ADORCH_CLIENT_EXPORT adorch_status adorch_native_load(adorch_client *c, const char *slot, int32_t count, adorch_ad_list **out, adorch_error *error) {
+    REQUIRE(c && slot && out, "client, slot and out are required");
+    static const char *const native[] = {"native", NULL};
+    adorch_status st = check_slot_format(c, slot, native, "adorch_native_load", error);
+    if (st != ADORCH_OK) return st;
     adorch_load_request request = {.size = sizeof request, .slot = slot, .count = count};
     return adorch_client_load(c, &request, out, error);
 }

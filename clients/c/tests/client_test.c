@@ -699,6 +699,27 @@ static void arguments(void) {
     OK(adorch_client_list_rewards(client, "\xc3\xbc-user \xf0\x9f\x8e\x81", NULL, NULL, 0, &rewards, error)); /* UTF-8 goes out */
     adorch_reward_list_free(rewards);
 
+    /* Slots of the wrong format for an SDK object or helper, and socket paths no retry can fix. */
+    adorch_rewarded_ad *rewarded = NULL;
+    FAILS(ADORCH_E_ARGUMENT, adorch_rewarded_ad_new(client, "banner_main", &rewarded, error));
+    FAILS(ADORCH_E_SLOT_NOT_FOUND, adorch_rewarded_ad_new(client, "no-such-slot", &rewarded, error));
+    FAILS(ADORCH_E_ARGUMENT, adorch_banner_load(client, "native_main", 0, 0, &ad, error));
+    adorch_ad_list *ads = NULL;
+    FAILS(ADORCH_E_ARGUMENT, adorch_native_load(client, "banner_main", 3, &ads, error));
+    adorch_client_options options = ADORCH_CLIENT_OPTIONS_INIT;
+    options.log = log_line;
+    adorch_client *nowhere = NULL;
+    char long_path[200];
+    memset(long_path, 'p', sizeof long_path - 1);
+    long_path[0] = '/';
+    long_path[sizeof long_path - 1] = '\0';
+    start = now_ms();
+    options.socket_path = "";
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_new(&nowhere, &options, error));
+    options.socket_path = long_path;
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_new(&nowhere, &options, error));
+    CHECK(now_ms() - start < 1000, "socket paths refused after %lld ms of retrying", (long long)(now_ms() - start));
+
     /* NULLs and the library's own error names. */
     {
         adorch_error e = ADORCH_ERROR_INIT;
