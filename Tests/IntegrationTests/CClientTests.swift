@@ -160,6 +160,10 @@ final class CClientTests: XCTestCase {
         let pkgConfig = ["PKG_CONFIG_SYSROOT_DIR": destdir, "PKG_CONFIG_PATH": destdir + "/usr/lib/pkgconfig"]
         let flags = try runCommand("/usr/bin/pkg-config", ["--cflags", "--libs", "adorch-client"], environment: pkgConfig)
         XCTAssertTrue(flags.stdout.contains("-I\(destdir)/usr/include") && flags.stdout.contains("-ladorch-client"), flags.stdout + flags.stderr)
+        // Its folders follow ${prefix}, so the install can move: --define-prefix finds them from the .pc's place.
+        let moved = try runCommand("/usr/bin/pkg-config", ["--define-prefix", "--cflags", "--libs", "adorch-client"],
+                                   environment: ["PKG_CONFIG_PATH": destdir + "/usr/lib/pkgconfig"])
+        XCTAssertTrue(moved.stdout.contains("-I\(destdir)/usr/include") && moved.stdout.contains("-L\(destdir)/usr/lib"), moved.stdout + moved.stderr)
         let build = try runCommand("/usr/bin/make", ["-s", "-C", packageRoot.appendingPathComponent("examples/c").path, "OUT=\(root.path)"],
                                    environment: pkgConfig)
         XCTAssertEqual(build.status, 0, build.stdout + build.stderr)
