@@ -589,7 +589,8 @@ struct sub {
     enum sub_state state;
     struct conn conn;
     json_t *parameters;        /* Subscribe's parameters, sent again on every new connection */
-    bool subscribed_delivered; /* the first "subscribed" went out: later ones are swallowed */
+    bool subscribed_delivered; /* the first "subscribed" went out */
+    bool one_stream;           /* the app's: later "subscribed" are swallowed; the SDK layer's see them, to look again */
     int attempt;               /* retries since the connection was lost */
     int64_t lost_at;           /* when it was lost (monotonic ms) */
     int64_t next_try;          /* when to connect again, or to give up */
@@ -951,7 +952,7 @@ static adorch_status sub_pump(adorch_client *c, struct sub *s, int epfd, adorch_
         if (kind && strcmp(kind, "subscribed") == 0) {
             if (s->attempt > 0) logf_(c, ADORCH_LOG_INFO, "subscribed again after %d retries", s->attempt);
             s->attempt = 0;
-            if (s->subscribed_delivered) {
+            if (s->subscribed_delivered && s->one_stream) {
                 logf_(c, ADORCH_LOG_DEBUG, "the new connection's subscribed event is not delivered: the stream goes on");
                 json_decref(message);
                 continue;
@@ -1604,6 +1605,7 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_subscribe(adorch_client *c, con
 static adorch_status subscribe(adorch_client *c, const char *const *slots, size_t slot_count, adorch_error *error) {
     sub_free(&c->sub, c->epfd);
     adorch_status st = sub_start(c, &c->sub, slots, slot_count, error);
+    c->sub.one_stream = true;
     /* Wait for the subscribed event (it stays queued for the app), so a refused Subscribe fails here. */
     int64_t deadline = deadline_after(c->call_timeout_ms);
     while (st == ADORCH_OK && json_array_size(c->sub.queue) == 0) {
@@ -1797,7 +1799,8 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_rewarded_ad_load(adorch_rewarded_ad *a
             json_decref(event);
             event = NULL;
             st = sub_wait(ad->client, &s, -1, deadline, &event, error);
-        } while (st == ADORCH_OK && !(jstr(event, "kind") && strcmp(jstr(event, "kind"), "ad_loaded") == 0));
+            /* ad_loaded, or subscribed again after a lost stream (an ad_loaded may have been missed): look again. */
+        } while (st == ADORCH_OK && strcmp(jstr(event, "kind"), "ad_loaded") != 0 && strcmp(jstr(event, "kind"), "subscribed") != 0);
         json_decref(event);
         if (st != ADORCH_OK) break;
     }
@@ -1894,9 +1897,20 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_shown_ad_wait_reward(adorch_shown_ad *
         st = sub_wait(s->client, &sub, -1, deadline, &event, error);
         const char *kind = jstr(event, "kind"), *ad_id = jstr(event, "ad_id");
         json_t *detail = json_object_get(event, "detail");
-        if (st == ADORCH_OK && kind && strcmp(kind, "reward_granted") == 0 && ad_id && strcmp(ad_id, s->ad->id) == 0 && json_is_object(detail)) {
+        if (st == ADORCH_OK && strcmp(kind, "reward_granted") == 0 && ad_id && strcmp(ad_id, s->ad->id) == 0 && json_is_object(detail)) {
             *out = reward_new(detail);
             if (*out == NULL) st = lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
+        } else if (st == ADORCH_OK && strcmp(kind, "subscribed") == 0) {
+            /* The stream was lost and subscribed again: a daemon restart, which no open ad outlives.
+             * A reward granted before it is in the ledger; none there, none will come. */
+            st = find_reward(s, out, error);
+            if (st == ADORCH_OK && *out == NULL) {
+                json_t *params = json_pack("{s:s}", "ad_id", s->ad->id);
+                st = fill_error(error, ADORCH_E_AD_NOT_VALID, adorch_error_name(ADORCH_E_AD_NOT_VALID),
+                                "the event stream was lost (a daemon restart?) and this ad's reward is not in the ledger: an ad does not outlive a restart",
+                                params, 0);
+                json_decref(params);
+            }
         }
         json_decref(event);
     }

@@ -479,7 +479,7 @@ static void brokenpeer(const char *dir) {
 static int fake_listener;
 static char fake_path[108];
 /* Switches the test sets before the call that meets them, and what the peer saw. */
-static atomic_int fake_bad_slots, fake_bad_event, fake_end_stream, fake_subscribes;
+static atomic_int fake_bad_slots, fake_bad_event, fake_end_stream, fake_restart_once, fake_subscribes;
 
 static void fake_send(int fd, const char *json) {
     /* The client may have closed already (that is what some of these replies are for). */
@@ -514,12 +514,23 @@ static void *fake_connection(void *arg) {
                 fake_send(fd, "{\"parameters\":{\"ad\":{\"id\":\"a1\"}}}");
             } else if (strstr(m, "\"slot\":\"payload_string\"")) {
                 fake_send(fd, "{\"parameters\":{\"ad\":{\"id\":\"a1\",\"slot\":\"s\",\"network\":\"n\",\"format\":\"f\",\"payload\":\"notobj\",\"expires_at\":\"x\",\"price\":1}}}");
+            } else if (strstr(m, "\"slot\":\"restart\"")) {
+                fake_send(fd, "{\"parameters\":{\"ad\":" FAKE_AD "}}");
             } /* "hang": no reply at all */
         } else if (strstr(m, "\"io.adorch.Ads.ListSlots\"")) {
-            fake_send(fd, fake_bad_slots ? "{\"parameters\":{\"slots\":[{\"id\":5},\"str\",null]}}" : "{\"parameters\":{\"slots\":[]}}");
+            fake_send(fd, fake_bad_slots ? "{\"parameters\":{\"slots\":[{\"id\":5},\"str\",null]}}"
+                                         : "{\"parameters\":{\"slots\":[{\"id\":\"restart\",\"format\":\"rewarded\",\"buffer\":1,\"buffer_min\":0,"
+                                           "\"buffer_max\":2,\"ready\":1,\"loading\":0}]}}");
+        } else if (strstr(m, "\"io.adorch.Ads.ListRewards\"")) {
+            fake_send(fd, "{\"parameters\":{\"rewards\":[],\"more\":false}}");
         } else if (strstr(m, "\"io.adorch.Ads.Subscribe\"")) {
             fake_subscribes++;
             fake_send(fd, "{\"parameters\":{\"event\":{\"kind\":\"subscribed\",\"time\":\"t\"}},\"continues\":true}");
+            if (fake_restart_once) {
+                /* A restart: this stream ends, the next Subscribe is a new daemon's. */
+                fake_restart_once = 0;
+                break;
+            }
             if (fake_bad_event) fake_send(fd, "{\"parameters\":{\"event\":{\"kind\":5,\"time\":\"t\"}},\"continues\":true}");
             if (fake_end_stream) {
                 /* The daemon is gone for good: no socket to connect to any more. */
@@ -586,7 +597,7 @@ static void fakepeer(const char *dir) {
     adorch_slot_list *slots = NULL;
     FAILS(ADORCH_E_PROTOCOL, adorch_client_show(client, "continues", "u", NULL, &ad, error));
     OK(adorch_client_list_slots(client, &slots, error));
-    CHECK(slots->count == 0, "ListSlots got %zu slots: another call's reply", slots->count);
+    CHECK(slots->count == 1, "ListSlots got %zu slots: another call's reply", slots->count);
     adorch_slot_list_free(slots);
 
     /* Replies that do not have the IDL's types are not a success with NULL fields. */
@@ -624,6 +635,20 @@ static void fakepeer(const char *dir) {
     FAILS(ADORCH_E_BUSY, adorch_client_next_event(client, 0, &event, error));
     CHECK(fake_subscribes == 1, "subscribed %d times", (int)fake_subscribes);
     fake_bad_event = 0;
+
+    /* A restart while waiting for a shown ad's reward: the ad is gone with the daemon, so the
+     * wait ends (the ledger has no reward for it) instead of running out its timeout. */
+    adorch_rewarded_ad *rewarded = NULL;
+    adorch_shown_ad *shown = NULL;
+    adorch_reward *reward = NULL;
+    OK(adorch_rewarded_ad_new(client, "restart", &rewarded, error));
+    OK(adorch_rewarded_ad_show(rewarded, "u", NULL, &shown, error));
+    fake_restart_once = 1;
+    int64_t asked = now_ms();
+    FAILS(ADORCH_E_AD_NOT_VALID, adorch_shown_ad_wait_reward(shown, 10000, &reward, error));
+    CHECK(now_ms() - asked < 3000, "wait_reward ended after %lld ms", (long long)(now_ms() - asked));
+    adorch_shown_ad_free(shown);
+    adorch_rewarded_ad_free(rewarded);
     adorch_client_free(client);
 
     /* A subscription whose daemon is gone for good gives up within its reconnect budget. */
