@@ -516,6 +516,8 @@ static void *fake_connection(void *arg) {
                 fake_send(fd, "{\"parameters\":{\"ad\":{\"id\":\"a1\",\"slot\":\"s\",\"network\":\"n\",\"format\":\"f\",\"payload\":\"notobj\",\"expires_at\":\"x\",\"price\":1}}}");
             } else if (strstr(m, "\"slot\":\"restart\"")) {
                 fake_send(fd, "{\"parameters\":{\"ad\":" FAKE_AD "}}");
+            } else if (strstr(m, "\"slot\":\"bye\"")) {
+                break; /* hangs up unanswered */
             } /* "hang": no reply at all */
         } else if (strstr(m, "\"io.adorch.Ads.ListSlots\"")) {
             fake_send(fd, fake_bad_slots ? "{\"parameters\":{\"slots\":[{\"id\":5},\"str\",null]}}"
@@ -611,7 +613,7 @@ static void fakepeer(const char *dir) {
     /* An async call the peer never answers times out through the callback, from the polled fd. */
     struct async_reply reply = {ADORCH_OK, 0};
     OK(adorch_client_call_async(client, "io.adorch.Ads.Show", "{\"slot\":\"hang\"}", on_async, &reply, error));
-    int64_t sent = now_ms();
+    int64_t sent = now_ms(), start;
     while (reply.count == 0 && now_ms() - sent < 5000) {
         struct pollfd p = {.fd = adorch_client_get_fd(client), .events = adorch_client_get_events(client)};
         CHECK(poll(&p, 1, 5000) >= 0, "poll");
@@ -663,6 +665,11 @@ static void fakepeer(const char *dir) {
     int64_t gave_up = now_ms() - lost;
     CHECK(gave_up >= BUDGET_MS - 400 && gave_up <= BUDGET_MS + 300, "gave up after %lld ms of a %d ms budget", (long long)gave_up, BUDGET_MS);
     printf("the subscription gave up after %lld ms of its %d ms budget\n", (long long)gave_up, BUDGET_MS);
+    /* With no daemon, an async call does not hold up the app's event loop for the backoff. */
+    FAILS(ADORCH_E_CONNECTION_LOST, adorch_client_show(client, "bye", "u", NULL, &ad, error));
+    start = now_ms();
+    FAILS(ADORCH_E_CONNECT, adorch_client_call_async(client, "io.adorch.Ads.ListSlots", NULL, on_async, &reply, error));
+    CHECK(now_ms() - start < 300, "call_async waited %lld ms for a daemon", (long long)(now_ms() - start));
     adorch_client_free(client);
     close(fake_listener);
     pthread_join(acceptor, NULL);
