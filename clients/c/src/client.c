@@ -682,6 +682,15 @@ static char *default_socket_path(void) {
     return strdup(own);
 }
 
+/* How long to wait before retry `attempt` of what broke at `since`: the backoff, cut to what is
+ * left of the reconnect budget so the last retry comes at its end; -1: the budget is spent. */
+static int64_t retry_delay(const adorch_client *c, int64_t since, int attempt) {
+    int64_t left = c->reconnect_timeout_ms < 0 ? 0 : since + c->reconnect_timeout_ms - now_ms();
+    if (left <= 0) return -1;
+    int64_t delay = backoff_ms(attempt);
+    return delay < left ? delay : left;
+}
+
 /* Connects `conn`, retrying with backoff within the reconnect budget, one log line per retry. */
 static adorch_status connect_retrying(adorch_client *c, struct conn *conn, const char *why, adorch_error *error) {
     int64_t start = now_ms();
@@ -691,14 +700,14 @@ static adorch_status connect_retrying(adorch_client *c, struct conn *conn, const
             if (attempt > 1) logf_(c, ADORCH_LOG_INFO, "connected to %s after %d retries", c->socket_path, attempt - 1);
             return ADORCH_OK;
         }
-        int delay = backoff_ms(attempt);
-        if (c->reconnect_timeout_ms < 0 || now_ms() - start + delay > c->reconnect_timeout_ms) {
+        int64_t delay = retry_delay(c, start, attempt);
+        if (delay < 0) {
             logf_(c, ADORCH_LOG_ERROR, "cannot connect to %s: %s; giving up", c->socket_path, strerror(err));
             return lib_error(error, ADORCH_E_CONNECT, err, "cannot connect to %s: %s", c->socket_path, strerror(err));
         }
-        logf_(c, ADORCH_LOG_WARNING, "%s: cannot connect to %s: %s; retry %d in %d ms", why, c->socket_path, strerror(err),
-              attempt, delay);
-        poll(NULL, 0, delay);
+        logf_(c, ADORCH_LOG_WARNING, "%s: cannot connect to %s: %s; retry %d in %lld ms", why, c->socket_path, strerror(err),
+              attempt, (long long)delay);
+        poll(NULL, 0, (int)delay);
     }
 }
 
@@ -775,15 +784,16 @@ static adorch_status call_blocking(adorch_client *c, const char *method, json_t 
         /* A write that failed delivered no whole message: the call had no effect and may go again. */
         bool may_retry = read_only || r == WAIT_SEND_FAILED;
         if (first_break < 0) first_break = now_ms();
-        int delay = backoff_ms(attempt);
-        if (!may_retry || c->reconnect_timeout_ms < 0 || now_ms() - first_break + delay > c->reconnect_timeout_ms) {
+        int64_t delay = may_retry ? retry_delay(c, first_break, attempt) : -1;
+        if (delay < 0) {
             status = lib_error(error, ADORCH_E_CONNECTION_LOST, err, "%s: the connection broke %s (%s)", method,
                                r == WAIT_SEND_FAILED ? "before the call was sent whole, and went on breaking" : "after the call was sent",
                                strerror(err));
             goto done;
         }
-        logf_(c, ADORCH_LOG_WARNING, "%s: connection lost (%s); calling again on a new connection in %d ms", method, strerror(err), delay);
-        poll(NULL, 0, delay);
+        logf_(c, ADORCH_LOG_WARNING, "%s: connection lost (%s); calling again on a new connection in %lld ms", method, strerror(err),
+              (long long)delay);
+        poll(NULL, 0, (int)delay);
     }
     json_t *params = json_object_get(answer, "parameters");
     if (json_is_true(json_object_get(answer, "continues"))) {
@@ -844,12 +854,12 @@ static void sub_lost(adorch_client *c, struct sub *s, int epfd, const char *why)
     s->lost_why = strdup(why);
     s->state = SUB_WAITING;
     s->attempt++;
-    int delay = backoff_ms(s->attempt);
-    /* As connect_retrying: no retry that would start past the budget; give up now instead. */
-    s->give_up = c->reconnect_timeout_ms < 0 || now_ms() - s->lost_at + delay > c->reconnect_timeout_ms;
+    int64_t delay = retry_delay(c, s->lost_at, s->attempt);
+    s->give_up = delay < 0;
     s->next_try = s->give_up ? now_ms() : now_ms() + delay;
     if (!s->give_up)
-        logf_(c, ADORCH_LOG_WARNING, "subscription: %s; reconnecting to %s, retry %d in %d ms", why, c->socket_path, s->attempt, delay);
+        logf_(c, ADORCH_LOG_WARNING, "subscription: %s; reconnecting to %s, retry %d in %lld ms", why, c->socket_path, s->attempt,
+              (long long)delay);
 }
 
 /* Ends the subscription for a message that is not a valid event stream (reconnecting would get the

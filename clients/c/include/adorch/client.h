@@ -47,7 +47,7 @@
  * daemon's refusal (ADORCH_E_VARLINK_INVALID_PARAMETER), once. A subscription subscribes again
  * on the new connection and its events go on in one stream (the second "subscribed" event is
  * logged, not delivered); rewards not yet acknowledged are delivered again then, so dedupe
- * rewards by trans_id. A subscription whose next retry would start past the budget gives up.
+ * rewards by trans_id. Retries go on until the budget is spent, the last one at its end.
  *
  * Rewards are ledger first (docs/rules.md, "Rewards"): the library never acknowledges a reward;
  * call adorch_client_ack_reward once the user has been credited.
