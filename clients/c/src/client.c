@@ -1498,10 +1498,11 @@ static struct pending *pending_take(adorch_client *c) {
  * rest with ADORCH_E_CONNECTION_LOST (each may have taken effect). Stops if a callback freed the client. */
 static void fail_pending(adorch_client *c, adorch_status first, int err, const char *why) {
     conn_close(&c->call, c->epfd);
-    for (adorch_status code = first; c->pending && !c->free_requested; code = ADORCH_E_CONNECTION_LOST) {
+    for (bool head = true; c->pending && !c->free_requested; head = false) {
         struct pending *p = pending_take(c);
         adorch_error e = ADORCH_ERROR_INIT;
-        adorch_status st = lib_error(&e, code, err, "%s (the call may have taken effect)", why);
+        adorch_status st = lib_error(&e, head ? first : ADORCH_E_CONNECTION_LOST, err, "%s%s (the call may have taken effect)",
+                                     head ? "" : "the connection went with an earlier call: ", why);
         p->callback(p->userdata, st, NULL, &e);
         adorch_error_clear(&e);
         free(p);
