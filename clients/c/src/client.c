@@ -777,8 +777,8 @@ static adorch_status call_blocking(adorch_client *c, const char *method, json_t 
             goto done;
         }
         if (r == WAIT_PROTOCOL) {
-            status = lib_error(error, ADORCH_E_PROTOCOL, 0, "%s: the reply is not a Varlink message (a JSON object without \\u0000 in its strings, ended by a NUL)%s",
-                               method, read_only ? "" : "; the call may have taken effect");
+            status = lib_error(error, ADORCH_E_PROTOCOL, 0, "%s: the reply is not a Varlink message (a JSON object without \\u0000 in its strings, ended by a NUL, "
+                               "at most %d bytes)%s", method, MAX_MESSAGE_BYTES, read_only ? "" : "; the call may have taken effect");
             goto done;
         }
         /* A write that failed delivered no whole message: the call had no effect and may go again. */
@@ -1167,11 +1167,12 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_show(adorch_client *c, const ch
     json_t *ad = json_object_get(reply, "ad");
     const char *bad = bad_field(ad, FIELDS(ad_fields));
     *out = bad ? NULL : ad_new(ad);
-    json_decref(reply);
     /* The daemon handed an ad out: say so, as the app cannot Report or close what it did not get. */
-    if (bad) return lib_error(error, ADORCH_E_PROTOCOL, 0, "Show: the reply's ad.%s is missing or of the wrong type (an ad may have been handed out)", bad);
-    if (*out == NULL) return lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
-    return ADORCH_OK;
+    if (bad) st = lib_error(error, ADORCH_E_PROTOCOL, 0, "Show: the reply's ad%s%s is missing or of the wrong type (an ad may have been handed out)",
+                            json_is_object(ad) ? "." : "", json_is_object(ad) ? bad : "");
+    else if (*out == NULL) st = lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
+    json_decref(reply);
+    return st;
 }
 
 /* A call with one string parameter and an empty reply. */
