@@ -124,6 +124,33 @@ final class CClientTests: XCTestCase {
         XCTAssertTrue(result.stdout.contains("calling again on a new connection"), "the retry is logged: \(result.stdout)")
     }
 
+    /// Replies no daemon sends, from a scripted peer in the test program: a "continues" to a
+    /// plain call, replies without the IDL's types, no reply to an async call, an event that is
+    /// not an Event, and a daemon gone for good under a subscription with a 1.5 s budget.
+    func testMalformedAndMissingRepliesAreProtocolErrorsAndTimeouts() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-cfake-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let result = try runCommand(Self.testProgram, ["fakepeer", dir.path])
+        XCTAssertEqual(result.status, 0, result.stdout + result.stderr)
+        XCTAssertTrue(result.stdout.contains("fakepeer: all passed"), result.stdout + result.stderr)
+    }
+
+    /// A call over the daemon's max_message_bytes gets its refusal at once, and strings that are
+    /// not UTF-8 are refused by name.
+    func testOversizedCallsAndInvalidUTF8AreRefusedByName() throws {
+        let daemon = try DaemonProcess()
+        let output = try run(["arguments"], daemon)
+        XCTAssertTrue(output.contains("none sent again") && output.contains("arguments: all passed"), output)
+    }
+
+    /// Two threads on one client, event processing and free inside a callback, use after fork.
+    func testTheThreadAndCallbackRulesAreEnforced() throws {
+        let daemon = try DaemonProcess()
+        let output = try run(["threads"], daemon)
+        XCTAssertTrue(output.contains("threads: all passed"), output)
+    }
+
     func testTheExampleBuildsWithPkgConfigAgainstAnInstallAndPrintsTheReward() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-cexample-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: root) }
@@ -133,6 +160,10 @@ final class CClientTests: XCTestCase {
         let pkgConfig = ["PKG_CONFIG_SYSROOT_DIR": destdir, "PKG_CONFIG_PATH": destdir + "/usr/lib/pkgconfig"]
         let flags = try runCommand("/usr/bin/pkg-config", ["--cflags", "--libs", "adorch-client"], environment: pkgConfig)
         XCTAssertTrue(flags.stdout.contains("-I\(destdir)/usr/include") && flags.stdout.contains("-ladorch-client"), flags.stdout + flags.stderr)
+        // Its folders follow ${prefix}, so the install can move: --define-prefix finds them from the .pc's place.
+        let moved = try runCommand("/usr/bin/pkg-config", ["--define-prefix", "--cflags", "--libs", "adorch-client"],
+                                   environment: ["PKG_CONFIG_PATH": destdir + "/usr/lib/pkgconfig"])
+        XCTAssertTrue(moved.stdout.contains("-I\(destdir)/usr/include") && moved.stdout.contains("-L\(destdir)/usr/lib"), moved.stdout + moved.stderr)
         let build = try runCommand("/usr/bin/make", ["-s", "-C", packageRoot.appendingPathComponent("examples/c").path, "OUT=\(root.path)"],
                                    environment: pkgConfig)
         XCTAssertEqual(build.status, 0, build.stdout + build.stderr)

@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,10 +104,15 @@ static const struct { adorch_status code; const char *name; } error_names[] = {
 ADORCH_CLIENT_EXPORT adorch_status adorch_error_code_from_name(const char *name) {
     if (name == NULL) return ADORCH_E_DAEMON;
     for (size_t i = 0; i < sizeof error_names / sizeof error_names[0]; i++) {
-        /* Only daemon names map from the wire: "adorch.client.*" are never sent by a daemon. */
-        if (strncmp(error_names[i].name, "adorch.client.", 14) != 0 && strcmp(error_names[i].name, name) == 0) return error_names[i].code;
+        if (strcmp(error_names[i].name, name) == 0) return error_names[i].code;
     }
     return ADORCH_E_DAEMON;
+}
+
+/* The code of an error name a daemon sent: the library's own names ("adorch.client.*") never come
+ * from a daemon, so one that does is an unknown daemon error. */
+static adorch_status wire_error_code(const char *name) {
+    return name && strncmp(name, "adorch.client.", 14) == 0 ? ADORCH_E_DAEMON : adorch_error_code_from_name(name);
 }
 
 ADORCH_CLIENT_EXPORT const char *adorch_error_name(adorch_status code) {
@@ -171,7 +177,7 @@ static adorch_status daemon_error(adorch_error *error, json_t *reply) {
     const char *name = json_string_value(json_object_get(reply, "error"));
     json_t *params = json_object_get(reply, "parameters");
     const char *message = json_string_value(json_object_get(params, "message"));
-    adorch_status code = adorch_error_code_from_name(name);
+    adorch_status code = wire_error_code(name);
     return fill_error(error, code, name, message ? message : name, params, 0);
 }
 
@@ -227,7 +233,143 @@ static const char *box_text(struct box *box, json_t *value) {
 static const char *jstr(json_t *object, const char *key) { return json_string_value(json_object_get(object, key)); }
 static int64_t jint(json_t *object, const char *key, int64_t fallback) {
     json_t *v = json_object_get(object, key);
-    return json_is_integer(v) ? json_integer_value(v) : json_is_real(v) ? (int64_t)json_real_value(v) : fallback;
+    return json_is_integer(v) ? json_integer_value(v) : fallback;
+}
+
+/* ---- Replies are checked against the IDL's types before a result is made of them ------------- */
+
+enum jtype { J_STRING, J_INT, J_NUMBER, J_BOOL, J_OBJECT };
+
+/* A field of an IDL type: its JSON type, and whether it is optional (?type: absent or null). */
+struct field {
+    const char *key;
+    enum jtype type;
+    bool optional;
+};
+
+static bool has_type(json_t *v, enum jtype type) {
+    switch (type) {
+    case J_STRING: return json_is_string(v);
+    case J_INT: return json_is_integer(v);
+    case J_NUMBER: return json_is_number(v);
+    case J_BOOL: return json_is_boolean(v);
+    case J_OBJECT: return json_is_object(v);
+    }
+    return false;
+}
+
+/* NULL if `o` is an object whose fields have their types, else the first field that does not. */
+static const char *bad_field(json_t *o, const struct field *fields, size_t count) {
+    if (!json_is_object(o)) return "(not an object)";
+    for (size_t i = 0; i < count; i++) {
+        json_t *v = json_object_get(o, fields[i].key);
+        if (fields[i].optional && (v == NULL || json_is_null(v))) continue;
+        if (!has_type(v, fields[i].type)) return fields[i].key;
+    }
+    return NULL;
+}
+
+#define FIELDS(array) array, sizeof array / sizeof array[0]
+
+static const struct field ad_fields[] = {
+    {"id", J_STRING, false}, {"slot", J_STRING, false}, {"network", J_STRING, false}, {"format", J_STRING, false},
+    {"payload", J_OBJECT, false}, {"expires_at", J_STRING, false}, {"price", J_NUMBER, false},
+};
+static const struct field slot_fields[] = {
+    {"id", J_STRING, false}, {"format", J_STRING, false}, {"buffer", J_INT, false}, {"buffer_min", J_INT, false},
+    {"buffer_max", J_INT, false}, {"ready", J_INT, false}, {"loading", J_INT, false}, {"demand", J_OBJECT, true},
+    {"unservable", J_STRING, true},
+};
+static const struct field reward_fields[] = {
+    {"trans_id", J_STRING, false}, {"ad_id", J_STRING, false}, {"user_id", J_STRING, false}, {"slot", J_STRING, false},
+    {"network", J_STRING, false}, {"reward_name", J_STRING, false}, {"reward_amount", J_INT, false}, {"extra", J_STRING, false},
+    {"granted_at", J_STRING, false}, {"acknowledged", J_BOOL, false},
+};
+static const struct field event_fields[] = {
+    {"kind", J_STRING, false}, {"time", J_STRING, false}, {"slot", J_STRING, true}, {"ad_id", J_STRING, true},
+    {"network", J_STRING, true}, {"error", J_STRING, true}, {"network_code", J_INT, true}, {"message", J_STRING, true},
+    {"viewer_event", J_STRING, true}, {"user_id", J_STRING, true}, {"name", J_STRING, true}, {"detail", J_OBJECT, true},
+    {"session_id", J_STRING, true}, {"terminal", J_BOOL, true}, {"ad_free_pod", J_BOOL, true}, {"rewards_waiting", J_INT, true},
+};
+
+/* ADORCH_OK if reply[key] is an array of objects with `fields`, else ADORCH_E_PROTOCOL naming what is wrong. */
+static adorch_status check_list(json_t *reply, const char *key, const struct field *fields, size_t count, const char *method,
+                                adorch_error *error) {
+    json_t *list = json_object_get(reply, key);
+    if (!json_is_array(list)) return lib_error(error, ADORCH_E_PROTOCOL, 0, "%s: the reply's %s is not an array", method, key);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const char *bad = bad_field(json_array_get(list, i), fields, count);
+        if (bad) return lib_error(error, ADORCH_E_PROTOCOL, 0, "%s: the reply's %s[%zu].%s is missing or of the wrong type", method, key, i, bad);
+    }
+    return ADORCH_OK;
+}
+
+/* ---- Arguments: every string an app passes goes out as JSON, which must be UTF-8 --------------- */
+
+/* Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF). */
+static bool utf8_valid(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned char b = *p;
+        int extra = b < 0x80 ? 0 : (b & 0xE0) == 0xC0 ? 1 : (b & 0xF0) == 0xE0 ? 2 : (b & 0xF8) == 0xF0 ? 3 : -1;
+        if (extra < 0) return false;
+        uint32_t cp = extra == 0 ? b : b & (0x3F >> extra);
+        for (int i = 1; i <= extra; i++) {
+            if ((p[i] & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (p[i] & 0x3F);
+        }
+        static const uint32_t least[] = {0, 0x80, 0x800, 0x10000};
+        if (cp < least[extra] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        p += extra + 1;
+    }
+    return true;
+}
+
+/* An app's string as a JSON string, or NULL with ADORCH_E_ARGUMENT naming it (jansson would
+ * refuse it silently) or ADORCH_E_NO_MEMORY in *status. */
+static json_t *arg_string(const char *value, const char *name, adorch_status *status, adorch_error *error) {
+    if (!utf8_valid(value)) {
+        *status = lib_error(error, ADORCH_E_ARGUMENT, 0, "%s is not valid UTF-8", name);
+        return NULL;
+    }
+    json_t *string = json_string_nocheck(value);
+    if (string == NULL) *status = lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
+    return string;
+}
+
+/* Sets object[key] to an app's string (nothing for NULL); ADORCH_OK or the error of arg_string.
+ * Does nothing once *status is an error, so a run of them is checked once at the end. */
+static void put_string(json_t *object, const char *key, const char *value, const char *name, adorch_status *status, adorch_error *error) {
+    if (*status != ADORCH_OK || value == NULL) return;
+    json_t *string = arg_string(value, name, status, error);
+    if (string && json_object_set_new(object, key, string) != 0) *status = lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
+}
+
+/* Sets object[key] to an integer or a JSON value (taken), as put_string. */
+static void put_value(json_t *object, const char *key, json_t *value, adorch_status *status, adorch_error *error) {
+    if (*status != ADORCH_OK) {
+        json_decref(value);
+        return;
+    }
+    if (value == NULL || json_object_set_new(object, key, value) != 0) *status = lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
+}
+
+/* An array of the app's strings (slot names); a NULL entry or one not UTF-8 is ADORCH_E_ARGUMENT. */
+static json_t *arg_strings(const char *const *values, size_t count, const char *name, adorch_status *status, adorch_error *error) {
+    json_t *list = json_array();
+    if (list == NULL) *status = lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
+    for (size_t i = 0; list && i < count; i++) {
+        char item[64];
+        snprintf(item, sizeof item, "%s[%zu]", name, i);
+        json_t *string = values[i] ? arg_string(values[i], item, status, error) : NULL;
+        if (values[i] == NULL) *status = lib_error(error, ADORCH_E_ARGUMENT, 0, "%s is NULL", item);
+        if (string == NULL || json_array_append_new(list, string) != 0) {
+            if (*status == ADORCH_OK) *status = lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
+            json_decref(list);
+            return NULL;
+        }
+    }
+    return list;
 }
 
 static void fill_ad(struct box *box, adorch_ad *ad, json_t *o) {
@@ -399,7 +541,9 @@ static int conn_pop(struct conn *c, json_t **out) {
     return 1;
 }
 
-enum wait_result { WAIT_MESSAGE, WAIT_TIMEOUT, WAIT_SEND_FAILED, WAIT_BROKEN, WAIT_PROTOCOL };
+/* WAIT_ANSWERED_SEND_FAILED: the peer answered, then closed before it took the whole call (the
+ * daemon refuses a message over its max_message_bytes so): the answer is in *out. */
+enum wait_result { WAIT_MESSAGE, WAIT_ANSWERED_SEND_FAILED, WAIT_TIMEOUT, WAIT_SEND_FAILED, WAIT_BROKEN, WAIT_PROTOCOL };
 
 /* Flushes the output, then waits until the deadline for the next message. */
 static enum wait_result conn_wait(struct conn *c, int64_t deadline, json_t **out, int *sys_errno) {
@@ -407,7 +551,17 @@ static enum wait_result conn_wait(struct conn *c, int64_t deadline, json_t **out
         int err = conn_flush(c);
         if (err) {
             *sys_errno = err;
-            return WAIT_SEND_FAILED;
+            /* What the peer said before it closed is there to read, up to its EOF. */
+            for (;;) {
+                int popped = conn_pop(c, out);
+                if (popped > 0) return WAIT_ANSWERED_SEND_FAILED;
+                ssize_t n = popped < 0 ? 0 : conn_fill(c);
+                if (n == -EAGAIN) {
+                    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+                    if (poll(&p, 1, wait_ms(deadline, -1)) != 0) continue;
+                }
+                if (n <= 0) return WAIT_SEND_FAILED;
+            }
         }
         int popped = conn_pop(c, out);
         if (popped > 0) return WAIT_MESSAGE;
@@ -435,10 +589,13 @@ struct sub {
     enum sub_state state;
     struct conn conn;
     json_t *parameters;        /* Subscribe's parameters, sent again on every new connection */
-    bool subscribed_delivered; /* the first "subscribed" went out: later ones are swallowed */
+    bool subscribed_delivered; /* the first "subscribed" went out */
+    bool one_stream;           /* the app's: later "subscribed" are swallowed; the SDK layer's see them, to look again */
     int attempt;               /* retries since the connection was lost */
     int64_t lost_at;           /* when it was lost (monotonic ms) */
-    int64_t next_try;          /* when to connect again */
+    int64_t next_try;          /* when to connect again, or to give up */
+    bool give_up;              /* the reconnect budget is spent: give up at next_try */
+    char *broken;              /* why it ended on a protocol error: told once its queued events are out */
     char *lost_why;            /* what broke it, for the retry log lines */
     json_t *queue;             /* events received, not yet delivered: a JSON array */
 };
@@ -447,6 +604,7 @@ struct pending {
     struct pending *next;
     adorch_reply_fn callback;
     void *userdata;
+    int64_t deadline; /* when it times out (monotonic ms); -1: never */
 };
 
 struct adorch_client {
@@ -463,6 +621,12 @@ struct adorch_client {
     adorch_event_fn event_callback;
     void *event_userdata;
     struct adorch_shown_ad *listening; /* shown ads with a listener */
+    /* The guard of the one-thread-at-a-time rule (client.h, Threads): */
+    pid_t pid;             /* the process that made it: after a fork the child must not use it */
+    _Atomic pid_t owner;   /* the thread inside the library with it (gettid), 0: none */
+    int depth;             /* how deep that thread is in it: > 1 inside a callback */
+    bool in_call;          /* a blocking call is using the call connection */
+    bool free_requested;   /* adorch_client_free from inside a callback: freed when the outer call returns */
 };
 
 static void logf_(adorch_client *c, adorch_log_level level, const char *format, ...) __attribute__((format(printf, 3, 4)));
@@ -474,6 +638,34 @@ static void logf_(adorch_client *c, adorch_log_level level, const char *format, 
     va_end(args);
     if (c->log) c->log(c->log_userdata, level, line);
     else fprintf(stderr, "adorch-client: %s\n", line);
+}
+
+enum entry {
+    ENTRY_CALL,   /* a plain call: allowed inside a callback, not inside another blocking call */
+    ENTRY_EVENTS, /* processes events (process, next_event, subscribe): never inside a callback */
+};
+
+/* Admits one thread at a time, and from inside a callback (the same thread, deeper) only what the
+ * kind allows; pair with leave(). */
+static adorch_status enter(adorch_client *c, enum entry kind, const char *what, adorch_error *error) {
+    if (c->pid != getpid()) return lib_error(error, ADORCH_E_ARGUMENT, 0, "%s: the client was made in another process (before a fork): make one in this process", what);
+    pid_t self = gettid(), none = 0;
+    if (!atomic_compare_exchange_strong(&c->owner, &none, self) && none != self)
+        return lib_error(error, ADORCH_E_BUSY, 0, "%s: another thread is using this client (one thread at a time)", what);
+    if (c->depth > 0 && (kind == ENTRY_EVENTS || c->in_call))
+        return lib_error(error, ADORCH_E_BUSY, 0, "%s: not allowed inside a callback of this client%s", what,
+                         kind == ENTRY_EVENTS ? " (it would process events)" : " during a blocking call");
+    c->depth++;
+    return ADORCH_OK;
+}
+
+static void client_destroy(adorch_client *c);
+
+/* Leaves what enter() admitted; a free asked for inside a callback happens here (do not touch c after). */
+static void leave(adorch_client *c) {
+    if (--c->depth > 0) return;
+    if (c->free_requested) client_destroy(c);
+    else atomic_store(&c->owner, 0);
 }
 
 /* The socket rule of DefaultPaths.clientSocket (Sources/AdorchDaemon/DefaultPaths.swift). */
@@ -490,6 +682,15 @@ static char *default_socket_path(void) {
     return strdup(own);
 }
 
+/* How long to wait before retry `attempt` of what broke at `since`: the backoff, cut to what is
+ * left of the reconnect budget so the last retry comes at its end; -1: the budget is spent. */
+static int64_t retry_delay(const adorch_client *c, int64_t since, int attempt) {
+    int64_t left = c->reconnect_timeout_ms < 0 ? 0 : since + c->reconnect_timeout_ms - now_ms();
+    if (left <= 0) return -1;
+    int64_t delay = backoff_ms(attempt);
+    return delay < left ? delay : left;
+}
+
 /* Connects `conn`, retrying with backoff within the reconnect budget, one log line per retry. */
 static adorch_status connect_retrying(adorch_client *c, struct conn *conn, const char *why, adorch_error *error) {
     int64_t start = now_ms();
@@ -499,27 +700,30 @@ static adorch_status connect_retrying(adorch_client *c, struct conn *conn, const
             if (attempt > 1) logf_(c, ADORCH_LOG_INFO, "connected to %s after %d retries", c->socket_path, attempt - 1);
             return ADORCH_OK;
         }
-        int delay = backoff_ms(attempt);
-        if (c->reconnect_timeout_ms < 0 || now_ms() - start + delay > c->reconnect_timeout_ms) {
+        int64_t delay = retry_delay(c, start, attempt);
+        if (delay < 0) {
             logf_(c, ADORCH_LOG_ERROR, "cannot connect to %s: %s; giving up", c->socket_path, strerror(err));
             return lib_error(error, ADORCH_E_CONNECT, err, "cannot connect to %s: %s", c->socket_path, strerror(err));
         }
-        logf_(c, ADORCH_LOG_WARNING, "%s: cannot connect to %s: %s; retry %d in %d ms", why, c->socket_path, strerror(err),
-              attempt, delay);
-        poll(NULL, 0, delay);
+        logf_(c, ADORCH_LOG_WARNING, "%s: cannot connect to %s: %s; retry %d in %lld ms", why, c->socket_path, strerror(err),
+              attempt, (long long)delay);
+        poll(NULL, 0, (int)delay);
     }
 }
 
 /* Makes sure the call connection is there and was not closed by the daemon while idle. */
-static adorch_status ensure_call(adorch_client *c, adorch_error *error) {
+static adorch_status ensure_call(adorch_client *c, bool retrying, adorch_error *error) {
     if (c->call.fd >= 0 && c->pending == NULL) {
         char byte;
         ssize_t n = recv(c->call.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-        /* EOF, an error, or a message nobody asked for (a connection-level error before a close). */
-        if (!(n < 0 && errno == EAGAIN)) conn_close(&c->call, c->epfd);
+        /* EOF, an error, or a message nobody asked for (a connection-level error before a close),
+         * read already or not: what it says belongs to no call. */
+        if (!(n < 0 && errno == EAGAIN) || c->call.in_len > 0) conn_close(&c->call, c->epfd);
     }
     if (c->call.fd >= 0) return ADORCH_OK;
-    return connect_retrying(c, &c->call, "call", error);
+    if (retrying) return connect_retrying(c, &c->call, "call", error);
+    int err = conn_connect(&c->call, c->socket_path);
+    return err ? lib_error(error, ADORCH_E_CONNECT, err, "cannot connect to %s: %s", c->socket_path, strerror(err)) : ADORCH_OK;
 }
 
 static json_t *call_message(const char *method, json_t *parameters, bool more) {
@@ -528,58 +732,89 @@ static json_t *call_message(const char *method, json_t *parameters, bool more) {
     return message;
 }
 
-/* One call and its reply. read_only calls are sent again on a fresh connection if it breaks. Takes
- * `parameters`; on success *reply holds the reply's parameters. */
+/* One call and its reply. read_only calls, and calls whose message did not get out whole, are sent
+ * again on a fresh connection if it breaks, after the reconnect backoff and within its budget; the
+ * call timeout bounds the time spent waiting for replies over all the sends. Takes `parameters`;
+ * on success *reply holds the reply's parameters. */
 static adorch_status call_blocking(adorch_client *c, const char *method, json_t *parameters, bool read_only, json_t **reply,
                                    adorch_error *error) {
+    adorch_status status = enter(c, ENTRY_CALL, method, error);
+    if (status != ADORCH_OK) {
+        json_decref(parameters);
+        return status;
+    }
+    json_t *message = NULL, *answer = NULL;
     if (c->pending) {
         json_decref(parameters);
-        return lib_error(error, ADORCH_E_BUSY, 0, "%s: async calls are in flight; process their replies first", method);
+        status = lib_error(error, ADORCH_E_BUSY, 0, "%s: async calls are in flight; process their replies first", method);
+        goto out;
     }
-    json_t *message = call_message(method, parameters, false);
+    message = call_message(method, parameters, false);
     json_decref(parameters);
-    if (message == NULL) return lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "%s: out of memory", method);
-    adorch_status status;
-    int64_t first_break = -1;
-    json_t *answer = NULL;
-    for (;;) {
-        if ((status = ensure_call(c, error)) != ADORCH_OK) goto done;
+    if (message == NULL) {
+        status = lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "%s: out of memory", method);
+        goto out;
+    }
+    c->in_call = true;
+    int64_t waited = 0, first_break = -1;
+    for (int attempt = 1;; attempt++) {
+        if ((status = ensure_call(c, true, error)) != ADORCH_OK) goto done;
         if (conn_queue(&c->call, message) != 0) {
             status = lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "%s: out of memory", method);
             goto done;
         }
         int err = 0;
-        enum wait_result r = conn_wait(&c->call, deadline_after(c->call_timeout_ms), &answer, &err);
-        if (r == WAIT_MESSAGE) break;
+        int64_t started = now_ms();
+        enum wait_result r = conn_wait(&c->call, c->call_timeout_ms < 0 ? -1 : started + c->call_timeout_ms - waited, &answer, &err);
+        waited += now_ms() - started;
+        /* An answer before the whole call went out is a refusal, and the daemon closes after it. */
+        if (r == WAIT_MESSAGE && c->call.out_len == 0) break;
         conn_close(&c->call, c->epfd);
+        if (r == WAIT_MESSAGE || r == WAIT_ANSWERED_SEND_FAILED) break;
         if (r == WAIT_TIMEOUT) {
-            status = lib_error(error, ADORCH_E_TIMEOUT, 0, "%s: no reply within %d ms", method, c->call_timeout_ms);
+            status = lib_error(error, ADORCH_E_TIMEOUT, 0, "%s: no reply within %d ms%s", method, c->call_timeout_ms,
+                               read_only ? "" : " (the call may have taken effect)");
             goto done;
         }
         if (r == WAIT_PROTOCOL) {
-            status = lib_error(error, ADORCH_E_PROTOCOL, 0, "%s: the reply is not a Varlink message", method);
+            status = lib_error(error, ADORCH_E_PROTOCOL, 0, "%s: the reply is not a Varlink message (a JSON object without \\u0000 in its strings, ended by a NUL, "
+                               "at most %d bytes)%s", method, MAX_MESSAGE_BYTES, read_only ? "" : "; the call may have taken effect");
             goto done;
         }
         /* A write that failed delivered no whole message: the call had no effect and may go again. */
         bool may_retry = read_only || r == WAIT_SEND_FAILED;
         if (first_break < 0) first_break = now_ms();
-        if (!may_retry || c->reconnect_timeout_ms < 0 || now_ms() - first_break > c->reconnect_timeout_ms) {
-            status = lib_error(error, ADORCH_E_CONNECTION_LOST, err, "%s: the connection broke after the call was sent (%s)",
-                               method, strerror(err));
+        int64_t delay = may_retry ? retry_delay(c, first_break, attempt) : -1;
+        if (delay < 0) {
+            status = lib_error(error, ADORCH_E_CONNECTION_LOST, err, "%s: the connection broke %s (%s)", method,
+                               r == WAIT_SEND_FAILED ? "before the call was sent whole, and went on breaking" : "after the call was sent",
+                               strerror(err));
             goto done;
         }
-        logf_(c, ADORCH_LOG_WARNING, "%s: connection lost (%s); calling again on a new connection", method, strerror(err));
+        logf_(c, ADORCH_LOG_WARNING, "%s: connection lost (%s); calling again on a new connection in %lld ms", method, strerror(err),
+              (long long)delay);
+        poll(NULL, 0, (int)delay);
     }
-    if (json_object_get(answer, "error")) {
-        status = daemon_error(error, answer);
+    json_t *params = json_object_get(answer, "parameters");
+    if (json_is_true(json_object_get(answer, "continues"))) {
+        /* More replies would follow, and the next call would take them for its own. */
+        conn_close(&c->call, c->epfd);
+        status = lib_error(error, ADORCH_E_PROTOCOL, 0, "%s: the reply says more replies follow (continues), to a call without more", method);
+    } else if (params && !json_is_object(params)) {
+        status = lib_error(error, ADORCH_E_PROTOCOL, 0, "%s: the reply's parameters are not an object", method);
+    } else if (json_object_get(answer, "error")) {
+        status = json_is_string(json_object_get(answer, "error")) ? daemon_error(error, answer)
+                                                                   : lib_error(error, ADORCH_E_PROTOCOL, 0, "%s: the reply's error is not a string", method);
     } else {
-        json_t *params = json_object_get(answer, "parameters");
-        *reply = json_is_object(params) ? json_incref(params) : json_object();
+        *reply = params ? json_incref(params) : json_object();
         status = ADORCH_OK;
     }
 done:
+    c->in_call = false;
+out:
     json_decref(answer);
     json_decref(message);
+    leave(c);
     return status;
 }
 
@@ -592,8 +827,10 @@ static adorch_status parse_object(const char *text, const char *what, json_t **o
     json_error_t why;
     json_t *value = json_loads(text, 0, &why);
     if (!json_is_object(value)) {
+        bool parsed = value != NULL;
         json_decref(value);
-        return lib_error(error, ADORCH_E_ARGUMENT, 0, "%s is not a JSON object: %s", what, why.text);
+        if (parsed) return lib_error(error, ADORCH_E_ARGUMENT, 0, "%s is JSON but not an object", what);
+        return lib_error(error, ADORCH_E_ARGUMENT, 0, "%s is not JSON: %s (at byte %d)", what, why.text, why.position);
     }
     *out = value;
     return ADORCH_OK;
@@ -606,6 +843,7 @@ static void sub_free(struct sub *s, int epfd) {
     json_decref(s->parameters);
     json_decref(s->queue);
     free(s->lost_why);
+    free(s->broken);
     *s = (struct sub){.state = SUB_OFF, .conn = CONN_INIT};
 }
 
@@ -616,10 +854,31 @@ static void sub_lost(adorch_client *c, struct sub *s, int epfd, const char *why)
     s->lost_why = strdup(why);
     s->state = SUB_WAITING;
     s->attempt++;
-    int delay = backoff_ms(s->attempt);
-    s->next_try = now_ms() + delay;
-    logf_(c, ADORCH_LOG_WARNING, "subscription: %s; reconnecting to %s, retry %d in %d ms", why, c->socket_path,
-          s->attempt, delay);
+    int64_t delay = retry_delay(c, s->lost_at, s->attempt);
+    s->give_up = delay < 0;
+    s->next_try = s->give_up ? now_ms() : now_ms() + delay;
+    if (!s->give_up)
+        logf_(c, ADORCH_LOG_WARNING, "subscription: %s; reconnecting to %s, retry %d in %lld ms", why, c->socket_path, s->attempt,
+              (long long)delay);
+}
+
+/* Ends the subscription for a message that is not a valid event stream (reconnecting would get the
+ * same); the events before it are still delivered, then sub_ended tells why. */
+static void sub_protocol(adorch_client *c, struct sub *s, int epfd, const char *what) {
+    logf_(c, ADORCH_LOG_ERROR, "subscription: %s; ending it", what);
+    conn_close(&s->conn, epfd);
+    s->state = SUB_OFF;
+    free(s->broken);
+    s->broken = strdup(what);
+}
+
+/* What asking an ended subscription for an event returns: its protocol error once, then ADORCH_E_BUSY. */
+static adorch_status sub_ended(struct sub *s, adorch_error *error) {
+    if (s->broken == NULL) return lib_error(error, ADORCH_E_BUSY, 0, "no subscription: call adorch_client_subscribe");
+    adorch_status st = lib_error(error, ADORCH_E_PROTOCOL, 0, "subscription: %s", s->broken);
+    free(s->broken);
+    s->broken = NULL;
+    return st;
 }
 
 /* Connects and sends Subscribe; on failure schedules the next try. */
@@ -642,7 +901,7 @@ static void sub_connect(adorch_client *c, struct sub *s, int epfd) {
  * it is time. Returns an error only when it gave up (then it is SUB_OFF). */
 static adorch_status sub_pump(adorch_client *c, struct sub *s, int epfd, adorch_error *error) {
     if (s->state == SUB_WAITING && now_ms() >= s->next_try) {
-        if (c->reconnect_timeout_ms < 0 || now_ms() - s->lost_at > c->reconnect_timeout_ms) {
+        if (s->give_up) {
             logf_(c, ADORCH_LOG_ERROR, "subscription lost (%s); giving up after %d retries", s->lost_why, s->attempt);
             adorch_status st = lib_error(error, ADORCH_E_CONNECT, 0, "subscription lost (%s); no daemon at %s after %d retries",
                                          s->lost_why, c->socket_path, s->attempt);
@@ -658,7 +917,7 @@ static adorch_status sub_pump(adorch_client *c, struct sub *s, int epfd, adorch_
         json_t *message = NULL;
         int popped = conn_pop(&s->conn, &message);
         if (popped < 0) {
-            sub_lost(c, s, epfd, "a message that is not JSON");
+            sub_protocol(c, s, epfd, "the daemon sent a message that is not a Varlink message");
             return ADORCH_OK;
         }
         if (popped == 0) {
@@ -676,11 +935,19 @@ static adorch_status sub_pump(adorch_client *c, struct sub *s, int epfd, adorch_
         }
         const char *error_name = jstr(message, "error");
         json_t *event = json_object_get(json_object_get(message, "parameters"), "event");
-        if (error_name || !json_is_object(event)) {
+        const char *bad = error_name ? NULL : bad_field(event, FIELDS(event_fields));
+        if (bad) {
+            char what[160];
+            snprintf(what, sizeof what, "a reply whose event%s%s is missing or of the wrong type", event ? "." : "", event ? bad : "");
+            json_decref(message);
+            sub_protocol(c, s, epfd, what);
+            return ADORCH_OK;
+        }
+        if (error_name) {
             char why[256];
-            snprintf(why, sizeof why, "%s", error_name ? error_name : "a reply without an event");
+            snprintf(why, sizeof why, "%s", error_name);
             /* A refused Subscribe (unknown slot, no permission) is the app's error, not a restart. */
-            if (error_name && !s->subscribed_delivered && adorch_error_code_from_name(error_name) != ADORCH_E_SHUTTING_DOWN) {
+            if (error_name && !s->subscribed_delivered && wire_error_code(error_name) != ADORCH_E_SHUTTING_DOWN) {
                 adorch_status st = daemon_error(error, message);
                 json_decref(message);
                 conn_close(&s->conn, epfd);
@@ -695,7 +962,7 @@ static adorch_status sub_pump(adorch_client *c, struct sub *s, int epfd, adorch_
         if (kind && strcmp(kind, "subscribed") == 0) {
             if (s->attempt > 0) logf_(c, ADORCH_LOG_INFO, "subscribed again after %d retries", s->attempt);
             s->attempt = 0;
-            if (s->subscribed_delivered) {
+            if (s->subscribed_delivered && s->one_stream) {
                 logf_(c, ADORCH_LOG_DEBUG, "the new connection's subscribed event is not delivered: the stream goes on");
                 json_decref(message);
                 continue;
@@ -714,15 +981,10 @@ static adorch_status sub_start(adorch_client *c, struct sub *s, const char *cons
     *s = (struct sub){.state = SUB_OFF, .conn = CONN_INIT, .parameters = json_object(), .queue = json_array()};
     if (s->parameters == NULL || s->queue == NULL) return lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
     if (slot_count > 0) {
-        json_t *list = json_array();
-        for (size_t i = 0; i < slot_count; i++) {
-            if (slots[i] == NULL) {
-                json_decref(list);
-                return lib_error(error, ADORCH_E_ARGUMENT, 0, "slots[%zu] is NULL", i);
-            }
-            json_array_append_new(list, json_string(slots[i]));
-        }
-        json_object_set_new(s->parameters, "slots", list);
+        adorch_status st = ADORCH_OK;
+        json_t *list = arg_strings(slots, slot_count, "slots", &st, error);
+        if (list) put_value(s->parameters, "slots", list, &st, error);
+        if (st != ADORCH_OK) return st;
     }
     adorch_status st = connect_retrying(c, &s->conn, "subscribe", error);
     if (st != ADORCH_OK) return st;
@@ -748,7 +1010,7 @@ static adorch_status sub_wait(adorch_client *c, struct sub *s, int epfd, int64_t
         adorch_status st = sub_pump(c, s, epfd, error);
         if (st != ADORCH_OK) return st;
         if ((*event = sub_take(s)) != NULL) return ADORCH_OK;
-        if (s->state == SUB_OFF) return lib_error(error, ADORCH_E_BUSY, 0, "no subscription");
+        if (s->state == SUB_OFF) return sub_ended(s, error);
         int timeout = wait_ms(deadline, sub_wake(s));
         if (deadline >= 0 && now_ms() >= deadline) return lib_error(error, ADORCH_E_TIMEOUT, 0, "no event within the timeout");
         if (s->state == SUB_CONNECTED) {
@@ -790,6 +1052,7 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_new(adorch_client **out, const 
     c->log = o.log;
     c->log_userdata = o.log_userdata;
     c->timer_armed = -1;
+    c->pid = getpid();
     c->epfd = epoll_create1(EPOLL_CLOEXEC);
     c->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     struct epoll_event timer = {.events = EPOLLIN, .data.fd = c->timerfd};
@@ -797,6 +1060,14 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_new(adorch_client **out, const 
         int err = errno;
         adorch_client_free(c);
         return lib_error(error, ADORCH_E_NO_MEMORY, err, "cannot set up the client: %s", strerror(err));
+    }
+    /* A path no retry can make work is the app's error, at once. */
+    size_t path_len = strlen(c->socket_path);
+    if (path_len == 0 || path_len >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        adorch_status st = lib_error(error, ADORCH_E_ARGUMENT, path_len ? ENAMETOOLONG : 0, "the socket path is %s (%zu bytes; a Unix socket path has at most %zu)",
+                                     path_len ? "too long" : "empty", path_len, sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+        adorch_client_free(c);
+        return st;
     }
     adorch_status st = connect_retrying(c, &c->call, "connect", error);
     if (st != ADORCH_OK) {
@@ -809,8 +1080,25 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_new(adorch_client **out, const 
 
 ADORCH_CLIENT_EXPORT void adorch_client_free(adorch_client *c) {
     if (c == NULL) return;
-    conn_close(&c->call, c->epfd);
-    sub_free(&c->sub, c->epfd);
+    if (c->pid == getpid()) {
+        pid_t self = gettid(), owner = 0;
+        if (!atomic_compare_exchange_strong(&c->owner, &owner, self) && owner != self) {
+            logf_(c, ADORCH_LOG_ERROR, "adorch_client_free while another thread uses the client: not freed (one thread at a time)");
+            return;
+        }
+        if (c->depth > 0) {
+            c->free_requested = true; /* inside a callback: the call that runs it frees it on its way out */
+            return;
+        }
+    }
+    client_destroy(c);
+}
+
+static void client_destroy(adorch_client *c) {
+    /* A forked child shares the epoll instance with its parent: it only closes its copies. */
+    int epfd = c->pid == getpid() ? c->epfd : -1;
+    conn_close(&c->call, epfd);
+    sub_free(&c->sub, epfd);
     while (c->pending) {
         struct pending *next = c->pending->next;
         free(c->pending);
@@ -833,7 +1121,11 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_slots(adorch_client *c, ad
     REQUIRE(c && out, "client and out are required");
     json_t *reply = NULL;
     adorch_status st = call_blocking(c, "io.adorch.Ads.ListSlots", json_object(), true, &reply, error);
-    if (st != ADORCH_OK) return st;
+    if (st == ADORCH_OK) st = check_list(reply, "slots", FIELDS(slot_fields), "ListSlots", error);
+    if (st != ADORCH_OK) {
+        json_decref(reply);
+        return st;
+    }
     json_t *slots = json_object_get(reply, "slots");
     struct box *box = box_new(reply);
     json_decref(reply);
@@ -854,38 +1146,63 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_show(adorch_client *c, const ch
                                                       const adorch_reward_model *reward, adorch_ad **out, adorch_error *error) {
     REQUIRE(c && slot && out, "client, slot and out are required");
     REQUIRE(reward == NULL || reward->size >= sizeof *reward, "reward->size is too small");
-    json_t *params = json_pack("{s:s}", "slot", slot);
-    if (user_id) json_object_set_new(params, "user_id", json_string(user_id));
-    if (reward) {
+    adorch_status st = ADORCH_OK;
+    json_t *params = json_object();
+    put_string(params, "slot", slot, "slot", &st, error);
+    put_string(params, "user_id", user_id, "user_id", &st, error);
+    if (reward && st == ADORCH_OK) {
         json_t *model = json_object();
-        if (reward->name) json_object_set_new(model, "name", json_string(reward->name));
-        if (reward->amount >= 0) json_object_set_new(model, "amount", json_integer(reward->amount));
-        if (reward->extra) json_object_set_new(model, "extra", json_string(reward->extra));
-        json_object_set_new(params, "reward", model);
+        put_string(model, "name", reward->name, "reward.name", &st, error);
+        if (reward->amount >= 0) put_value(model, "amount", json_integer(reward->amount), &st, error);
+        put_string(model, "extra", reward->extra, "reward.extra", &st, error);
+        put_value(params, "reward", model, &st, error);
+    }
+    if (st != ADORCH_OK) {
+        json_decref(params);
+        return st;
     }
     json_t *reply = NULL;
-    adorch_status st = call_blocking(c, "io.adorch.Ads.Show", params, false, &reply, error);
+    st = call_blocking(c, "io.adorch.Ads.Show", params, false, &reply, error);
     if (st != ADORCH_OK) return st;
     json_t *ad = json_object_get(reply, "ad");
-    *out = json_is_object(ad) ? ad_new(ad) : NULL;
+    const char *bad = bad_field(ad, FIELDS(ad_fields));
+    *out = bad ? NULL : ad_new(ad);
+    /* The daemon handed an ad out: say so, as the app cannot Report or close what it did not get. */
+    if (bad) st = lib_error(error, ADORCH_E_PROTOCOL, 0, "Show: the reply's ad%s%s is missing or of the wrong type (an ad may have been handed out)",
+                            json_is_object(ad) ? "." : "", json_is_object(ad) ? bad : "");
+    else if (*out == NULL) st = lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
     json_decref(reply);
-    if (*out == NULL) return lib_error(error, ADORCH_E_PROTOCOL, 0, "Show's reply has no ad");
-    return ADORCH_OK;
+    return st;
 }
 
 /* A call with one string parameter and an empty reply. */
 static adorch_status call_void(adorch_client *c, const char *method, const char *key, const char *value, adorch_error *error) {
     REQUIRE(c && value, "client and the id are required");
+    adorch_status st = ADORCH_OK;
+    json_t *params = json_object();
+    put_string(params, key, value, key, &st, error);
+    if (st != ADORCH_OK) {
+        json_decref(params);
+        return st;
+    }
     json_t *reply = NULL;
-    adorch_status st = call_blocking(c, method, json_pack("{s:s}", key, value), false, &reply, error);
+    st = call_blocking(c, method, params, false, &reply, error);
     json_decref(reply);
     return st;
 }
 
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_report(adorch_client *c, const char *ad_id, const char *event, adorch_error *error) {
     REQUIRE(c && ad_id && event, "client, ad_id and event are required");
+    adorch_status st = ADORCH_OK;
+    json_t *params = json_object();
+    put_string(params, "ad_id", ad_id, "ad_id", &st, error);
+    put_string(params, "event", event, "event", &st, error);
+    if (st != ADORCH_OK) {
+        json_decref(params);
+        return st;
+    }
     json_t *reply = NULL;
-    adorch_status st = call_blocking(c, "io.adorch.Ads.Report", json_pack("{s:s, s:s}", "ad_id", ad_id, "event", event), false, &reply, error);
+    st = call_blocking(c, "io.adorch.Ads.Report", params, false, &reply, error);
     json_decref(reply);
     return st;
 }
@@ -894,23 +1211,29 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_load(adorch_client *c, const ad
                                                       adorch_error *error) {
     REQUIRE(c && request && request->slot && out, "client, request, request->slot and out are required");
     REQUIRE(request->size >= offsetof(adorch_load_request, targeting), "request->size is too small");
-    json_t *params = json_pack("{s:s}", "slot", request->slot);
-    if (request->count) json_object_set_new(params, "count", json_integer(request->count));
-    if (request->width) json_object_set_new(params, "width", json_integer(request->width));
-    if (request->height) json_object_set_new(params, "height", json_integer(request->height));
-    if (request->timeout_ms) json_object_set_new(params, "timeout_ms", json_integer(request->timeout_ms));
-    if (request->size >= sizeof *request && request->targeting) {
+    adorch_status st = ADORCH_OK;
+    json_t *params = json_object();
+    put_string(params, "slot", request->slot, "request->slot", &st, error);
+    if (request->count) put_value(params, "count", json_integer(request->count), &st, error);
+    if (request->width) put_value(params, "width", json_integer(request->width), &st, error);
+    if (request->height) put_value(params, "height", json_integer(request->height), &st, error);
+    if (request->timeout_ms) put_value(params, "timeout_ms", json_integer(request->timeout_ms), &st, error);
+    if (st == ADORCH_OK && request->size >= sizeof *request && request->targeting) {
         json_t *targeting = NULL;
-        adorch_status st = parse_object(request->targeting, "targeting", &targeting, error);
-        if (st != ADORCH_OK) {
-            json_decref(params);
-            return st;
-        }
-        json_object_set_new(params, "targeting", targeting);
+        st = parse_object(request->targeting, "targeting", &targeting, error);
+        if (st == ADORCH_OK) put_value(params, "targeting", targeting, &st, error);
+    }
+    if (st != ADORCH_OK) {
+        json_decref(params);
+        return st;
     }
     json_t *reply = NULL;
-    adorch_status st = call_blocking(c, "io.adorch.Ads.Load", params, false, &reply, error);
-    if (st != ADORCH_OK) return st;
+    st = call_blocking(c, "io.adorch.Ads.Load", params, false, &reply, error);
+    if (st == ADORCH_OK) st = check_list(reply, "ads", FIELDS(ad_fields), "Load", error);
+    if (st != ADORCH_OK) {
+        json_decref(reply);
+        return st;
+    }
     json_t *ads = json_object_get(reply, "ads");
     struct box *box = box_new(reply);
     json_decref(reply);
@@ -930,14 +1253,25 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_load(adorch_client *c, const ad
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_rewards(adorch_client *c, const char *user_id, const char *since, const char *after,
                                                               int32_t limit, adorch_reward_list **out, adorch_error *error) {
     REQUIRE(c && out, "client and out are required");
+    adorch_status st = ADORCH_OK;
     json_t *params = json_object();
-    if (user_id) json_object_set_new(params, "user_id", json_string(user_id));
-    if (since) json_object_set_new(params, "since", json_string(since));
-    if (after) json_object_set_new(params, "after", json_string(after));
-    if (limit) json_object_set_new(params, "limit", json_integer(limit));
+    put_string(params, "user_id", user_id, "user_id", &st, error);
+    put_string(params, "since", since, "since", &st, error);
+    put_string(params, "after", after, "after", &st, error);
+    if (limit) put_value(params, "limit", json_integer(limit), &st, error);
+    if (st != ADORCH_OK) {
+        json_decref(params);
+        return st;
+    }
     json_t *reply = NULL;
-    adorch_status st = call_blocking(c, "io.adorch.Ads.ListRewards", params, true, &reply, error);
-    if (st != ADORCH_OK) return st;
+    st = call_blocking(c, "io.adorch.Ads.ListRewards", params, true, &reply, error);
+    if (st == ADORCH_OK) st = check_list(reply, "rewards", FIELDS(reward_fields), "ListRewards", error);
+    if (st == ADORCH_OK && !json_is_boolean(json_object_get(reply, "more")))
+        st = lib_error(error, ADORCH_E_PROTOCOL, 0, "ListRewards: the reply's more is missing or not a bool");
+    if (st != ADORCH_OK) {
+        json_decref(reply);
+        return st;
+    }
     json_t *rewards = json_object_get(reply, "rewards");
     struct box *box = box_new(reply);
     json_decref(reply);
@@ -965,8 +1299,15 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_init_interactive(adorch_client 
     json_t *parameters = NULL;
     adorch_status st = parse_object(ad_parameters, "ad_parameters", &parameters, error);
     if (st != ADORCH_OK) return st;
-    json_t *params = json_pack("{s:s, s:s, s:o, s:s}", "slot", slot, "creative_url", creative_url, "ad_parameters", parameters,
-                               "slot_type", slot_type);
+    json_t *params = json_object();
+    put_string(params, "slot", slot, "slot", &st, error);
+    put_string(params, "creative_url", creative_url, "creative_url", &st, error);
+    put_value(params, "ad_parameters", parameters, &st, error);
+    put_string(params, "slot_type", slot_type, "slot_type", &st, error);
+    if (st != ADORCH_OK) {
+        json_decref(params);
+        return st;
+    }
     json_t *reply = NULL;
     st = call_blocking(c, "io.adorch.Ads.InitInteractive", params, false, &reply, error);
     if (st != ADORCH_OK) return st;
@@ -993,16 +1334,24 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_stop(adorch_client *c, const ch
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_events(adorch_client *c, const char *const *slots, size_t slot_count, int32_t limit,
                                                              adorch_event_list **out, adorch_error *error) {
     REQUIRE(c && out && (slots || slot_count == 0), "client and out are required, slots with a count");
+    adorch_status st = ADORCH_OK;
     json_t *params = json_object();
     if (slot_count) {
-        json_t *list = json_array();
-        for (size_t i = 0; i < slot_count; i++) json_array_append_new(list, json_string(slots[i] ? slots[i] : ""));
-        json_object_set_new(params, "slots", list);
+        json_t *list = arg_strings(slots, slot_count, "slots", &st, error);
+        if (list) put_value(params, "slots", list, &st, error);
     }
-    if (limit) json_object_set_new(params, "limit", json_integer(limit));
+    if (limit) put_value(params, "limit", json_integer(limit), &st, error);
+    if (st != ADORCH_OK) {
+        json_decref(params);
+        return st;
+    }
     json_t *reply = NULL;
-    adorch_status st = call_blocking(c, "io.adorch.Ads.ListEvents", params, true, &reply, error);
-    if (st != ADORCH_OK) return st;
+    st = call_blocking(c, "io.adorch.Ads.ListEvents", params, true, &reply, error);
+    if (st == ADORCH_OK) st = check_list(reply, "events", FIELDS(event_fields), "ListEvents", error);
+    if (st != ADORCH_OK) {
+        json_decref(reply);
+        return st;
+    }
     json_t *events = json_object_get(reply, "events");
     struct box *box = box_new(reply);
     json_decref(reply);
@@ -1037,9 +1386,15 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_get_status(adorch_client *c, ch
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_get_interface_description(adorch_client *c, const char *interface_name, char **description,
                                                                           adorch_error *error) {
     REQUIRE(c && interface_name && description, "client, interface_name and description are required");
+    adorch_status st = ADORCH_OK;
+    json_t *params = json_object();
+    put_string(params, "interface", interface_name, "interface_name", &st, error);
+    if (st != ADORCH_OK) {
+        json_decref(params);
+        return st;
+    }
     json_t *reply = NULL;
-    adorch_status st = call_blocking(c, "org.varlink.service.GetInterfaceDescription", json_pack("{s:s}", "interface", interface_name),
-                                     true, &reply, error);
+    st = call_blocking(c, "org.varlink.service.GetInterfaceDescription", params, true, &reply, error);
     if (st != ADORCH_OK) return st;
     const char *text = jstr(reply, "description");
     *description = text ? strdup(text) : NULL;
@@ -1050,6 +1405,7 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_get_interface_description(adorc
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_call(adorch_client *c, const char *method, const char *parameters, char **reply,
                                                       adorch_error *error) {
     REQUIRE(c && method && reply, "client, method and reply are required");
+    REQUIRE(utf8_valid(method), "method is not valid UTF-8");
     json_t *params = NULL;
     adorch_status st = parse_object(parameters, "parameters", &params, error);
     if (st != ADORCH_OK) return st;
@@ -1116,7 +1472,9 @@ static void refresh_epoll(adorch_client *c) {
         int op = wanted[i] == 0 ? EPOLL_CTL_DEL : k->epoll_events == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
         if (epoll_ctl(c->epfd, op, k->fd, &ev) == 0 || op == EPOLL_CTL_DEL) k->epoll_events = wanted[i];
     }
-    int64_t wake = sub_wake(&c->sub);
+    /* Replies come in order, so the first pending call is the first to time out. */
+    int64_t wake = sub_wake(&c->sub), due = c->pending ? c->pending->deadline : -1;
+    if (due >= 0 && (wake < 0 || due < wake)) wake = due;
     if (wake != c->timer_armed) {
         struct itimerspec spec = {0};
         if (wake >= 0) {
@@ -1129,20 +1487,46 @@ static void refresh_epoll(adorch_client *c) {
     }
 }
 
-/* Reads the async replies that are there and hands them to their callbacks. */
+/* Takes the first pending async call off the list. */
+static struct pending *pending_take(adorch_client *c) {
+    struct pending *p = c->pending;
+    c->pending = p->next;
+    if (c->pending == NULL) c->pending_tail = NULL;
+    return p;
+}
+
+/* Closes the call connection and fails every pending async call: the first with `first`, the
+ * rest with ADORCH_E_CONNECTION_LOST (each may have taken effect). Stops if a callback freed the client. */
+static void fail_pending(adorch_client *c, adorch_status first, int err, const char *why) {
+    conn_close(&c->call, c->epfd);
+    for (bool head = true; c->pending && !c->free_requested; head = false) {
+        struct pending *p = pending_take(c);
+        adorch_error e = ADORCH_ERROR_INIT;
+        adorch_status st = lib_error(&e, head ? first : ADORCH_E_CONNECTION_LOST, err, "%s%s (the call may have taken effect)",
+                                     head ? "" : "the connection went with an earlier call: ", why);
+        p->callback(p->userdata, st, NULL, &e);
+        adorch_error_clear(&e);
+        free(p);
+    }
+}
+
+/* Reads the async replies that are there and hands them to their callbacks; times out the first
+ * one whose deadline passed (the connection goes with it: later replies would be taken for it). */
 static void process_calls(adorch_client *c) {
     if (c->call.fd < 0 || (c->pending == NULL && c->call.out_len == 0)) return;
     int err = conn_flush(&c->call);
-    ssize_t n = 1;
-    while (!err && c->pending) {
+    const char *why = NULL;
+    char text[160];
+    while (!err && c->pending && !c->free_requested) {
         json_t *reply = NULL;
         int popped = conn_pop(&c->call, &reply);
         if (popped < 0) {
             err = EPROTO;
+            why = "a reply is not a Varlink message";
             break;
         }
         if (popped == 0) {
-            n = conn_fill(&c->call);
+            ssize_t n = conn_fill(&c->call);
             if (n == -EAGAIN) break;
             if (n <= 0) {
                 err = n == 0 ? ECONNRESET : (int)-n;
@@ -1150,35 +1534,37 @@ static void process_calls(adorch_client *c) {
             }
             continue;
         }
-        struct pending *p = c->pending;
-        c->pending = p->next;
-        if (c->pending == NULL) c->pending_tail = NULL;
+        json_t *params = json_object_get(reply, "parameters"), *name = json_object_get(reply, "error");
+        if (json_is_true(json_object_get(reply, "continues")) || (params && !json_is_object(params)) || (name && !json_is_string(name))) {
+            json_decref(reply);
+            err = EPROTO;
+            why = "a reply is not one to a call without more (continues, or parameters not an object, or error not a string)";
+            break;
+        }
+        struct pending *p = pending_take(c);
         adorch_error e = ADORCH_ERROR_INIT;
-        if (json_object_get(reply, "error")) {
+        if (name) {
             adorch_status st = daemon_error(&e, reply);
             p->callback(p->userdata, st, NULL, &e);
         } else {
-            char *text = json_dumps(json_object_get(reply, "parameters") ? json_object_get(reply, "parameters") : json_object(), JSON_COMPACT);
-            p->callback(p->userdata, ADORCH_OK, text, NULL);
-            free(text);
+            char *dumped = json_dumps(params ? params : json_object(), JSON_COMPACT);
+            p->callback(p->userdata, ADORCH_OK, dumped, NULL);
+            free(dumped);
         }
         adorch_error_clear(&e);
         json_decref(reply);
         free(p);
     }
+    if (c->free_requested) return;
     if (err) {
-        conn_close(&c->call, c->epfd);
-        while (c->pending) {
-            struct pending *p = c->pending;
-            c->pending = p->next;
-            adorch_error e = ADORCH_ERROR_INIT;
-            adorch_status st = lib_error(&e, err == EPROTO ? ADORCH_E_PROTOCOL : ADORCH_E_CONNECTION_LOST, err,
-                                         "the connection broke before the reply (%s)", strerror(err));
-            p->callback(p->userdata, st, NULL, &e);
-            adorch_error_clear(&e);
-            free(p);
+        if (why == NULL) {
+            snprintf(text, sizeof text, "the connection broke before the reply (%s)", strerror(err));
+            why = text;
         }
-        c->pending_tail = NULL;
+        fail_pending(c, err == EPROTO ? ADORCH_E_PROTOCOL : ADORCH_E_CONNECTION_LOST, err, why);
+    } else if (c->pending && c->pending->deadline >= 0 && now_ms() >= c->pending->deadline) {
+        snprintf(text, sizeof text, "no reply within %d ms", c->call_timeout_ms);
+        fail_pending(c, ADORCH_E_TIMEOUT, 0, text);
     }
 }
 
@@ -1190,14 +1576,16 @@ static adorch_status pump(adorch_client *c, bool to_callback, adorch_error *erro
     adorch_status st = c->sub.state != SUB_OFF ? sub_pump(c, &c->sub, c->epfd, error) : ADORCH_OK;
     if (to_callback && c->event_callback) {
         json_t *event;
-        while ((event = sub_take(&c->sub)) != NULL) {
+        while (!c->free_requested && c->event_callback && (event = sub_take(&c->sub)) != NULL) {
             adorch_event *e = event_new(event);
             json_decref(event);
             if (e == NULL) continue;
             tell_listeners(c, e);
-            c->event_callback(c->event_userdata, e);
+            if (!c->free_requested && c->event_callback) c->event_callback(c->event_userdata, e);
             adorch_event_free(e);
         }
+        /* Its events are out: now the reason it ended. */
+        if (st == ADORCH_OK && !c->free_requested && c->sub.broken && json_array_size(c->sub.queue) == 0) st = sub_ended(&c->sub, error);
     }
     refresh_epoll(c);
     return st;
@@ -1208,19 +1596,35 @@ ADORCH_CLIENT_EXPORT short adorch_client_get_events(const adorch_client *c) { re
 
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_process(adorch_client *c, adorch_error *error) {
     REQUIRE(c, "client is required");
-    return pump(c, true, error);
+    adorch_status st = enter(c, ENTRY_EVENTS, "adorch_client_process", error);
+    if (st != ADORCH_OK) return st;
+    st = pump(c, true, error);
+    leave(c);
+    return st;
 }
+
+static adorch_status subscribe(adorch_client *c, const char *const *slots, size_t slot_count, adorch_error *error);
 
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_subscribe(adorch_client *c, const char *const *slots, size_t slot_count, adorch_error *error) {
     REQUIRE(c && (slots || slot_count == 0), "client is required, slots with a count");
+    adorch_status st = enter(c, ENTRY_EVENTS, "adorch_client_subscribe", error);
+    if (st != ADORCH_OK) return st;
+    st = subscribe(c, slots, slot_count, error);
+    leave(c);
+    return st;
+}
+
+static adorch_status subscribe(adorch_client *c, const char *const *slots, size_t slot_count, adorch_error *error) {
     sub_free(&c->sub, c->epfd);
     adorch_status st = sub_start(c, &c->sub, slots, slot_count, error);
+    c->sub.one_stream = true;
     /* Wait for the subscribed event (it stays queued for the app), so a refused Subscribe fails here. */
     int64_t deadline = deadline_after(c->call_timeout_ms);
     while (st == ADORCH_OK && json_array_size(c->sub.queue) == 0) {
         st = sub_pump(c, &c->sub, c->epfd, error);
         if (st != ADORCH_OK || json_array_size(c->sub.queue) > 0) break;
-        if (deadline >= 0 && now_ms() >= deadline) st = lib_error(error, ADORCH_E_TIMEOUT, 0, "Subscribe: no reply within the timeout");
+        if (c->sub.state == SUB_OFF) st = sub_ended(&c->sub, error);
+        else if (deadline >= 0 && now_ms() >= deadline) st = lib_error(error, ADORCH_E_TIMEOUT, 0, "Subscribe: no reply within the timeout");
         else if (c->sub.state == SUB_CONNECTED) {
             struct pollfd p = {.fd = c->sub.conn.fd, .events = POLLIN};
             poll(&p, 1, wait_ms(deadline, -1));
@@ -1233,8 +1637,15 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_subscribe(adorch_client *c, con
 
 ADORCH_CLIENT_EXPORT void adorch_client_unsubscribe(adorch_client *c) {
     if (c == NULL) return;
+    adorch_error e = ADORCH_ERROR_INIT;
+    if (enter(c, ENTRY_CALL, "adorch_client_unsubscribe", &e) != ADORCH_OK) {
+        if (c->pid == getpid()) logf_(c, ADORCH_LOG_ERROR, "%s: still subscribed", e.message);
+        adorch_error_clear(&e);
+        return;
+    }
     sub_free(&c->sub, c->epfd);
     refresh_epoll(c);
+    leave(c);
 }
 
 ADORCH_CLIENT_EXPORT void adorch_client_set_event_callback(adorch_client *c, adorch_event_fn callback, void *userdata) {
@@ -1243,9 +1654,19 @@ ADORCH_CLIENT_EXPORT void adorch_client_set_event_callback(adorch_client *c, ado
     c->event_userdata = userdata;
 }
 
+static adorch_status next_event(adorch_client *c, int timeout_ms, adorch_event **out, adorch_error *error);
+
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_next_event(adorch_client *c, int timeout_ms, adorch_event **out, adorch_error *error) {
     REQUIRE(c && out, "client and out are required");
     *out = NULL;
+    adorch_status st = enter(c, ENTRY_EVENTS, "adorch_client_next_event", error);
+    if (st != ADORCH_OK) return st;
+    st = next_event(c, timeout_ms, out, error);
+    leave(c);
+    return st;
+}
+
+static adorch_status next_event(adorch_client *c, int timeout_ms, adorch_event **out, adorch_error *error) {
     int64_t deadline = deadline_after(timeout_ms);
     for (;;) {
         json_t *event = sub_take(&c->sub);
@@ -1256,7 +1677,7 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_next_event(adorch_client *c, in
             tell_listeners(c, *out);
             return ADORCH_OK;
         }
-        if (c->sub.state == SUB_OFF) return lib_error(error, ADORCH_E_BUSY, 0, "no subscription: call adorch_client_subscribe");
+        if (c->sub.state == SUB_OFF) return sub_ended(&c->sub, error);
         adorch_status st = pump(c, false, error);
         if (st != ADORCH_OK) return st;
         if (json_array_size(c->sub.queue) > 0) continue;
@@ -1269,29 +1690,34 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_next_event(adorch_client *c, in
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_call_async(adorch_client *c, const char *method, const char *parameters,
                                                             adorch_reply_fn callback, void *userdata, adorch_error *error) {
     REQUIRE(c && method && callback, "client, method and callback are required");
+    REQUIRE(utf8_valid(method), "method is not valid UTF-8");
     json_t *params = NULL;
     adorch_status st = parse_object(parameters, "parameters", &params, error);
     if (st != ADORCH_OK) return st;
+    if ((st = enter(c, ENTRY_CALL, method, error)) != ADORCH_OK) {
+        json_decref(params);
+        return st;
+    }
     struct pending *p = calloc(1, sizeof *p);
     json_t *message = call_message(method, params, false);
     json_decref(params);
-    if (p == NULL || message == NULL) {
-        free(p);
-        json_decref(message);
-        return lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
-    }
-    if ((st = ensure_call(c, error)) != ADORCH_OK || conn_queue(&c->call, message) != 0) {
-        free(p);
-        json_decref(message);
-        return st != ADORCH_OK ? st : lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
-    }
+    if (p == NULL || message == NULL) st = lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
+    /* One connect attempt, no backoff: an app's event loop is not held up waiting for a daemon. */
+    else if ((st = ensure_call(c, false, error)) == ADORCH_OK && conn_queue(&c->call, message) != 0)
+        st = lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
     json_decref(message);
-    *p = (struct pending){.callback = callback, .userdata = userdata};
+    if (st != ADORCH_OK) {
+        free(p);
+        leave(c);
+        return st;
+    }
+    *p = (struct pending){.callback = callback, .userdata = userdata, .deadline = deadline_after(c->call_timeout_ms)};
     if (c->pending_tail) c->pending_tail->next = p;
     else c->pending = p;
     c->pending_tail = p;
     conn_flush(&c->call); /* a failure shows as a broken connection in process */
     refresh_epoll(c);
+    leave(c);
     return ADORCH_OK;
 }
 
@@ -1302,8 +1728,39 @@ struct adorch_rewarded_ad {
     char *slot;
 };
 
+/* The slot of this id in a fresh ListSlots (*slots, the caller's to free, holds it); an unknown
+ * slot is SlotNotFound, as the daemon would say. */
+static adorch_status lookup_slot(adorch_client *c, const char *id, adorch_slot_list **slots, const adorch_slot **slot, adorch_error *error) {
+    adorch_status st = adorch_client_list_slots(c, slots, error);
+    if (st != ADORCH_OK) return st;
+    for (size_t i = 0; i < (*slots)->count; i++)
+        if (strcmp((*slots)->items[i].id, id) == 0) *slot = &(*slots)->items[i];
+    if (*slot) return ADORCH_OK;
+    json_t *params = json_object();
+    json_object_set_new(params, "slot", json_stringn(id, strlen(id)));
+    st = fill_error(error, ADORCH_E_SLOT_NOT_FOUND, adorch_error_name(ADORCH_E_SLOT_NOT_FOUND), "no slot has this id", params, 0);
+    json_decref(params);
+    return st;
+}
+
+/* SlotNotFound for a slot the daemon does not have, ADORCH_E_ARGUMENT for one of a format not in
+ * `formats` (a NULL-ended list): the SDK object or helper is for those formats only. */
+static adorch_status check_slot_format(adorch_client *c, const char *id, const char *const *formats, const char *what, adorch_error *error) {
+    adorch_slot_list *slots = NULL;
+    const adorch_slot *slot = NULL;
+    adorch_status st = lookup_slot(c, id, &slots, &slot, error);
+    bool fits = false;
+    for (size_t i = 0; st == ADORCH_OK && formats[i]; i++) fits = fits || strcmp(slot->format, formats[i]) == 0;
+    if (st == ADORCH_OK && !fits) st = lib_error(error, ADORCH_E_ARGUMENT, 0, "slot %s is a %s slot, not one %s serves", id, slot->format, what);
+    adorch_slot_list_free(slots);
+    return st;
+}
+
 ADORCH_CLIENT_EXPORT adorch_status adorch_rewarded_ad_new(adorch_client *c, const char *slot, adorch_rewarded_ad **out, adorch_error *error) {
     REQUIRE(c && slot && out, "client, slot and out are required");
+    static const char *const preloaded[] = {"rewarded", "fullscreen", "interstitial", NULL};
+    adorch_status st = check_slot_format(c, slot, preloaded, "adorch_rewarded_ad", error);
+    if (st != ADORCH_OK) return st;
     adorch_rewarded_ad *ad = calloc(1, sizeof *ad);
     if (ad == NULL || (ad->slot = strdup(slot)) == NULL) {
         free(ad);
@@ -1323,27 +1780,20 @@ ADORCH_CLIENT_EXPORT void adorch_rewarded_ad_free(adorch_rewarded_ad *ad) {
 /* How many ads the slot has ready; an unknown slot is SlotNotFound. */
 static adorch_status slot_ready(adorch_rewarded_ad *ad, int64_t *ready, adorch_error *error) {
     adorch_slot_list *slots = NULL;
-    adorch_status st = adorch_client_list_slots(ad->client, &slots, error);
-    if (st != ADORCH_OK) return st;
-    st = ADORCH_E_SLOT_NOT_FOUND;
-    for (size_t i = 0; i < slots->count; i++) {
-        if (strcmp(slots->items[i].id, ad->slot) == 0) {
-            *ready = slots->items[i].ready;
-            st = ADORCH_OK;
-        }
-    }
+    const adorch_slot *slot = NULL;
+    adorch_status st = lookup_slot(ad->client, ad->slot, &slots, &slot, error);
+    if (st == ADORCH_OK) *ready = slot->ready;
     adorch_slot_list_free(slots);
-    if (st != ADORCH_OK) {
-        json_t *params = json_pack("{s:s}", "slot", ad->slot);
-        fill_error(error, st, adorch_error_name(st), "no slot has this id", params, 0);
-        json_decref(params);
-    }
     return st;
 }
 
 ADORCH_CLIENT_EXPORT bool adorch_rewarded_ad_is_ready(adorch_rewarded_ad *ad, adorch_error *error) {
     int64_t ready = 0;
-    return ad && slot_ready(ad, &ready, error) == ADORCH_OK && ready > 0;
+    if (ad == NULL) {
+        lib_error(error, ADORCH_E_ARGUMENT, 0, "ad is required");
+        return false;
+    }
+    return slot_ready(ad, &ready, error) == ADORCH_OK && ready > 0;
 }
 
 ADORCH_CLIENT_EXPORT adorch_status adorch_rewarded_ad_load(adorch_rewarded_ad *ad, int timeout_ms, adorch_error *error) {
@@ -1361,7 +1811,8 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_rewarded_ad_load(adorch_rewarded_ad *a
             json_decref(event);
             event = NULL;
             st = sub_wait(ad->client, &s, -1, deadline, &event, error);
-        } while (st == ADORCH_OK && !(jstr(event, "kind") && strcmp(jstr(event, "kind"), "ad_loaded") == 0));
+            /* ad_loaded, or subscribed again after a lost stream (an ad_loaded may have been missed): look again. */
+        } while (st == ADORCH_OK && strcmp(jstr(event, "kind"), "ad_loaded") != 0 && strcmp(jstr(event, "kind"), "subscribed") != 0);
         json_decref(event);
         if (st != ADORCH_OK) break;
     }
@@ -1458,9 +1909,20 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_shown_ad_wait_reward(adorch_shown_ad *
         st = sub_wait(s->client, &sub, -1, deadline, &event, error);
         const char *kind = jstr(event, "kind"), *ad_id = jstr(event, "ad_id");
         json_t *detail = json_object_get(event, "detail");
-        if (st == ADORCH_OK && kind && strcmp(kind, "reward_granted") == 0 && ad_id && strcmp(ad_id, s->ad->id) == 0 && json_is_object(detail)) {
+        if (st == ADORCH_OK && strcmp(kind, "reward_granted") == 0 && ad_id && strcmp(ad_id, s->ad->id) == 0 && json_is_object(detail)) {
             *out = reward_new(detail);
             if (*out == NULL) st = lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
+        } else if (st == ADORCH_OK && strcmp(kind, "subscribed") == 0) {
+            /* The stream was lost and subscribed again: a daemon restart, which no open ad outlives.
+             * A reward granted before it is in the ledger; none there, none will come. */
+            st = find_reward(s, out, error);
+            if (st == ADORCH_OK && *out == NULL) {
+                json_t *params = json_pack("{s:s}", "ad_id", s->ad->id);
+                st = fill_error(error, ADORCH_E_AD_NOT_VALID, adorch_error_name(ADORCH_E_AD_NOT_VALID),
+                                "the event stream was lost (a daemon restart?) and this ad's reward is not in the ledger: an ad does not outlive a restart",
+                                params, 0);
+                json_decref(params);
+            }
         }
         json_decref(event);
     }
@@ -1479,10 +1941,13 @@ ADORCH_CLIENT_EXPORT void adorch_shown_ad_free(adorch_shown_ad *s) {
 /* ---- SDK layer: on-demand ads --------------------------------------------------------------------- */
 
 /* The first ad of a Load, as one adorch_ad. */
-static adorch_status load_one(adorch_client *c, adorch_load_request *request, adorch_ad **out, adorch_error *error) {
+static adorch_status load_one(adorch_client *c, adorch_load_request *request, const char *format, adorch_ad **out, adorch_error *error) {
     REQUIRE(c && request->slot && out, "client, slot and out are required");
+    const char *formats[] = {format, NULL};
+    adorch_status st = check_slot_format(c, request->slot, formats, format, error);
+    if (st != ADORCH_OK) return st;
     adorch_ad_list *ads = NULL;
-    adorch_status st = adorch_client_load(c, request, &ads, error);
+    st = adorch_client_load(c, request, &ads, error);
     if (st != ADORCH_OK) return st;
     json_t *first = json_array_get(json_object_get(BOX_OF(ads)->json, "ads"), 0);
     *out = first ? ad_new(first) : NULL;
@@ -1493,15 +1958,19 @@ static adorch_status load_one(adorch_client *c, adorch_load_request *request, ad
 ADORCH_CLIENT_EXPORT adorch_status adorch_banner_load(adorch_client *c, const char *slot, int32_t width, int32_t height, adorch_ad **out,
                                                       adorch_error *error) {
     adorch_load_request request = {.size = sizeof request, .slot = slot, .count = 1, .width = width, .height = height};
-    return load_one(c, &request, out, error);
+    return load_one(c, &request, "banner", out, error);
 }
 
 ADORCH_CLIENT_EXPORT adorch_status adorch_splash_load(adorch_client *c, const char *slot, int32_t timeout_ms, adorch_ad **out, adorch_error *error) {
     adorch_load_request request = {.size = sizeof request, .slot = slot, .count = 1, .timeout_ms = timeout_ms};
-    return load_one(c, &request, out, error);
+    return load_one(c, &request, "splash", out, error);
 }
 
 ADORCH_CLIENT_EXPORT adorch_status adorch_native_load(adorch_client *c, const char *slot, int32_t count, adorch_ad_list **out, adorch_error *error) {
+    REQUIRE(c && slot && out, "client, slot and out are required");
+    static const char *const native[] = {"native", NULL};
+    adorch_status st = check_slot_format(c, slot, native, "adorch_native_load", error);
+    if (st != ADORCH_OK) return st;
     adorch_load_request request = {.size = sizeof request, .slot = slot, .count = count};
     return adorch_client_load(c, &request, out, error);
 }

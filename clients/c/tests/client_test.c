@@ -7,16 +7,24 @@
  *                               restarts the daemon and makes the Show this waits for)
  *   client-test brokenpeer DIR  what a broken connection does to each kind of call, against a peer
  *                               in this program that breaks on cue (no daemon does so on demand)
+ *   client-test fakepeer DIR    replies no daemon sends (malformed, "continues" to a plain call, none
+ *                               at all, an event stream that ends), from a scripted peer in this program
+ *   client-test arguments       what the app passes that cannot go out as it is: a call over the
+ *                               daemon's max_message_bytes, strings that are not UTF-8, NULLs
+ *   client-test threads         the one-thread-at-a-time rule and the callback rules, enforced
  * Each prints what it checked and exits 0, or prints the failed check and exits 1. */
 #include <adorch/client.h>
 
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,6 +63,7 @@
     } while (0)
 
 static bool reconnected;
+static int calls_again; /* log lines saying a call is sent again */
 
 /* Log lines go to stdout, where the XCTest reads them. */
 static void log_line(void *userdata, adorch_log_level level, const char *message) {
@@ -62,6 +71,13 @@ static void log_line(void *userdata, adorch_log_level level, const char *message
     printf("LOG %d %s\n", level, message);
     fflush(stdout);
     if (strstr(message, "subscribed again")) reconnected = true;
+    if (strstr(message, "calling again")) calls_again++;
+}
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static adorch_client *connect_client(void) {
@@ -302,7 +318,7 @@ static void errors(const char *empty_slot) {
     CHECK(mapped >= 15, "only %d IDL errors", mapped);
     printf("every IDL error maps to a code: %d errors\n", mapped);
     CHECK(adorch_error_code_from_name("io.adorch.Ads.SomethingNew") == ADORCH_E_DAEMON, "unknown names are the base code");
-    CHECK(adorch_error_code_from_name("adorch.client.Timeout") == ADORCH_E_DAEMON, "library names never come from the wire");
+    CHECK(adorch_error_code_from_name("adorch.client.Timeout") == ADORCH_E_TIMEOUT, "the library's own names map back too");
 
     adorch_ad *ad = NULL;
     FAILS(ADORCH_E_SLOT_NOT_FOUND, adorch_client_show(client, "no-such-slot", "u", NULL, &ad, error));
@@ -458,6 +474,393 @@ static void brokenpeer(const char *dir) {
     printf("brokenpeer: all passed\n");
 }
 
+/* ---- The scripted peer: replies no daemon sends, on cue ---------------------------------------- */
+
+static int fake_listener;
+static char fake_path[108];
+/* Switches the test sets before the call that meets them, and what the peer saw. */
+static atomic_int fake_bad_slots, fake_bad_event, fake_end_stream, fake_restart_once, fake_subscribes;
+
+static void fake_send(int fd, const char *json) {
+    /* The client may have closed already (that is what some of these replies are for). */
+    if (send(fd, json, strlen(json) + 1, MSG_NOSIGNAL) < 0) printf("fake peer: send: %s\n", strerror(errno));
+}
+
+/* One message from fd, up to its NUL; false at EOF. */
+static bool fake_read(int fd, char *message, size_t size) {
+    size_t len = 0;
+    while (len < size - 1) {
+        if (read(fd, message + len, 1) <= 0) return false;
+        if (message[len] == '\0') return true;
+        len++;
+    }
+    message[len] = '\0';
+    return true;
+}
+
+#define FAKE_AD "{\"id\":\"a1\",\"slot\":\"s\",\"network\":\"n\",\"format\":\"rewarded\",\"payload\":{},\"expires_at\":\"x\",\"price\":1}"
+
+static void *fake_connection(void *arg) {
+    int fd = (int)(intptr_t)arg;
+    char m[8192];
+    while (fake_read(fd, m, sizeof m)) {
+        if (strstr(m, "\"io.adorch.Ads.Show\"")) {
+            if (strstr(m, "\"slot\":\"continues\"")) {
+                fake_send(fd, "{\"parameters\":{\"ad\":" FAKE_AD "},\"continues\":true}");
+                fake_send(fd, "{\"parameters\":{\"ad\":" FAKE_AD "}}");
+            } else if (strstr(m, "\"slot\":\"id_number\"")) {
+                fake_send(fd, "{\"parameters\":{\"ad\":{\"id\":5,\"slot\":\"s\",\"network\":\"n\",\"format\":\"f\",\"payload\":{},\"expires_at\":\"x\",\"price\":1}}}");
+            } else if (strstr(m, "\"slot\":\"partial\"")) {
+                fake_send(fd, "{\"parameters\":{\"ad\":{\"id\":\"a1\"}}}");
+            } else if (strstr(m, "\"slot\":\"payload_string\"")) {
+                fake_send(fd, "{\"parameters\":{\"ad\":{\"id\":\"a1\",\"slot\":\"s\",\"network\":\"n\",\"format\":\"f\",\"payload\":\"notobj\",\"expires_at\":\"x\",\"price\":1}}}");
+            } else if (strstr(m, "\"slot\":\"restart\"")) {
+                fake_send(fd, "{\"parameters\":{\"ad\":" FAKE_AD "}}");
+            } else if (strstr(m, "\"slot\":\"nul\"")) {
+                fake_send(fd, "{\"parameters\":{\"ad\":{\"id\":\"a\\u0000b\",\"slot\":\"s\",\"network\":\"n\",\"format\":\"f\",\"payload\":{},\"expires_at\":\"x\",\"price\":1}}}");
+            } else if (strstr(m, "\"slot\":\"bye\"")) {
+                break; /* hangs up unanswered */
+            } /* "hang": no reply at all */
+        } else if (strstr(m, "\"io.adorch.Ads.ListSlots\"")) {
+            fake_send(fd, fake_bad_slots ? "{\"parameters\":{\"slots\":[{\"id\":5},\"str\",null]}}"
+                                         : "{\"parameters\":{\"slots\":[{\"id\":\"restart\",\"format\":\"rewarded\",\"buffer\":1,\"buffer_min\":0,"
+                                           "\"buffer_max\":2,\"ready\":1,\"loading\":0}]}}");
+        } else if (strstr(m, "\"io.adorch.Ads.ListRewards\"")) {
+            fake_send(fd, "{\"parameters\":{\"rewards\":[],\"more\":false}}");
+        } else if (strstr(m, "\"io.adorch.Ads.Subscribe\"")) {
+            fake_subscribes++;
+            fake_send(fd, "{\"parameters\":{\"event\":{\"kind\":\"subscribed\",\"time\":\"t\"}},\"continues\":true}");
+            if (fake_restart_once) {
+                /* A restart: this stream ends, the next Subscribe is a new daemon's. */
+                fake_restart_once = 0;
+                break;
+            }
+            if (fake_bad_event) fake_send(fd, "{\"parameters\":{\"event\":{\"kind\":5,\"time\":\"t\"}},\"continues\":true}");
+            if (fake_end_stream) {
+                /* The daemon is gone for good: no socket to connect to any more. */
+                unlink(fake_path);
+                shutdown(fake_listener, SHUT_RDWR);
+                break;
+            }
+        } else {
+            fake_send(fd, "{\"error\":\"org.varlink.service.MethodNotFound\",\"parameters\":{}}");
+        }
+    }
+    close(fd);
+    return NULL;
+}
+
+static void *fake_accept(void *arg) {
+    (void)arg;
+    for (;;) {
+        int fd = accept(fake_listener, NULL, NULL);
+        if (fd < 0) return NULL;
+        pthread_t thread;
+        pthread_create(&thread, NULL, fake_connection, (void *)(intptr_t)fd);
+        pthread_detach(thread);
+    }
+}
+
+static adorch_client *fake_client(int reconnect_timeout_ms) {
+    adorch_client_options options = ADORCH_CLIENT_OPTIONS_INIT;
+    options.socket_path = fake_path;
+    options.call_timeout_ms = 300;
+    options.reconnect_timeout_ms = reconnect_timeout_ms;
+    options.log = log_line;
+    adorch_client *client = NULL;
+    OK(adorch_client_new(&client, &options, error));
+    return client;
+}
+
+struct async_reply {
+    adorch_status status;
+    int count;
+};
+
+static void on_async(void *u, adorch_status status, const char *reply, const adorch_error *error) {
+    (void)reply;
+    struct async_reply *r = u;
+    printf("async reply %d %s\n", status, error ? error->message : "");
+    r->status = status;
+    r->count++;
+}
+
+static void fakepeer(const char *dir) {
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(fake_path, sizeof fake_path, "%s/fake.sock", dir);
+    strcpy(addr.sun_path, fake_path);
+    unlink(fake_path);
+    fake_listener = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK(bind(fake_listener, (struct sockaddr *)&addr, sizeof addr) == 0 && listen(fake_listener, 8) == 0, "listen on %s", fake_path);
+    pthread_t acceptor;
+    CHECK(pthread_create(&acceptor, NULL, fake_accept, NULL) == 0, "peer thread");
+    adorch_client *client = fake_client(0);
+
+    /* A reply that says more follow, to a call without more: its second reply is not the next call's. */
+    adorch_ad *ad = NULL;
+    adorch_slot_list *slots = NULL;
+    FAILS(ADORCH_E_PROTOCOL, adorch_client_show(client, "continues", "u", NULL, &ad, error));
+    OK(adorch_client_list_slots(client, &slots, error));
+    CHECK(slots->count == 1, "ListSlots got %zu slots: another call's reply", slots->count);
+    adorch_slot_list_free(slots);
+
+    /* Replies that do not have the IDL's types are not a success with NULL fields. */
+    FAILS(ADORCH_E_PROTOCOL, adorch_client_show(client, "id_number", "u", NULL, &ad, error));
+    FAILS(ADORCH_E_PROTOCOL, adorch_client_show(client, "partial", "u", NULL, &ad, error));
+    FAILS(ADORCH_E_PROTOCOL, adorch_client_show(client, "payload_string", "u", NULL, &ad, error));
+    {
+        /* A \u0000 no C string can carry: the Show's ad is lost to the app, and the error says so. */
+        adorch_error e = ADORCH_ERROR_INIT;
+        CHECK(adorch_client_show(client, "nul", "u", NULL, &ad, &e) == ADORCH_E_PROTOCOL && strstr(e.message, "\\u0000") &&
+                  strstr(e.message, "may have taken effect"),
+              "a \\u0000 in Show's reply: %s", e.message);
+        adorch_error_clear(&e);
+    }
+    fake_bad_slots = 1;
+    FAILS(ADORCH_E_PROTOCOL, adorch_client_list_slots(client, &slots, error));
+    fake_bad_slots = 0;
+
+    /* An async call the peer never answers times out through the callback, from the polled fd. */
+    struct async_reply reply = {ADORCH_OK, 0};
+    OK(adorch_client_call_async(client, "io.adorch.Ads.Show", "{\"slot\":\"hang\"}", on_async, &reply, error));
+    int64_t sent = now_ms(), start;
+    while (reply.count == 0 && now_ms() - sent < 5000) {
+        struct pollfd p = {.fd = adorch_client_get_fd(client), .events = adorch_client_get_events(client)};
+        CHECK(poll(&p, 1, 5000) >= 0, "poll");
+        OK(adorch_client_process(client, error));
+    }
+    int64_t waited = now_ms() - sent;
+    CHECK(reply.count == 1 && reply.status == ADORCH_E_TIMEOUT && waited >= 250 && waited < 2000,
+          "async reply: %d replies, status %d after %lld ms (call timeout 300)", reply.count, reply.status, (long long)waited);
+    OK(adorch_client_list_slots(client, &slots, error)); /* not ADORCH_E_BUSY any more */
+    adorch_slot_list_free(slots);
+    printf("async call timed out after %lld ms\n", (long long)waited);
+
+    /* An event that is not an Event ends the subscription with a protocol error, without subscribing again. */
+    fake_bad_event = 1;
+    OK(adorch_client_subscribe(client, NULL, 0, error));
+    adorch_event *event = NULL;
+    OK(adorch_client_next_event(client, 2000, &event, error));
+    CHECK(strcmp(event->kind, "subscribed") == 0, "first event %s", event->kind);
+    adorch_event_free(event);
+    FAILS(ADORCH_E_PROTOCOL, adorch_client_next_event(client, 2000, &event, error));
+    FAILS(ADORCH_E_BUSY, adorch_client_next_event(client, 0, &event, error));
+    CHECK(fake_subscribes == 1, "subscribed %d times", (int)fake_subscribes);
+    fake_bad_event = 0;
+
+    /* A restart while waiting for a shown ad's reward: the ad is gone with the daemon, so the
+     * wait ends (the ledger has no reward for it) instead of running out its timeout. */
+    adorch_rewarded_ad *rewarded = NULL;
+    adorch_shown_ad *shown = NULL;
+    adorch_reward *reward = NULL;
+    OK(adorch_rewarded_ad_new(client, "restart", &rewarded, error));
+    OK(adorch_rewarded_ad_show(rewarded, "u", NULL, &shown, error));
+    fake_restart_once = 1;
+    int64_t asked = now_ms();
+    FAILS(ADORCH_E_AD_NOT_VALID, adorch_shown_ad_wait_reward(shown, 10000, &reward, error));
+    CHECK(now_ms() - asked < 3000, "wait_reward ended after %lld ms", (long long)(now_ms() - asked));
+    adorch_shown_ad_free(shown);
+    adorch_rewarded_ad_free(rewarded);
+    adorch_client_free(client);
+
+    /* A subscription whose daemon is gone for good gives up within its reconnect budget. */
+    enum { BUDGET_MS = 1500 };
+    client = fake_client(BUDGET_MS);
+    fake_end_stream = 1;
+    OK(adorch_client_subscribe(client, NULL, 0, error));
+    int64_t lost = now_ms();
+    OK(adorch_client_next_event(client, 2000, &event, error));
+    adorch_event_free(event);
+    FAILS(ADORCH_E_CONNECT, adorch_client_next_event(client, 10000, &event, error));
+    int64_t gave_up = now_ms() - lost;
+    CHECK(gave_up >= BUDGET_MS - 50 && gave_up <= BUDGET_MS + 300, "gave up after %lld ms of a %d ms budget", (long long)gave_up, BUDGET_MS);
+    printf("the subscription gave up after %lld ms of its %d ms budget\n", (long long)gave_up, BUDGET_MS);
+    /* With no daemon, an async call does not hold up the app's event loop for the backoff. */
+    FAILS(ADORCH_E_CONNECTION_LOST, adorch_client_show(client, "bye", "u", NULL, &ad, error));
+    start = now_ms();
+    FAILS(ADORCH_E_CONNECT, adorch_client_call_async(client, "io.adorch.Ads.ListSlots", NULL, on_async, &reply, error));
+    CHECK(now_ms() - start < 300, "call_async waited %lld ms for a daemon", (long long)(now_ms() - start));
+    adorch_client_free(client);
+    close(fake_listener);
+    pthread_join(acceptor, NULL);
+    printf("fakepeer: all passed\n");
+}
+
+/* ---- What the app passes ------------------------------------------------------------------------ */
+
+static void arguments(void) {
+    adorch_client *client = connect_client();
+    /* Over the daemon's max_message_bytes (1 MiB by default): its refusal, at once, and sent once. */
+    enum { BIG = 2000000 };
+    char *big = malloc(BIG + 1);
+    CHECK(big, "malloc");
+    memset(big, 'u', BIG);
+    big[BIG] = '\0';
+    adorch_ad *ad = NULL;
+    adorch_reward_list *rewards = NULL;
+    int64_t start = now_ms();
+    FAILS(ADORCH_E_VARLINK_INVALID_PARAMETER, adorch_client_show(client, "rewarded_main", big, NULL, &ad, error));
+    FAILS(ADORCH_E_VARLINK_INVALID_PARAMETER, adorch_client_report(client, big, "click", error));
+    FAILS(ADORCH_E_VARLINK_INVALID_PARAMETER, adorch_client_list_rewards(client, big, NULL, NULL, 0, &rewards, error));
+    int64_t took = now_ms() - start;
+    CHECK(calls_again == 0 && took < 3000, "%d resends, %lld ms", calls_again, (long long)took);
+    printf("three oversized calls refused in %lld ms, none sent again\n", (long long)took);
+    free(big);
+    adorch_slot_list *slots = NULL;
+    OK(adorch_client_list_slots(client, &slots, error));
+    adorch_slot_list_free(slots);
+
+    /* Strings that are not UTF-8 cannot be JSON: named, not dropped from the call. */
+    const char *bad = "caf\xc3";
+    adorch_reward_model model = {sizeof model, bad, 1, NULL};
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_show(client, "rewarded_main", "u", &model, &ad, error));
+    model = (adorch_reward_model){sizeof model, NULL, 1, "\xed\xa0\x80"}; /* a surrogate */
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_show(client, "rewarded_main", "u", &model, &ad, error));
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_show(client, "rewarded_main", "\xc0\xaf", NULL, &ad, error)); /* overlong */
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_show(client, bad, "u", NULL, &ad, error));
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_report(client, "x", bad, error));
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_ack_reward(client, bad, error));
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_list_rewards(client, bad, NULL, NULL, 0, &rewards, error));
+    adorch_event_list *events = NULL;
+    const char *bad_slots[] = {"rewarded_main", bad}, *null_slots[] = {"rewarded_main", NULL};
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_list_events(client, bad_slots, 2, 0, &events, error));
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_list_events(client, null_slots, 2, 0, &events, error));
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_subscribe(client, bad_slots, 2, error));
+    char *text = NULL;
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_call(client, "io.adorch.Ads.ListSlots\xff", NULL, &text, error));
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_get_interface_description(client, bad, &text, error));
+    {
+        adorch_error e = ADORCH_ERROR_INIT;
+        adorch_client_show(client, "rewarded_main", "u", &(adorch_reward_model){sizeof model, bad, 1, NULL}, &ad, &e);
+        CHECK(strstr(e.message, "reward.name") && strstr(e.message, "UTF-8"), "the message names the parameter: %s", e.message);
+        adorch_error_clear(&e);
+        adorch_client_list_events(client, null_slots, 2, 0, &events, &e);
+        CHECK(strstr(e.message, "slots[1]"), "the message names the entry: %s", e.message);
+        adorch_error_clear(&e);
+    }
+    OK(adorch_client_list_rewards(client, "\xc3\xbc-user \xf0\x9f\x8e\x81", NULL, NULL, 0, &rewards, error)); /* UTF-8 goes out */
+    adorch_reward_list_free(rewards);
+
+    /* Slots of the wrong format for an SDK object or helper, and socket paths no retry can fix. */
+    adorch_rewarded_ad *rewarded = NULL;
+    FAILS(ADORCH_E_ARGUMENT, adorch_rewarded_ad_new(client, "banner_main", &rewarded, error));
+    FAILS(ADORCH_E_SLOT_NOT_FOUND, adorch_rewarded_ad_new(client, "no-such-slot", &rewarded, error));
+    FAILS(ADORCH_E_ARGUMENT, adorch_banner_load(client, "native_main", 0, 0, &ad, error));
+    adorch_ad_list *ads = NULL;
+    FAILS(ADORCH_E_ARGUMENT, adorch_native_load(client, "banner_main", 3, &ads, error));
+    adorch_client_options options = ADORCH_CLIENT_OPTIONS_INIT;
+    options.log = log_line;
+    adorch_client *nowhere = NULL;
+    char long_path[200];
+    memset(long_path, 'p', sizeof long_path - 1);
+    long_path[0] = '/';
+    long_path[sizeof long_path - 1] = '\0';
+    start = now_ms();
+    options.socket_path = "";
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_new(&nowhere, &options, error));
+    options.socket_path = long_path;
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_new(&nowhere, &options, error));
+    CHECK(now_ms() - start < 1000, "socket paths refused after %lld ms of retrying", (long long)(now_ms() - start));
+
+    /* NULLs and the library's own error names. */
+    {
+        adorch_error e = ADORCH_ERROR_INIT;
+        CHECK(!adorch_rewarded_ad_is_ready(NULL, &e) && e.code == ADORCH_E_ARGUMENT, "is_ready(NULL) fills the error: %d", e.code);
+        adorch_error_clear(&e);
+    }
+    for (adorch_status code = ADORCH_E_DAEMON; code <= ADORCH_E_ENDED; code++)
+        CHECK(adorch_error_code_from_name(adorch_error_name(code)) == code, "%s does not map back to %d", adorch_error_name(code), code);
+    adorch_client_free(client);
+    printf("arguments: all passed\n");
+}
+
+/* ---- Threads and callbacks -------------------------------------------------------------------------- */
+
+struct racer {
+    adorch_client *client;
+    pthread_barrier_t *start;
+    int ok, busy;
+};
+
+static void *race(void *arg) {
+    struct racer *r = arg;
+    pthread_barrier_wait(r->start);
+    for (int i = 0; i < 300; i++) {
+        adorch_slot_list *slots = NULL;
+        adorch_error e = ADORCH_ERROR_INIT;
+        adorch_status st = adorch_client_list_slots(r->client, &slots, &e);
+        CHECK(st == ADORCH_OK || st == ADORCH_E_BUSY, "list_slots from two threads: %d %s", st, e.message);
+        if (st == ADORCH_OK) r->ok++, adorch_slot_list_free(slots);
+        else r->busy++;
+        adorch_error_clear(&e);
+    }
+    return NULL;
+}
+
+struct inside {
+    adorch_client *client;
+    int events;
+    adorch_status process, next_event, list_slots;
+};
+
+static void free_inside(void *u, const adorch_event *event) {
+    struct inside *in = u;
+    in->events++;
+    CHECK(strcmp(event->kind, "subscribed") == 0, "the first event is %s", event->kind);
+    adorch_event *next = NULL;
+    adorch_slot_list *slots = NULL;
+    in->process = adorch_client_process(in->client, NULL);
+    in->next_event = adorch_client_next_event(in->client, 0, &next, NULL);
+    in->list_slots = adorch_client_list_slots(in->client, &slots, NULL);
+    adorch_slot_list_free(slots);
+    adorch_client_free(in->client); /* freed once the process that runs this returns */
+}
+
+static void threads(void) {
+    adorch_client *client = connect_client();
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, 2);
+    struct racer a = {client, &start, 0, 0}, b = {client, &start, 0, 0};
+    pthread_t ta, tb;
+    CHECK(pthread_create(&ta, NULL, race, &a) == 0 && pthread_create(&tb, NULL, race, &b) == 0, "threads");
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    pthread_barrier_destroy(&start);
+    CHECK(a.ok + b.ok > 0 && a.busy + b.busy > 0, "two threads: %d calls ok, %d refused busy", a.ok + b.ok, a.busy + b.busy);
+    printf("two threads on one client: %d calls ok, %d refused as busy\n", a.ok + b.ok, a.busy + b.busy);
+
+    /* Inside an event callback: no event processing, plain calls, and a free that waits for the way out. */
+    struct inside in = {client, 0, -1, -1, -1};
+    adorch_client_set_event_callback(client, free_inside, &in);
+    OK(adorch_client_subscribe(client, NULL, 0, error));
+    OK(adorch_client_process(client, error));
+    CHECK(in.events == 1 && in.process == ADORCH_E_BUSY && in.next_event == ADORCH_E_BUSY && in.list_slots == ADORCH_OK,
+          "inside the callback: %d events, process %d, next_event %d, list_slots %d", in.events, in.process, in.next_event, in.list_slots);
+    printf("inside a callback: process and next_event busy, a plain call ok, free deferred\n");
+
+    /* After a fork the child may not use the parent's client; the parent's goes on. */
+    client = connect_client();
+    OK(adorch_client_subscribe(client, NULL, 0, error));
+    pid_t child = fork();
+    if (child == 0) {
+        adorch_slot_list *slots = NULL;
+        adorch_status st = adorch_client_list_slots(client, &slots, NULL);
+        adorch_client_free(client);
+        _exit(st == ADORCH_E_ARGUMENT ? 0 : 1);
+    }
+    int status = -1;
+    CHECK(child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's call was refused");
+    adorch_slot_list *slots = NULL;
+    OK(adorch_client_list_slots(client, &slots, error));
+    adorch_slot_list_free(slots);
+    adorch_event *event = NULL;
+    OK(adorch_client_next_event(client, 2000, &event, error));
+    adorch_event_free(event);
+    adorch_client_free(client);
+    printf("fork: the child's call refused, the parent's client goes on\n");
+    printf("threads: all passed\n");
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "";
@@ -466,8 +869,11 @@ int main(int argc, char **argv) {
     else if (strcmp(mode, "errors") == 0 && argc > 2) errors(argv[2]);
     else if (strcmp(mode, "restart") == 0) restart();
     else if (strcmp(mode, "brokenpeer") == 0 && argc > 2) brokenpeer(argv[2]);
+    else if (strcmp(mode, "fakepeer") == 0 && argc > 2) fakepeer(argv[2]);
+    else if (strcmp(mode, "arguments") == 0) arguments();
+    else if (strcmp(mode, "threads") == 0) threads();
     else {
-        fprintf(stderr, "usage: client-test basics|nonblocking|errors EMPTY_SLOT|restart|brokenpeer DIR\n");
+        fprintf(stderr, "usage: client-test basics|nonblocking|errors EMPTY_SLOT|restart|brokenpeer DIR|fakepeer DIR|arguments|threads\n");
         return 2;
     }
     return 0;

@@ -16,12 +16,18 @@
  * events to the event callback and replies of adorch_client_call_async to theirs.
  *
  * Threads. An adorch_client, and every object made from it (rewarded ad, shown ad, session),
- * is used from one thread at a time: the library takes no locks. Different clients are
- * independent. Callbacks (events, replies, listeners, log) run on the thread that called
- * into the library, inside that call; they may read what they are given and call
- * adorch_client_* functions that do not process events (plain calls such as
- * adorch_client_report or adorch_client_ack_reward), but must not call
- * adorch_client_process, adorch_client_next_event or adorch_client_free.
+ * is used from one thread at a time: the library takes no locks, but a call from a second
+ * thread while one is inside returns ADORCH_E_BUSY. Different clients are independent.
+ * Callbacks (events, replies, listeners, log) run on the thread that called into the library,
+ * inside that call; they may read what they are given and make plain calls (such as
+ * adorch_client_report or adorch_client_ack_reward; not from the log callback of a blocking
+ * call), while adorch_client_process, adorch_client_next_event and adorch_client_subscribe
+ * return ADORCH_E_BUSY there. adorch_client_free inside a callback frees the client when the
+ * call that ran the callback returns (no further callbacks run).
+ *
+ * fork(). A client belongs to the process that made it: in a child, calls return
+ * ADORCH_E_ARGUMENT and adorch_client_free only closes the child's copies of its fds (the
+ * parent's client goes on). Make a new client in the child.
  *
  * Errors. Every function that can fail returns an adorch_status (ADORCH_OK = 0) and fills an
  * optional adorch_error (pass NULL if you only want the code) with the daemon's error name,
@@ -31,11 +37,17 @@
  * Reconnect. When the daemon restarts, the client reconnects with a bounded backoff (options
  * reconnect_timeout_ms, default 30 s), logging one line per retry. Reads (ListSlots,
  * ListRewards, ListEvents, GetStatus, GetInterfaceDescription) are retried on the new
- * connection. A call that may have taken effect (Show, Load, Report, AckReward, the session
- * calls) whose connection broke after it was sent is never retried: it fails with
- * ADORCH_E_CONNECTION_LOST. A subscription subscribes again on the new connection and its
- * events go on in one stream (the second "subscribed" event is logged, not delivered); rewards
- * not yet acknowledged are delivered again then, so dedupe rewards by trans_id.
+ * connection, and so is any call whose message did not get out whole (it had no effect), each
+ * after the backoff. A call that may have taken effect (Show, Load, Report, AckReward, the
+ * session calls) whose connection broke after it was sent is never retried: it fails with
+ * ADORCH_E_CONNECTION_LOST; one that met the call timeout fails with ADORCH_E_TIMEOUT and may
+ * have taken effect just the same (a Show's ad may have been handed out). The call timeout
+ * bounds the time a call waits for replies, summed over its sends; waiting for a daemon to come
+ * back is bounded by reconnect_timeout_ms. A call over the daemon's max_message_bytes gets the
+ * daemon's refusal (ADORCH_E_VARLINK_INVALID_PARAMETER), once. A subscription subscribes again
+ * on the new connection and its events go on in one stream (the second "subscribed" event is
+ * logged, not delivered); rewards not yet acknowledged are delivered again then, so dedupe
+ * rewards by trans_id. Retries go on until the budget is spent, the last one at its end.
  *
  * Rewards are ledger first (docs/rules.md, "Rewards"): the library never acknowledges a reward;
  * call adorch_client_ack_reward once the user has been credited.
@@ -113,11 +125,11 @@ typedef enum adorch_status {
     ADORCH_E_DAEMON = 60,                     /* a daemon error whose name this version does not know (see name) */
     ADORCH_E_CONNECT = 61,                    /* cannot connect to the socket (after retrying; sys_errno says why) */
     ADORCH_E_CONNECTION_LOST = 62,            /* the connection broke after a call that may have taken effect was sent */
-    ADORCH_E_TIMEOUT = 63,                    /* no reply or event within the timeout */
-    ADORCH_E_PROTOCOL = 64,                   /* the daemon sent something that is not a valid reply */
+    ADORCH_E_TIMEOUT = 63,                    /* no reply or event within the timeout (a call may have taken effect) */
+    ADORCH_E_PROTOCOL = 64,                   /* the daemon sent something that is not a valid reply (not the IDL's types) */
     ADORCH_E_NO_MEMORY = 65,                  /* out of memory */
-    ADORCH_E_ARGUMENT = 66,                   /* a bad argument to a library function (NULL, bad JSON text) */
-    ADORCH_E_BUSY = 67,                       /* a blocking call while async calls are in flight, or no subscription */
+    ADORCH_E_ARGUMENT = 66,                   /* a bad argument to a library function (NULL, bad JSON text, not UTF-8) */
+    ADORCH_E_BUSY = 67,                       /* async calls in flight, no subscription, another thread, or inside a callback */
     ADORCH_E_ENDED = 68                       /* a stream is over (session after its terminal event) */
 } adorch_status;
 
@@ -141,7 +153,8 @@ ADORCH_CLIENT_EXPORT void adorch_error_clear(adorch_error *error);
 ADORCH_CLIENT_EXPORT const char *adorch_error_parameter(const adorch_error *error, const char *key);
 /* An integer parameter of the error reply (e.g. TooManyOpenAds' "limit"): true and *value if it has one. */
 ADORCH_CLIENT_EXPORT bool adorch_error_parameter_int(const adorch_error *error, const char *key, int64_t *value);
-/* The code of a qualified daemon error name ("io.adorch.Ads.NoAdReady"); ADORCH_E_DAEMON if unknown. */
+/* The code of a qualified error name ("io.adorch.Ads.NoAdReady", or the library's own
+ * "adorch.client.Timeout"); ADORCH_E_DAEMON if unknown. */
 ADORCH_CLIENT_EXPORT adorch_status adorch_error_code_from_name(const char *name);
 /* The qualified name of a code (the Ads one where Ads and Manager share it); NULL for unknown codes. */
 ADORCH_CLIENT_EXPORT const char *adorch_error_name(adorch_status code);
@@ -170,7 +183,8 @@ typedef void (*adorch_log_fn)(void *userdata, adorch_log_level level, const char
 /* How to connect; start from ADORCH_CLIENT_OPTIONS_INIT, which sets size and the defaults. */
 typedef struct adorch_client_options {
     uint32_t size;                  /* sizeof(adorch_client_options) of the caller's header */
-    const char *socket_path;        /* NULL: $ADORCH_SOCKET, else this user's daemon, else /run/adorch/adorchd.sock */
+    const char *socket_path;        /* NULL: $ADORCH_SOCKET, else this user's daemon's if it exists, else /run/adorch/adorchd.sock
+                                     * if that exists, else this user's (adorchctl's rule); "" or too long: ADORCH_E_ARGUMENT */
     int32_t call_timeout_ms;        /* how long a call waits for its reply; 0: the default above; < 0: forever */
     int32_t reconnect_timeout_ms;   /* how long to keep retrying a lost daemon; 0: the default above; < 0: never retry */
     adorch_log_fn log;              /* NULL: stderr */
@@ -344,7 +358,8 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_get_status(adorch_client *clien
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_get_interface_description(adorch_client *client, const char *interface_name,
                                                                           char **description, adorch_error *error);
 /* Any method by its qualified name, parameters as JSON object text (NULL: {}); reply parameters as JSON text.
- * It is taken for one that may have taken effect (never retried after it was sent). */
+ * It is taken for one that may have taken effect (never retried after it was sent). Every string
+ * argument of every call must be UTF-8 (JSON's): one that is not is ADORCH_E_ARGUMENT naming it. */
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_call(adorch_client *client, const char *method, const char *parameters,
                                                       char **reply, adorch_error *error);
 
@@ -374,12 +389,15 @@ ADORCH_CLIENT_EXPORT int adorch_client_get_fd(const adorch_client *client);
 /* The poll events to wait for on that fd (POLLIN). */
 ADORCH_CLIENT_EXPORT short adorch_client_get_events(const adorch_client *client);
 /* Does what is due without blocking: reads replies and events, reconnects when its timer fires,
- * dispatches to callbacks (events are queued for next_event if no event callback is set).
- * Returns an error only when the subscription gave up reconnecting (then it is over). */
+ * times out async calls, dispatches to callbacks (events are queued for next_event if no event
+ * callback is set). Returns an error only when the subscription gave up reconnecting
+ * (ADORCH_E_CONNECT) or its stream was not valid events (ADORCH_E_PROTOCOL): then it is over. */
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_process(adorch_client *client, adorch_error *error);
 /* Sends a call (as adorch_client_call) without waiting for the reply, which goes to callback from
- * adorch_client_process. While async calls are in flight, blocking calls return ADORCH_E_BUSY. If the
- * call connection has to be made again first, that connect is blocking (with its backoff). */
+ * adorch_client_process; with no reply within call_timeout_ms the callback gets ADORCH_E_TIMEOUT
+ * (and the calls after it, whose connection goes, ADORCH_E_CONNECTION_LOST). While async calls are
+ * in flight, blocking calls return ADORCH_E_BUSY. If the call connection has to be made again
+ * first, it is one connect attempt: ADORCH_E_CONNECT at once if the daemon is not there. */
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_call_async(adorch_client *client, const char *method, const char *parameters,
                                                             adorch_reply_fn callback, void *userdata, adorch_error *error);
 
@@ -394,7 +412,8 @@ typedef adorch_rewarded_ad adorch_fullscreen_ad;
 /* An ad the app is showing: its Ad, reports, listener, reward; opaque. */
 typedef struct adorch_shown_ad adorch_shown_ad;
 
-/* A rewarded (or fullscreen, interstitial) ad of a slot, used through client (which must outlive it). */
+/* A rewarded (or fullscreen, interstitial) ad of a slot, used through client (which must outlive it);
+ * SlotNotFound for an unknown slot, ADORCH_E_ARGUMENT for a slot of another format (ListSlots). */
 ADORCH_CLIENT_EXPORT adorch_status adorch_rewarded_ad_new(adorch_client *client, const char *slot, adorch_rewarded_ad **out, adorch_error *error);
 /* Frees it; NULL ignored. */
 ADORCH_CLIENT_EXPORT void adorch_rewarded_ad_free(adorch_rewarded_ad *ad);
@@ -428,14 +447,16 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_shown_ad_report_close(adorch_shown_ad 
 /* Sets the listener (copied; NULL clears); it fires while the client processes its subscription's events. */
 ADORCH_CLIENT_EXPORT void adorch_shown_ad_set_listener(adorch_shown_ad *shown, const adorch_ad_listener *listener, void *userdata);
 /* Waits up to timeout_ms for this ad's reward (reward_granted, or ListRewards if granted earlier) on a
- * connection of its own; does not acknowledge it. */
+ * connection of its own; does not acknowledge it. If the daemon restarts meanwhile and the ledger has
+ * no reward for the ad, ADORCH_E_AD_NOT_VALID (no open ad outlives a restart). */
 ADORCH_CLIENT_EXPORT adorch_status adorch_shown_ad_wait_reward(adorch_shown_ad *shown, int timeout_ms, adorch_reward **out, adorch_error *error);
 /* Frees it (the ad itself lives on in the daemon until closed or ended); NULL ignored. */
 ADORCH_CLIENT_EXPORT void adorch_shown_ad_free(adorch_shown_ad *shown);
 
 /* ---- SDK-like layer: on-demand ads -------------------------------------------------------------- */
 
-/* Loads one banner of slot (width/height 0: the slot's). */
+/* Loads one banner of slot (width/height 0: the slot's). These three check the slot's format first
+ * (ListSlots): ADORCH_E_ARGUMENT for a slot of another one. */
 ADORCH_CLIENT_EXPORT adorch_status adorch_banner_load(adorch_client *client, const char *slot, int32_t width, int32_t height,
                                                       adorch_ad **out, adorch_error *error);
 /* Loads one splash ad of slot within timeout_ms (0: the slot's, splash default 2000). */
