@@ -168,8 +168,11 @@ extension EngineRuntime {
             let stats = StatsCollector()
             for plugin in loaded {
                 group.enter()
+                // The name, not the plugin: the timeout's closure keeps this one for a second, and
+                // a plugin a reload removes must let go of its library (PluginLibrary) at once.
+                let name = plugin.info.name
                 plugin.stats(timeout: .seconds(1)) { json in
-                    stats.set(plugin.info.name, json)
+                    stats.set(name, json)
                     group.leave()
                 }
             }

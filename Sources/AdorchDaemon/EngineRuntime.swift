@@ -56,9 +56,11 @@ final class EngineRuntime: @unchecked Sendable {
     }
 
     /// Opens the ledger, loads the plugins, builds the engine (with the estimates kept from
-    /// the last run) and starts its timers. Throws only if the state directory or the
-    /// ledger cannot be used: a refused plugin is logged and the daemon runs on.
+    /// the last run) and starts its timers. Throws only if two plugin names are one file, or
+    /// the state directory or the ledger cannot be used: a refused plugin is logged and the
+    /// daemon runs on.
     func start() throws {
+        try config.checkPluginFiles(pluginDir: options.pluginDir)
         try prepareStateDirectory()
         rewards = try RewardDesk(stateDir: stateDir, config: config, logger: logger)
         queue.sync {
@@ -126,6 +128,7 @@ final class EngineRuntime: @unchecked Sendable {
         let next: DaemonConfig
         do throws(ConfigError) {
             next = try options.configPath.map { path throws(ConfigError) in try DaemonConfig.load(path: path) } ?? .embeddedDefault()
+            try next.checkPluginFiles(pluginDir: options.pluginDir, loaded: plugins.files)
         } catch {
             return .failure(error)
         }

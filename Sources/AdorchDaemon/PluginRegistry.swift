@@ -20,6 +20,9 @@ final class PluginRegistry: @unchecked Sendable {
     private let options: DaemonOptions
     private(set) var loaded: [String: LoadedPlugin] = [:]
     private(set) var refusals: [String: PluginRefusal] = [:]
+    /// The file each loaded plugin was opened from, as it was then: a reload checks the
+    /// plugins it adds against these (DaemonConfig.checkPluginFiles).
+    private(set) var files: [String: PluginFileID] = [:]
 
     init(queue: DispatchQueue, logger: Logger, options: DaemonOptions) {
         self.queue = queue
@@ -47,8 +50,10 @@ final class PluginRegistry: @unchecked Sendable {
             do {
                 // Root and the service's own user: the only ones who may have put code here.
                 if !options.insecurePlugins { try PluginFileTrust.check(path, owners: [0, geteuid()]) }
+                let file = PluginFileID(path: path)
                 let opened = try LoadedPlugin(name: plugin.name, path: path, configJSON: plugin.configJSON, logger: logger, onReport: onReport)
                 loaded[plugin.name] = opened
+                files[plugin.name] = file
                 refusals[plugin.name] = nil
                 let info = opened.info
                 let newer = info.abiMinor > PluginABI.minor
@@ -73,6 +78,7 @@ final class PluginRegistry: @unchecked Sendable {
     func remove(_ name: String) {
         dispatchPrecondition(condition: .onQueue(queue))
         loaded.removeValue(forKey: name)?.shutdown()
+        files[name] = nil
         refusals[name] = nil
         logger.notice("plugin \(name) removed", metadata: ["plugin": "\(name)"])
     }

@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchLocking
 import CAdorchPlugin
 import Foundation
 
@@ -17,8 +18,15 @@ public final class PluginLibrary: @unchecked Sendable {
     /// Which symbol the entry came from: the data symbol, or the function returning it.
     public let entrySymbol: String
 
+    /// The handles PluginLibraries of this process hold, with the path each was opened from.
+    /// The config checks keep two plugin names off one file (PluginFileID); this catches what
+    /// they cannot see: dlopen also matches the path a library was opened from, though the
+    /// file there was replaced since, and a plugin removed by a reload that never returned
+    /// from a call still holds its library.
+    private static let held = LockedValue<[Int: String]>([:])
+
     /// Opens `path` (RTLD_NOW | RTLD_LOCAL) and checks the entry. Any refusal closes the
-    /// library again and says why.
+    /// library again and says why; so does a library another PluginLibrary still holds.
     public init(path: String) throws(PluginLoadError) {
         guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
             throw .cannotOpen(path: path, reason: dlerror().map { String(cString: $0) } ?? "unknown error")
@@ -52,6 +60,17 @@ public final class PluginLibrary: @unchecked Sendable {
             dlclose(handle)
             throw .malformedEntry(path: path, reason: problem)
         }
+        let heldFrom = Self.held.withLock { held -> String? in
+            let key = Int(bitPattern: handle)
+            if let other = held[key] { return other }
+            held[key] = path
+            return nil
+        }
+        if let heldFrom {
+            copy.deallocate()
+            dlclose(handle)  // only this open's reference: the holder's keeps it mapped
+            throw .alreadyHeld(path: path, heldFrom: heldFrom)
+        }
         let entry = UnsafePointer(copy)
         self.path = path
         self.handle = handle
@@ -59,8 +78,11 @@ public final class PluginLibrary: @unchecked Sendable {
     }
 
     // The library itself stays mapped: a plugin thread that outlived deinit must not jump
-    // into unmapped code.
-    deinit { entry.deallocate() }
+    // into unmapped code. Its globals are free for the next PluginLibrary of the file.
+    deinit {
+        entry.deallocate()
+        _ = Self.held.withLock { $0.removeValue(forKey: Int(bitPattern: handle)) }
+    }
 
     /// What the entry says of the plugin, under the name the host gives it.
     public func info(name: String) -> PluginInfo {

@@ -7,6 +7,8 @@ public enum PluginLoadError: Error, CustomStringConvertible, Sendable {
     case initFailed(path: String, name: String, code: Int32)
     /// The file could have been replaced by someone the daemon does not trust (PluginFileTrust).
     case untrusted(path: String, reason: String)
+    /// dlopen gave the library another PluginLibrary of this process still holds (PluginFileID).
+    case alreadyHeld(path: String, heldFrom: String)
 
     public var description: String {
         switch self {
@@ -22,13 +24,15 @@ public enum PluginLoadError: Error, CustomStringConvertible, Sendable {
             "plugin \(path) refused: \(name)'s init returned \(code)"
         case .untrusted(let path, let reason):
             "plugin \(path) refused: \(reason) (adorchd --insecure-plugins skips this check, for development only)"
+        case .alreadyHeld(let path, let heldFrom):
+            "plugin \(path) refused: it is the library a loaded plugin holds, opened from \(heldFrom): \(PluginFileID.sharedGlobals)"
         }
     }
 
     public var path: String {
         switch self {
         case .cannotOpen(let path, _), .noEntrySymbol(let path), .abiMismatch(let path, _, _),
-            .malformedEntry(let path, _), .initFailed(let path, _, _), .untrusted(let path, _):
+            .malformedEntry(let path, _), .initFailed(let path, _, _), .untrusted(let path, _), .alreadyHeld(let path, _):
             path
         }
     }

@@ -114,6 +114,45 @@ final class ConfigRefusalTests: XCTestCase {
         XCTAssertEqual(try checkConfig(try file("c.toml", slot)).status, 0, "sim is in the plugin dir")
     }
 
+    /// The outside tester's defect: `[plugins.simb]` with sim's file passed the check, then
+    /// simb's init took over sim's callbacks (one dlopen handle, one set of globals) and every
+    /// sim load timed out. One file under two plugin names is now refused, by path, through a
+    /// symlink, through a hard link, and among the files of a plugin dir; a copy is its own file.
+    func testOneFileUnderTwoPluginNamesIsRefusedByTheCheckNamingBothTablesAndTheFile() throws {
+        let sim = productsDirectory.appendingPathComponent("libadorch-plugin-sim.so").path
+        let plugins = dir.appendingPathComponent("plugins").path
+        try FileManager.default.createDirectory(atPath: plugins, withIntermediateDirectories: true)
+        let own = plugins + "/libadorch-plugin-sim.so", symlink = plugins + "/alias.so", hardLink = plugins + "/hard.so"
+        let copy = dir.appendingPathComponent("copy.so").path
+        try FileManager.default.copyItem(atPath: sim, toPath: own)
+        try FileManager.default.createSymbolicLink(atPath: symlink, withDestinationPath: "libadorch-plugin-sim.so")
+        XCTAssertEqual(link(own, hardLink), 0, String(cString: strerror(errno)))
+        try FileManager.default.copyItem(atPath: sim, toPath: copy)
+        // As `stat -L -c 'device %d, inode %i'` says it: what an operator compares by hand.
+        func fileID(_ path: String) -> String {
+            var info = stat()
+            XCTAssertEqual(stat(path, &info), 0, path)
+            return "device \(info.st_dev), inode \(info.st_ino)"
+        }
+        let why = "a process loads a shared object once, so both names would share its globals and the later init would take over"
+            + " the earlier one's callbacks; name it once, or give each name its own copy of the file"
+        let cases: [(first: String, second: String, kind: String)] = [(sim, sim, "path"), (own, symlink, "symlink"), (own, hardLink, "hard")]
+        for (first, second, kind) in cases {
+            let config = try file("\(kind).toml", "[plugins.sim]\npath = \"\(first)\"\n[plugins.simb]\npath = \"\(second)\"\n" + slot)
+            let result = try checkConfig(config)
+            XCTAssertEqual(result.status, 78, "\(kind): \(result.stdout)")
+            XCTAssertTrue(result.stderr.contains("\(config): key plugins.simb: [plugins.sim] (\(first)) and [plugins.simb] (\(second)) are one file"
+                + " (\(fileID(first))): \(why)"), "\(kind): \(result.stderr)")
+        }
+        // The file name is the plugin name when the config names none: alias and sim here.
+        let discovered = try runCommand(adorchd, ["--config", try file("d.toml", slot), "--check-config", "--plugin-dir", plugins])
+        XCTAssertEqual(discovered.status, 78, discovered.stdout)
+        XCTAssertTrue(discovered.stderr.contains("d.toml: plugin dir \(plugins): plugin \"alias\" (\(symlink), found in the plugin dir) and"
+            + " plugin \"hard\" (\(hardLink), found in the plugin dir) are one file (\(fileID(own))): \(why)"), discovered.stderr)
+        let copied = try checkConfig(try file("copy.toml", "[plugins.sim]\npath = \"\(own)\"\n[plugins.simb]\npath = \"\(copy)\"\n" + slot))
+        XCTAssertEqual(copied.status, 0, "a copy is a file of its own: \(copied.stderr)")
+    }
+
     func testAnUnreadableRewardKeyIsRefusedByTheCheckAndAtStartInWords() throws {
         let key = dir.appendingPathComponent("reward.key").path
         let config = try file("k.toml", "[rewards]\nkey_file = \"\(key)\"\n[plugins.sim]\n" + slot)
