@@ -15,19 +15,24 @@ public enum DefaultPaths {
     }
 
     public static var stateDir: String {
-        if isRoot { return "/var/lib/adorch" }
         let env = ProcessInfo.processInfo.environment
+        // systemd's StateDirectory= (the unit's), whoever the service runs as.
+        if let systemd = env["STATE_DIRECTORY"]?.split(separator: ":").first, systemd.hasPrefix("/") { return String(systemd) }
+        if isRoot { return "/var/lib/adorch" }
         if let state = env["XDG_STATE_HOME"], !state.isEmpty { return state + "/adorch" }
         return (env["HOME"] ?? "/tmp") + "/.local/state/adorch"
     }
 
     /// Plugin folders searched in order: the one beside the running binary (a build), then
     /// the installed one.
-    public static var pluginDirs: [String] {
+    public static var pluginDirs: [String] { executableDirs + ["/usr/lib/adorch/plugins"] }
+
+    /// The folders of the running binary. Installed, that is a bin folder full of other things,
+    /// so a config naming no plugins finds only `libadorch-plugin-*.so` there (`PluginRegistry.discover`).
+    public static var executableDirs: [String] {
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         var dirs = [executable.deletingLastPathComponent().path]
         if let own = Bundle.main.executableURL?.deletingLastPathComponent().path, !dirs.contains(own) { dirs.append(own) }
-        dirs.append("/usr/lib/adorch/plugins")
         return dirs
     }
 

@@ -104,6 +104,13 @@ final class SystemTests: XCTestCase {
         XCTAssertNotNil(text("status.txt").range(of: #"Status: "7 slots, \d/5 ads ready, 1 plugins""#, options: .regularExpression), text("status.txt"))
         XCTAssertTrue(text("status.txt").contains("TriggeredBy: ● adorchd.socket"), text("status.txt"))
         XCTAssertEqual(text("reload.txt"), "ok", text("reload.err"))
+        // Apps keep their own uids through the unit's sandbox: another app's report is refused.
+        XCTAssertNotNil(JSONValue.parse(Data(text("app1-show.json").utf8))?["ad"]?["id"]?.stringValue, text("app1-show.err"))
+        XCTAssertTrue(text("app2-report.txt").contains("PermissionDenied"), text("app2-report.txt"))
+        XCTAssertTrue(text("app2-report.txt").contains("(uid \(text("app1-uid.txt")))"), text("app2-report.txt"))
+        let state = text("state-dir.txt").split(separator: "\n")
+        XCTAssertEqual(state.first, "700 adorch", "the state directory is the daemon's alone")
+        XCTAssertTrue(state.contains("adorch.sqlite"), "the ledger is in the unit's StateDirectory: \(state)")
         let before = JSONValue.parse(Data(text("before-reload.json").utf8))?["slots"]?.arrayValue ?? []
         let after = JSONValue.parse(Data(text("after-reload.json").utf8))?["slots"]?.arrayValue ?? []
         XCTAssertEqual(before.count, 7)

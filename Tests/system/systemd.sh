@@ -120,6 +120,17 @@ $NS adorchctl slots --json >"$out/first-call.json" 2>"$out/first-call.err" || tr
 $NS systemctl is-active adorchd.service >"$out/service-after.txt" || true
 full() { $NS adorchctl slots --json | python3 -c 'import json,sys; s=json.load(sys.stdin)["slots"]; sys.exit(0 if all(x["ready"]==x["buffer"] for x in s) else 1)'; }
 await full || true
+# Two apps as other users, through the unit as installed: the daemon sees their own uids
+# (SO_PEERCRED), so one may not report on the other's ad.
+$NS useradd -M -N -g adorch adorch-app1
+$NS useradd -M -N -g adorch adorch-app2
+$NS setpriv --reuid adorch-app1 --regid adorch --init-groups adorchctl show rewarded_main --user u1 --json >"$out/app1-show.json" 2>"$out/app1-show.err" || true
+ad=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["ad"]["id"])' <"$out/app1-show.json" 2>/dev/null) || ad=none
+$NS setpriv --reuid adorch-app2 --regid adorch --init-groups adorchctl report "$ad" impression >"$out/app2-report.txt" 2>&1 || true
+$NS id -u adorch-app1 >"$out/app1-uid.txt"
+# The state directory is the daemon's alone, and the ledger is in it.
+$NS stat -c '%a %U' /var/lib/adorch >"$out/state-dir.txt" 2>&1 || true
+$NS ls /var/lib/adorch >>"$out/state-dir.txt" 2>&1 || true
 $NS systemctl status --no-pager adorchd.service >"$out/status.txt" 2>&1 || true
 $NS adorchctl status --json >"$out/before-reload.json" 2>&1 || true
 $NS systemctl reload adorchd.service 2>"$out/reload.err" && echo ok >"$out/reload.txt" || echo failed >"$out/reload.txt"
