@@ -119,13 +119,16 @@ final class PluginRegistry: @unchecked Sendable {
         return file.hasPrefix("/") ? "\(file) does not exist" : "\(file) not found in \(dirs.joined(separator: ", "))"
     }
 
-    /// Every plugin in `dirs` (by file name, the first dir's winning), as a config naming none loads them.
+    /// Every plugin in `dirs` (by file name, the first dir's winning), as a config naming none loads them:
+    /// any `.so` in a plugin folder, only `libadorch-plugin-*.so` beside the binary (`/usr/bin` has an `ld.so`).
     static func discover(in dirs: [String]) -> [PluginConfig] {
         var found: [String: PluginConfig] = [:]
+        let binaryDirs = DefaultPaths.executableDirs
         for dir in dirs {
             for file in ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).sorted() where file.hasSuffix(".so") {
                 var name = String(file.dropLast(3))
                 if name.hasPrefix("libadorch-plugin-") { name = String(name.dropFirst("libadorch-plugin-".count)) }
+                else if binaryDirs.contains(dir) { continue }
                 if found[name] == nil { found[name] = PluginConfig(name: name, path: "\(dir)/\(file)", configJSON: "{}") }
             }
         }
