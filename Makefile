@@ -115,7 +115,16 @@ install-files:
 	install -Dm644 Sources/CAdorchPlugin/include/adorch/plugin.h $(DESTDIR)$(PREFIX)/include/adorch/plugin.h
 	install -d $(DESTDIR)$(PKGCONFIGDIR)
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' -e 's|@ABI_VERSION@|$(ABI_VERSION)|g' plugins/adorch-plugin.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/adorch-plugin.pc
-	install -Dm644 plugins/README.md $(DESTDIR)$(DOCDIR)/plugins.md
+	# The docs at the paths the README links to, and the examples where Debian keeps them.
+	install -Dm644 plugins/README.md $(DESTDIR)$(DOCDIR)/plugins/README.md
+	install -Dm644 plugins/vast/README.md $(DESTDIR)$(DOCDIR)/plugins/vast/README.md
+	install -d $(DESTDIR)$(DOCDIR)/docs
+	install -m644 docs/*.md $(DESTDIR)$(DOCDIR)/docs/
+	install -Dm644 clients/c/README.md $(DESTDIR)$(DOCDIR)/clients/c/README.md
+	install -Dm644 clients/python/README.md $(DESTDIR)$(DOCDIR)/clients/python/README.md
+	install -Dm644 examples/c/rewarded.c $(DESTDIR)$(DOCDIR)/examples/c/rewarded.c
+	install -Dm644 examples/c/Makefile $(DESTDIR)$(DOCDIR)/examples/c/Makefile
+	install -Dm644 examples/python/rewarded.py $(DESTDIR)$(DOCDIR)/examples/python/rewarded.py
 	install -d $(DESTDIR)$(UNITDIR)
 	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' systemd/adorchd.service.in > $(DESTDIR)$(UNITDIR)/adorchd.service
 	# The socket's and the catalog's links to the README, under this PREFIX's DOCDIR.

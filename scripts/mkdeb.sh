@@ -75,7 +75,8 @@ install -Dm644 "$pkg/lintian-overrides" "$tree/usr/share/lintian/overrides/adorc
 mkdir -p "$tree/DEBIAN"
 printf 'Source: adorch\n\nPackage: adorch\nArchitecture: any\n' >"$out/debian/control"
 shlibs=$(cd "$out" && dpkg-shlibdeps -O "${elfs[@]#"$out/"}" | sed -n 's/^shlibs:Depends=//p')
-depends="$shlibs, systemd"
+# systemd for the maintainer scripts; procps for the unit's ExecReload=/bin/kill.
+depends="$shlibs, systemd, procps"
 # The Python client: python3, and no byte code in the package (Debian compiles it on install).
 if [ -d "$tree/usr/lib/python3/dist-packages" ]; then
     depends="$depends, python3"

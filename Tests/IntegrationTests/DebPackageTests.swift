@@ -23,7 +23,7 @@ final class DebPackageTests: XCTestCase {
         XCTAssertEqual(text("lintian-exit.txt"), "0", lintian)
         XCTAssertFalse(lintian.split(separator: "\n").contains { $0.hasPrefix("E:") }, lintian)
         let fields = text("fields.txt")
-        for dependency in ["libsystemd0", "libsqlite3-0", "libcurl4", "libxml2", "libjansson4", "python3", "systemd"] {
+        for dependency in ["libsystemd0", "libsqlite3-0", "libcurl4", "libxml2", "libjansson4", "python3", "systemd", "procps"] {
             XCTAssertNotNil(fields.range(of: "\\b\(dependency)\\b", options: .regularExpression), "Depends names \(dependency): \(fields)")
         }
         let contents = text("contents.txt")
@@ -34,10 +34,12 @@ final class DebPackageTests: XCTestCase {
                      "./usr/lib/systemd/system/adorchd.service", "./usr/lib/systemd/system/adorchd.socket",
                      "./usr/lib/sysusers.d/adorch.conf", "./usr/lib/systemd/catalog/adorchd.catalog", "./etc/adorch/adorchd.toml",
                      "./usr/include/adorch/plugin.h", "./usr/share/pkgconfig/adorch-plugin.pc",
-                     "./usr/include/adorch/client.h", ".\(libdir)/pkgconfig/adorch-client.pc", ".\(libdir)/libadorch-client.so.0",
+                     "./usr/include/adorch/client.h", ".\(libdir)/pkgconfig/adorch-client.pc", ".\(libdir)/libadorch-client.so.0", "./usr/share/doc/adorch/docs/rules.md",
+                     "./usr/share/doc/adorch/examples/python/rewarded.py",
                      "./usr/lib/python3/dist-packages/adorch/__init__.py",
                      "./usr/share/doc/adorch/copyright", "./usr/share/doc/adorch/changelog.Debian.gz", "./usr/share/man/man1/adorchd.1.gz"] {
-            XCTAssertTrue(contents.split(separator: "\n").contains { $0.hasSuffix(" " + path) }, "the package holds \(path)")
+            XCTAssertTrue(contents.split(separator: "\n").contains { $0.hasSuffix(" " + path) || $0.contains(" " + path + " -> ") },
+                          "the package holds \(path)")
         }
 
         // The private root shows no toolchain, and every installed ELF file resolves without it.

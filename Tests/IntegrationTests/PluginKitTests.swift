@@ -20,7 +20,7 @@ final class PluginKitTests: XCTestCase {
         let install = try runCommand("/usr/bin/env", ["make", "-s", "-C", packageRoot.path, "install", "SWIFT=true", "CONFIGURATION=debug",
                                                       "BUILD_PATH=\(buildPath.path)", "DESTDIR=\(stage.path)"])
         XCTAssertEqual(install.status, 0, install.stderr)
-        for file in ["include/adorch/plugin.h", "share/pkgconfig/adorch-plugin.pc", "bin/adorch-plugin-validate", "share/doc/adorch/plugins.md"] {
+        for file in ["include/adorch/plugin.h", "share/pkgconfig/adorch-plugin.pc", "bin/adorch-plugin-validate", "share/doc/adorch/plugins/README.md"] {
             XCTAssertTrue(FileManager.default.fileExists(atPath: prefix.appendingPathComponent(file).path), "installed \(file)")
         }
 
