@@ -130,7 +130,17 @@ method GetStatus() -> (
   slots: []Slot,
   networks: []Network,
   # plugin reports for ads the plugin does not own
-  unattributed_callbacks: int
+  unattributed_callbacks: int,
+  # the [metrics] listener, when the config sets one
+  metrics: ?MetricsListener
+)
+
+# The HTTP metrics listener ([metrics] listen, docs/metrics.md): listening, or the error
+# that stopped it (applied again at each reload).
+type MetricsListener (
+  listen: string,
+  listening: bool,
+  error: ?string
 )
 
 # The counters and gauges of GetStatus, with load and Show latency histograms, as Prometheus
