@@ -21,9 +21,18 @@ public enum MetricsFormat: String, Sendable, CaseIterable {
         }
     }
 
-    /// What an HTTP scraper's Accept header asks for: OpenMetrics if it names it, else text.
+    /// What an HTTP scraper's Accept header asks for: OpenMetrics if it names that media
+    /// type exactly with a q above 0 and at least that of text/plain (RFC 9110 12.5.1), else text.
     public static func negotiated(accept: String?) -> MetricsFormat {
-        accept?.lowercased().contains("application/openmetrics-text") == true ? .openmetrics : .text
+        var weights: [String: Double] = [:]
+        for range in (accept ?? "").split(separator: ",") {
+            let parts = range.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard let type = parts.first, !type.isEmpty else { continue }
+            let q = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
+            weights[type] = max(weights[type] ?? 0, q)
+        }
+        guard let open = weights["application/openmetrics-text"], open > 0 else { return .text }
+        return open >= (weights["text/plain"] ?? 0) ? .openmetrics : .text
     }
 }
 
@@ -70,7 +79,8 @@ public enum MetricsText {
             if format == .openmetrics, let unit = family.unit { out += "# UNIT \(familyName) \(unit)\n" }
             for sample in family.samples { out += "\(sampleName)\(labels(sample.labels)) \(number(sample.value))\n" }
             for (base, histogram) in family.histograms {
-                for (bound, count) in zip(LatencyHistogram.bounds.map(number) + ["+Inf"], histogram.cumulative) {
+                // Bounds as floats ("1.0", not "1"): the canonical form both formats expect of le.
+                for (bound, count) in zip(LatencyHistogram.bounds.map { "\($0)" } + ["+Inf"], histogram.cumulative) {
                     out += "\(sampleName)_bucket\(labels(base + [("le", bound)])) \(count)\n"
                 }
                 out += "\(sampleName)_sum\(labels(base)) \(number(histogram.sum))\n"
