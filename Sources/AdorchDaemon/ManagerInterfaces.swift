@@ -49,7 +49,8 @@ type Counters (
   contract_violations: int,
   impressions: int,
   clicks: int,
-  # viewer reports dropped as repeats
+  # viewer reports repeating one made for the ad: a second click (dropped) or a second
+  # once-only event (refused)
   duplicate_reports: int,
   rewards: int,
   # second grants for one ad, refused
