@@ -180,7 +180,7 @@ final class MetricsListener: @unchecked Sendable {
             if fds[0].revents != 0 {
                 while case let client = accept(listening, nil, nil), client >= 0 {
                     Self.setNonBlockingCloseOnExec(client)
-                    if connections.count >= Self.maxConnections { close(connections.removeFirst().fd) }
+                    if connections.count >= Self.maxConnections { Self.reset(connections.removeFirst().fd) }
                     connections.append(Connection(fd: client, id: nextID, deadline: .now + Self.requestTimeout))
                     nextID += 1
                 }
@@ -239,7 +239,7 @@ final class MetricsListener: @unchecked Sendable {
     }
 
     /// The connection's time ran out: while reading the request, it is told so; while the
-    /// daemon renders, that it is busy; while sending, it is dropped. Each gets one try.
+    /// daemon renders, that it is busy (one try to send either); while sending, it is reset.
     private func expire(_ c: inout Connection) {
         if c.output == nil {
             if c.rendering { logger.warning("metrics: the daemon did not answer a scrape within \(Self.requestTimeout)") }
@@ -248,8 +248,18 @@ final class MetricsListener: @unchecked Sendable {
                 : Self.response(status: "400 Bad Request", type: "text/plain",
                                 body: "a request line and headers within \(Self.maxRequestBytes) bytes and \(Self.requestTimeout)\n")
             _ = response.withUnsafeBytes { send(c.fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+            return finish(&c)
         }
-        finish(&c)
+        Self.reset(c.fd)
+        c.fd = -1
+    }
+
+    /// Closes with a reset: the kernel drops what a client too slow to read has not taken,
+    /// instead of trickling it out after the close.
+    private static func reset(_ fd: Int32) {
+        var abort = linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, socklen_t(MemoryLayout<linger>.size))
+        close(fd)
     }
 
     private func reply(_ c: inout Connection, status: String, body: String, extra: String = "") {
