@@ -184,6 +184,8 @@ final class MetricsListener: @unchecked Sendable {
                     connections.append(Connection(fd: client, id: nextID, deadline: .now + Self.requestTimeout))
                     nextID += 1
                 }
+                // EMFILE and the like: the socket stays readable, so do not spin on it.
+                if ![EAGAIN, EWOULDBLOCK, EINTR, ECONNABORTED].contains(errno) { Thread.sleep(forTimeInterval: 0.1) }
             }
         }
         for c in connections { close(c.fd) }
