@@ -34,7 +34,6 @@ public final class Daemon: Sendable {
 
     private let runtime: EngineRuntime
     private let serving = LockedServer()
-    private let metrics = LockedValue<MetricsListener?>(nil)
     private let options: DaemonOptions
     private let logger: Logger
 
@@ -63,16 +62,12 @@ public final class Daemon: Sendable {
             interfaces: interfaces, limits: runtime.config.limits, logger: logger,
             handler: { call, replier in methods.handle(call, replier) }
         )
-        // Bound before the socket is served: an address in use fails the start before any app connects.
-        if let address = runtime.config.metrics {
-            let runtime = runtime, serving = serving
-            let listener = MetricsListener(address: address, logger: logger) { format, completion in
-                runtime.metrics(format, server: serving.server, socket: serving.socketPath, completion: completion)
-            }
-            try listener.start()
-            metrics.withLock { $0 = listener }
-            logger.notice("metrics: serving http://\(address)/metrics")
-        }
+        // Bound before the socket is served, so a scraper finds it once apps can; a listener
+        // that cannot listen is logged and shown, and the daemon serves ads without it.
+        let runtime = runtime, serving = serving
+        runtime.attach(MetricsEndpoint(logger: logger) { format, completion in
+            runtime.metrics(format, server: serving.server, socket: serving.socketPath, completion: completion)
+        })
         // Everything a call may read is set before accepting: with socket activation a client
         // is already waiting and is served at once.
         let activated = SocketActivation.listeningSockets().first
@@ -93,7 +88,7 @@ public final class Daemon: Sendable {
         ServiceNotifier.stopping()
         logger.notice("adorchd stopping", metadata: MessageID.daemonStopping.metadata)
         serving.server?.stopAccepting()
-        metrics.withLock { $0 }?.stop()
+        runtime.detachMetrics()
         runtime.stop()
         serving.server?.stop()
         if !ServiceNotifier.flush(timeout: .seconds(2)) {

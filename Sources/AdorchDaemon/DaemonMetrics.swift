@@ -4,24 +4,28 @@ import AdorchEngine
 /// call reaching the engine queue to its answer. Kept on the engine queue only (no lock):
 /// a Show's observe is a scan of the bucket bounds and a few adds.
 struct ShowStats: Sendable {
-    /// Calls by result: `hit` or why none was handed out. Refusals (bad parameters, budgets,
-    /// unknown slots) are not Shows: the limits count those, and an unknown slot's name
-    /// would be an unbounded label.
-    var results: [String: Int] = [:]
+    /// How a Show call came out: `hit` or why none was handed out. Refusals (bad parameters,
+    /// budgets, unknown slots) are not Shows: the limits count those, and an unknown slot's
+    /// name would be an unbounded label.
+    enum Result: String, Sendable, CaseIterable {
+        case hit, noAd = "no_ad", unservable, displayFailed = "display_failed", interrupted
+    }
+
+    var results: [Result: Int] = [:]
     var latency = LatencyHistogram()
 
-    static func result(of answer: Result<ShownAd, ShowError>) -> String? {
+    static func result(of answer: Swift.Result<ShownAd, ShowError>) -> Result? {
         switch answer {
-        case .success: "hit"
-        case .failure(.noAdReady): "no_ad"
-        case .failure(.unservable): "unservable"
-        case .failure(.displayFailed): "display_failed"
-        case .failure(.interrupted): "interrupted"
+        case .success: .hit
+        case .failure(.noAdReady): .noAd
+        case .failure(.unservable): .unservable
+        case .failure(.displayFailed): .displayFailed
+        case .failure(.interrupted): .interrupted
         case .failure: nil
         }
     }
 
-    mutating func note(_ result: String, took: Duration) {
+    mutating func note(_ result: Result, took: Duration) {
         results[result, default: 0] += 1
         latency.observe(took)
     }
@@ -60,18 +64,24 @@ enum DaemonMetrics {
         perSlot("slot_shown_open_ads", "Shown ads still open for viewer reports.", .gauge) { $0.shownOpen }
 
         // Shows.
-        perSlot("shows", "Ads taken for a Show (each ad handed to its plugin to present).") { $0.counters.shows }
-        family("show_requests", .counter, "Show calls answered, by result: hit, no_ad, unservable, display_failed, interrupted.") { f in
-            for (slot, stats) in s.showStats.sorted(by: { $0.key < $1.key }) {
-                for (result, n) in stats.results.sorted(by: { $0.key < $1.key }) { f.add(n, [("slot", slot), ("result", result)]) }
+        perSlot("shows", "Ads handed out: in a preloaded slot each ad a Show handed to its plugin to present, in a Load slot each ad a Load returned.") {
+            $0.counters.shows
+        }
+        // Every result of every slot Show serves, from the start, so a rate over any of them
+        // has a series to start from.
+        let preloaded = s.slots.filter { $0.config.format.isPreloaded }.map(\.config.id)
+        family("show_requests", .counter, "Show calls answered, by result: " + ShowStats.Result.allCases.map(\.rawValue).joined(separator: ", ") + ".") { f in
+            for slot in preloaded {
+                let stats = s.showStats[slot] ?? ShowStats()
+                for result in ShowStats.Result.allCases { f.add(stats.results[result, default: 0], [("slot", slot), ("result", result.rawValue)]) }
             }
         }
         family("show_duration_seconds", .histogram, unit: "seconds",
                "Show calls, from reaching the engine to their answer (the plugin's ad_show included).") { f in
-            for (slot, stats) in s.showStats.sorted(by: { $0.key < $1.key }) { f.histograms.append(([("slot", slot)], stats.latency)) }
+            for slot in preloaded { f.histograms.append(([("slot", slot)], (s.showStats[slot] ?? ShowStats()).latency)) }
         }
         perSlot("display_failures", "Shows whose plugin could not present the ad (the next one was tried).") { $0.counters.displayFailures }
-        perSlot("slot_ran_dry", "Times the slot's last valid ad went (shown or expired) or a Show found none.") { $0.counters.ranDry }
+        perSlot("slot_ran_dry", "Times the slot ran dry: its last valid ad went (shown or expired), or a Show found none while ads were ready before; once until an ad is ready again.") { $0.counters.ranDry }
         perSlot("ads_expired", "Ready ads that expired unshown.") { $0.counters.expired }
         perSlot("ads_replaced", "Ready ads retired for a fresher one.") { $0.counters.replaced }
 
@@ -96,9 +106,9 @@ enum DaemonMetrics {
         // Viewer reports and rewards.
         perSlot("impressions", "Impressions reported.") { $0.counters.impressions }
         perSlot("clicks", "Clicks reported.") { $0.counters.clicks }
-        perSlot("duplicate_reports", "Viewer reports dropped as repeats.") { $0.counters.duplicateReports }
+        perSlot("duplicate_reports", "Viewer reports repeating one already made for the ad: a second click (accepted, not billed) or a second once-only event (refused).") { $0.counters.duplicateReports }
         perSlot("rewards", "Rewards granted.") { $0.counters.rewards }
-        perSlot("duplicate_rewards", "Second grants for one ad, refused.") { $0.counters.duplicateRewards }
+        perSlot("duplicate_rewards", "Second rewards for one ad, refused: a network's reward event for an ad already rewarded.") { $0.counters.duplicateRewards }
 
         // Interactive sessions.
         perSession("sessions_live", "Interactive sessions open now.", .gauge) { $0.live }
@@ -134,7 +144,7 @@ enum DaemonMetrics {
         family("connections_open", .gauge, "Varlink connections open now.") { $0.add(c.open) }
         family("subscribers", .gauge, "Event subscriptions open now.") { $0.add(s.subscribers) }
         family("connections_accepted", .counter, "Varlink connections accepted, refused ones included.") { $0.add(c.accepted) }
-        family("connections_refused", .counter, "Varlink connections refused at once (max_connections, max_connections_per_uid).") { $0.add(c.refused) }
+        family("connections_refused", .counter, "Varlink connections refused at once (max_connections, max_connections_per_uid, root_reserved_connections).") { $0.add(c.refused) }
         family("connections_closed", .counter, "Varlink connections the daemon closed, by reason: idle, slow_reader, incomplete_message, pending_bytes.") { f in
             for (reason, n) in [("idle", c.closedIdle), ("slow_reader", c.droppedSlowReaders), ("incomplete_message", c.incompleteMessages),
                                 ("pending_bytes", c.droppedPendingBytes)] {

@@ -34,6 +34,8 @@ struct DaemonStatus: Sendable {
     /// Loads ended per network, and Shows per slot: for the metrics.
     var networkLoads: [String: NetworkLoads]
     var showStats: [String: ShowStats]
+    /// The [metrics] listener asked for, and why it is not listening if it is not.
+    var metrics: MetricsEndpoint.State?
 }
 
 /// Plugin stats arriving from several plugin queues.

@@ -161,7 +161,7 @@ extension EngineRuntime {
                 sessions: Dictionary(uniqueKeysWithValues: config.slots.filter { $0.format == .interactive }.map { slot in
                     (slot.id, (sessions.liveCount(in: slot.id), sessions.counters[slot.id] ?? SessionCounters()))
                 }),
-                networkLoads: engine.networkLoads, showStats: showStats
+                networkLoads: engine.networkLoads, showStats: showStats, metrics: metricsEndpoint?.state
             )
             guard pluginStats else { return completion(base) }
             let group = DispatchGroup()

@@ -32,6 +32,8 @@ final class EngineRuntime: @unchecked Sendable {
     var pendingLoads: [RequestID: @Sendable (Result<[ShownAd], LoadFailure>) -> Void] = [:]
     /// Show calls per slot, for the metrics (`ShowStats`).
     var showStats: [String: ShowStats] = [:]
+    /// The [metrics] listener, applied at start and at each reload (`attach`).
+    private(set) var metricsEndpoint: MetricsEndpoint?
     private var nextRequest: RequestID = 1
     private var estimatesFile: EstimatesFile
     /// Wakes the engine when it asked to be.
@@ -144,9 +146,14 @@ final class EngineRuntime: @unchecked Sendable {
         apply(sessions.endAll(where: { slot, plugin in !interactive.contains(slot) || removed.contains(plugin) },
                               reason: "the reload removed its slot or its plugin", now: now()))
         for name in removed.sorted() { plugins.remove(name) }
-        if next.limits != config.limits || next.socketPath != config.socketPath || next.metrics != config.metrics {
-            logger.notice("reload: socket, max_message_bytes, connection [limits] and [metrics] changes take effect at the next start")
+        if next.limits != config.limits || next.socketPath != config.socketPath {
+            logger.notice("reload: socket, max_message_bytes and connection [limits] changes take effect at the next start")
         }
+        metricsEndpoint?.apply(next.metrics)
+        // A slot's Show series go with it, as its engine counters do: the labels stay those
+        // of the running config, and a slot added again starts from 0 like its counters.
+        let kept = Set(next.slots.map(\.id))
+        showStats = showStats.filter { kept.contains($0.key) }
         logUnservable(next.slots)
         config = next
         gate.update(next)
@@ -257,12 +264,23 @@ final class EngineRuntime: @unchecked Sendable {
     func wallTime(_ moment: Moment) -> Date { Date(timeIntervalSinceNow: (moment - now()).seconds) }
 
     /// One line: slots, ready ads, plugins.
+    /// Starts the [metrics] listener the config asks for; reloads apply it from then on.
+    func attach(_ endpoint: MetricsEndpoint) {
+        queue.sync {
+            metricsEndpoint = endpoint
+            endpoint.apply(config.metrics)
+        }
+    }
+
+    func detachMetrics() { queue.sync { metricsEndpoint?.stop() } }
+
     func summary() -> String {
         let statuses = engine.slotStatuses(at: now())
         let ready = statuses.map(\.ready).reduce(0, +)
         let wanted = statuses.map(\.target.count).reduce(0, +)
         return "\(statuses.count) slots, \(ready)/\(wanted) ads ready, \(plugins.loaded.count) plugins"
             + (plugins.refusals.isEmpty ? "" : ", \(plugins.refusals.count) refused")
+            + (metricsEndpoint?.state.map { $0.error == nil ? ", metrics on \($0.address)" : ", metrics not listening on \($0.address)" } ?? "")
     }
 }
 

@@ -49,7 +49,8 @@ type Counters (
   contract_violations: int,
   impressions: int,
   clicks: int,
-  # viewer reports dropped as repeats
+  # viewer reports repeating one made for the ad: a second click (dropped) or a second
+  # once-only event (refused)
   duplicate_reports: int,
   rewards: int,
   # second grants for one ad, refused
@@ -130,7 +131,17 @@ method GetStatus() -> (
   slots: []Slot,
   networks: []Network,
   # plugin reports for ads the plugin does not own
-  unattributed_callbacks: int
+  unattributed_callbacks: int,
+  # the [metrics] listener, when the config sets one
+  metrics: ?MetricsListener
+)
+
+# The HTTP metrics listener ([metrics] listen, docs/metrics.md): listening, or the error
+# that stopped it (applied again at each reload).
+type MetricsListener (
+  listen: string,
+  listening: bool,
+  error: ?string
 )
 
 # The counters and gauges of GetStatus, with load and Show latency histograms, as Prometheus

@@ -58,24 +58,31 @@ public struct MetricsAddress: Sendable, Equatable, CustomStringConvertible {
 /// one thread (idle RSS 17.9 -> 18.2 MB), where NIO would bring its event loops, channels and
 /// HTTP codec, and their threads, for one request per scrape.
 ///
-/// One connection at a time, on the listener's own queue: a slow or hostile scraper holds
-/// only that queue, for at most `requestTimeout`, never the engine or Varlink queues; others
-/// wait in the kernel's backlog of `backlog` and past it are refused by the kernel.
+/// One poll(2) loop on the listener's own queue watches every open connection at once, each
+/// with its own deadline: a silent, slow or non-reading client costs only its own scrape,
+/// never another's, and never the engine or Varlink queues. Past `maxConnections` the oldest
+/// connection is dropped for the newcomer, so idle connections cannot crowd out a scraper.
 ///
-/// @unchecked Sendable: it owns its Dispatch queue; `fd` is set once before the queue runs.
+/// @unchecked Sendable: it owns its Dispatch queue; `fd` and `wake` are set once before the queue runs.
 final class MetricsListener: @unchecked Sendable {
-    /// A request's whole header must arrive within this; and the metrics be ready within it.
+    /// Each phase of a connection (its request arriving whole, the daemon's answer, the
+    /// answer's sending) must end within this, or the connection is closed.
     static let requestTimeout: Duration = .seconds(2)
     /// A scrape's request line and headers are a few hundred bytes.
     static let maxRequestBytes = 8192
     static let backlog: Int32 = 8
+    /// Connections read at once: a handful of scrapers, with room to spare.
+    static let maxConnections = 16
 
     let address: MetricsAddress
     private let queue = DispatchQueue(label: "adorch.metrics")
     private let render: @Sendable (MetricsFormat, @escaping @Sendable (String) -> Void) -> Void
     private let logger: Logger
-    private let stopping = LockedValue(false)
+    /// Rendered answers by connection, and whether the loop has ended (the wake pipe closed).
+    private let mailbox = LockedValue<(answers: [UInt64: [UInt8]], closed: Bool, stopping: Bool)>(([:], false, false))
     private var fd: Int32 = -1
+    /// A pipe whose write end wakes the poll loop: an answer is ready, or stop.
+    private var wake: (read: Int32, write: Int32) = (-1, -1)
 
     /// `render` makes the metrics text in a format and hands it to its completion (any queue).
     init(address: MetricsAddress, logger: Logger,
@@ -84,10 +91,10 @@ final class MetricsListener: @unchecked Sendable {
     }
 
     /// Binds and listens; throws with the reason (address in use, not an address of this host).
-    func start() throws {
+    func start() throws(MetricsListenError) {
         let family = address.isIPv6 ? AF_INET6 : AF_INET
-        fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw MetricsListenError(address: address, reason: String(cString: strerror(errno))) }
+        fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard fd >= 0 else { throw MetricsListenError(address: address, errno: errno) }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         let bound: Int32
@@ -104,105 +111,268 @@ final class MetricsListener: @unchecked Sendable {
             inet_pton(AF_INET, address.host, &sa.sin_addr)
             bound = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         }
-        guard bound == 0, listen(fd, Self.backlog) == 0 else {
-            let reason = String(cString: strerror(errno))
+        var pipeFDs: [Int32] = [-1, -1]
+        guard bound == 0, listen(fd, Self.backlog) == 0, pipe(&pipeFDs) == 0 else {
+            let code = errno
             close(fd)
-            throw MetricsListenError(address: address, reason: reason)
+            throw MetricsListenError(address: address, errno: code)
         }
+        wake = (pipeFDs[0], pipeFDs[1])
+        for end in pipeFDs { Self.setNonBlockingCloseOnExec(end) }
         let listening = fd
-        queue.async { [self] in acceptLoop(listening) }
+        queue.async { [self] in loop(listening) }
     }
 
-    /// Wakes the blocked accept and ends the loop, which closes the socket.
+    /// Ends the loop, which closes every connection and the socket.
     func stop() {
-        stopping.withLock { $0 = true }
-        shutdown(fd, Int32(SHUT_RDWR))
+        mailbox.withLock { box in
+            box.stopping = true
+            if !box.closed { var byte: UInt8 = 1; _ = write(wake.write, &byte, 1) }
+        }
     }
 
-    private func acceptLoop(_ fd: Int32) {
-        while true {
-            let client = accept(fd, nil, nil)
-            if stopping.withLock({ $0 }) {
-                if client >= 0 { close(client) }
+    /// One client: what it sent so far, then (after the daemon answered) what is left to send.
+    private struct Connection {
+        var fd: Int32
+        let id: UInt64
+        var deadline: ContinuousClock.Instant
+        var input: [UInt8] = []
+        /// nil while the request is still arriving or the daemon is rendering.
+        var output: [UInt8]?
+        var sent = 0
+        var rendering = false
+    }
+
+    private func loop(_ listening: Int32) {
+        var connections: [Connection] = []
+        var nextID: UInt64 = 0
+        while !mailbox.withLock({ $0.stopping }) {
+            var fds = [pollfd(fd: listening, events: Int16(POLLIN), revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
+            // A connection waiting for the daemon's answer is not watched (poll skips a negative
+            // fd): a client that hung up meanwhile would wake the loop until then.
+            for c in connections {
+                fds.append(pollfd(fd: c.output == nil && c.rendering ? -1 : c.fd, events: Int16(c.output == nil ? POLLIN : POLLOUT), revents: 0))
+            }
+            let soonest = connections.map(\.deadline).min()
+            let wait = soonest.map { max(0, Int32(($0 - ContinuousClock.now) / .milliseconds(1)) + 1) } ?? -1
+            guard poll(&fds, nfds_t(fds.count), wait) >= 0 || errno == EINTR else {
+                logger.error("metrics: poll failed: \(String(cString: strerror(errno)))")
                 break
             }
-            guard client >= 0 else {
-                // EMFILE and the like: do not spin on a socket that keeps failing.
-                if errno != EINTR && errno != ECONNABORTED { Thread.sleep(forTimeInterval: 0.1) }
-                continue
+            if fds[1].revents != 0 {
+                var drained = [UInt8](repeating: 0, count: 64)
+                while read(wake.read, &drained, drained.count) > 0 {}
+                let answers = mailbox.withLock { box in defer { box.answers = [:] }; return box.answers }
+                for index in connections.indices {
+                    guard let answer = answers[connections[index].id] else { continue }
+                    (connections[index].output, connections[index].rendering) = (answer, false)
+                    connections[index].deadline = .now + Self.requestTimeout
+                }
             }
-            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-            serve(client)
-            close(client)
+            for (index, entry) in zip(connections.indices, fds.dropFirst(2)) where entry.revents != 0 {
+                step(&connections[index])
+            }
+            let now = ContinuousClock.now
+            for index in connections.indices where connections[index].deadline <= now && connections[index].fd >= 0 {
+                expire(&connections[index])
+            }
+            connections.removeAll { $0.fd < 0 }
+            if fds[0].revents != 0 {
+                while case let client = accept(listening, nil, nil), client >= 0 {
+                    Self.setNonBlockingCloseOnExec(client)
+                    if connections.count >= Self.maxConnections { Self.reset(connections.removeFirst().fd) }
+                    connections.append(Connection(fd: client, id: nextID, deadline: .now + Self.requestTimeout))
+                    nextID += 1
+                }
+                // EMFILE and the like: the socket stays readable, so do not spin on it.
+                if ![EAGAIN, EWOULDBLOCK, EINTR, ECONNABORTED].contains(errno) { Thread.sleep(forTimeInterval: 0.1) }
+            }
         }
+        for c in connections { close(c.fd) }
+        close(listening)
+        mailbox.withLock { box in
+            box.closed = true
+            close(wake.read)
+            close(wake.write)
+        }
+    }
+
+    /// The connection is readable or writable: reads what came, or sends what is left. A
+    /// connection done with sets its fd to -1 (closed).
+    private func step(_ c: inout Connection) {
+        if let output = c.output {
+            let n = output.withUnsafeBytes { send(c.fd, $0.baseAddress! + c.sent, $0.count - c.sent, Int32(MSG_NOSIGNAL)) }
+            if n > 0 { c.sent += n }
+            if c.sent == output.count || (n < 0 && errno != EAGAIN && errno != EINTR) { finish(&c) }
+            return
+        }
+        guard !c.rendering else { return }
+        var buffer = [UInt8](repeating: 0, count: Self.maxRequestBytes - c.input.count + 1)
+        let n = recv(c.fd, &buffer, buffer.count, 0)
+        if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
+        guard n > 0 else { return finish(&c) }
+        c.input += buffer[..<n]
+        if let head = HTTPRequestHead(c.input) {
+            answer(head, on: &c)
+        } else if c.input.count > Self.maxRequestBytes {
+            reply(&c, status: "400 Bad Request", body: "a request line and headers within \(Self.maxRequestBytes) bytes and \(Self.requestTimeout)\n")
+        }
+    }
+
+    private func answer(_ head: HTTPRequestHead, on c: inout Connection) {
+        guard head.isHTTP1 else { return reply(&c, status: "400 Bad Request", body: "not an HTTP/1.x request\n") }
+        guard head.path == "/metrics" else { return reply(&c, status: "404 Not Found", body: "only /metrics is served\n") }
+        guard head.method == "GET" || head.method == "HEAD" else {
+            return reply(&c, status: "405 Method Not Allowed", body: "GET /metrics\n", extra: "Allow: GET, HEAD\r\n")
+        }
+        let format = MetricsFormat.negotiated(accept: head.accept)
+        let (id, isHead, wake) = (c.id, head.method == "HEAD", wake.write)
+        c.rendering = true
+        c.deadline = .now + Self.requestTimeout
+        render(format) { [mailbox] text in
+            let response = Self.response(status: "200 OK", type: format.contentType, body: text, sendBody: !isHead)
+            mailbox.withLock { box in
+                guard !box.closed else { return }
+                box.answers[id] = response
+                var byte: UInt8 = 1
+                _ = write(wake, &byte, 1)
+            }
+        }
+    }
+
+    /// The connection's time ran out: while reading the request, it is told so; while the
+    /// daemon renders, that it is busy (one try to send either); while sending, it is reset.
+    private func expire(_ c: inout Connection) {
+        if c.output == nil {
+            if c.rendering { logger.warning("metrics: the daemon did not answer a scrape within \(Self.requestTimeout)") }
+            let response = c.rendering
+                ? Self.response(status: "503 Service Unavailable", type: "text/plain", body: "the daemon is busy; scrape again\n")
+                : Self.response(status: "400 Bad Request", type: "text/plain",
+                                body: "a request line and headers within \(Self.maxRequestBytes) bytes and \(Self.requestTimeout)\n")
+            _ = response.withUnsafeBytes { send(c.fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+            return finish(&c)
+        }
+        Self.reset(c.fd)
+        c.fd = -1
+    }
+
+    /// Closes with a reset: the kernel drops what a client too slow to read has not taken,
+    /// instead of trickling it out after the close.
+    private static func reset(_ fd: Int32) {
+        var abort = linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, socklen_t(MemoryLayout<linger>.size))
         close(fd)
     }
 
-    private func serve(_ client: Int32) {
-        let deadline = ContinuousClock.now + Self.requestTimeout
-        var timeout = timeval(tv_sec: Int(Self.requestTimeout.components.seconds), tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        guard let request = readRequest(client, deadline: deadline) else {
-            return respond(client, status: "400 Bad Request", type: "text/plain", body: "a request line and headers within \(Self.maxRequestBytes) bytes and \(Self.requestTimeout)\n")
-        }
-        let lines = request.split(separator: "\r\n", omittingEmptySubsequences: false)
-        let parts = lines.first?.split(separator: " ") ?? []
-        guard parts.count == 3, parts[2].hasPrefix("HTTP/1.") else {
-            return respond(client, status: "400 Bad Request", type: "text/plain", body: "not an HTTP/1.x request\n")
-        }
-        let path = parts[1].split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
-        guard path == "/metrics" else { return respond(client, status: "404 Not Found", type: "text/plain", body: "only /metrics is served\n") }
-        guard parts[0] == "GET" || parts[0] == "HEAD" else {
-            return respond(client, status: "405 Method Not Allowed", type: "text/plain", body: "GET /metrics\n", extra: "Allow: GET, HEAD\r\n")
-        }
-        let accept = lines.dropFirst().first { $0.lowercased().hasPrefix("accept:") }.map { String($0.dropFirst("accept:".count)) }
-        let format = MetricsFormat.negotiated(accept: accept)
-        let text = LockedValue<String?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        render(format) { rendered in
-            text.withLock { $0 = rendered }
-            done.signal()
-        }
-        guard done.wait(timeout: .now() + .milliseconds(Int(Self.requestTimeout / .milliseconds(1)))) == .success, let body = text.withLock({ $0 }) else {
-            logger.warning("metrics: the daemon did not answer a scrape within \(Self.requestTimeout)")
-            return respond(client, status: "503 Service Unavailable", type: "text/plain", body: "the daemon is busy; scrape again\n")
-        }
-        respond(client, status: "200 OK", type: format.contentType, body: parts[0] == "HEAD" ? nil : body, length: body.utf8.count)
+    private func reply(_ c: inout Connection, status: String, body: String, extra: String = "") {
+        c.output = Self.response(status: status, type: "text/plain", body: body, extra: extra)
+        c.deadline = .now + Self.requestTimeout
+        step(&c)
     }
 
-    /// The request line and headers, up to the blank line; nil if they do not come whole in time.
-    private func readRequest(_ client: Int32, deadline: ContinuousClock.Instant) -> String? {
-        var buffer = [UInt8](repeating: 0, count: Self.maxRequestBytes)
-        var used = 0
-        while used < buffer.count, ContinuousClock.now < deadline {
-            let n = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress! + used, $0.count - used, 0) }
-            guard n > 0 else { return nil }
-            used += n
-            let end = Array("\r\n\r\n".utf8)
-            if used >= 4, let range = buffer[..<used].firstRange(of: end) {
-                return String(decoding: buffer[..<range.lowerBound], as: UTF8.self)
+    private func finish(_ c: inout Connection) {
+        close(c.fd)
+        c.fd = -1
+    }
+
+    /// Glibc's module leaves out pipe2 and accept4 (GNU extensions): the flags one call later.
+    private static func setNonBlockingCloseOnExec(_ fd: Int32) {
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+    }
+
+    static func response(status: String, type: String, body: String, sendBody: Bool = true, extra: String = "") -> [UInt8] {
+        let head = "HTTP/1.1 \(status)\r\nContent-Type: \(type)\r\nContent-Length: \(body.utf8.count)\r\n\(extra)Connection: close\r\n\r\n"
+        return Array(head.utf8) + (sendBody ? Array(body.utf8) : [])
+    }
+}
+
+/// The [metrics] listener as the config asks for it, started at start and at each reload.
+/// An optional endpoint never stops ad serving: a listener that cannot listen is logged
+/// (naming `metrics.listen` and the errno), shown in GetStatus, and tried again at the next
+/// reload, while adorchd runs on without it.
+final class MetricsEndpoint: Sendable {
+    /// What GetStatus shows: the address asked for and, if not listening, why.
+    struct State: Sendable, Equatable {
+        var address: MetricsAddress
+        var error: String?
+    }
+
+    private let logger: Logger
+    private let render: @Sendable (MetricsFormat, @escaping @Sendable (String) -> Void) -> Void
+    private let current = LockedValue<(listener: MetricsListener?, state: State?)>((nil, nil))
+
+    init(logger: Logger, render: @escaping @Sendable (MetricsFormat, @escaping @Sendable (String) -> Void) -> Void) {
+        (self.logger, self.render) = (logger, render)
+    }
+
+    var state: State? { current.withLock { $0.state } }
+
+    /// Serves `address` (nil: no listener): a listener already on it stays; one elsewhere
+    /// stops; a failed one is tried again.
+    func apply(_ address: MetricsAddress?) {
+        current.withLock { now in
+            if let listener = now.listener, listener.address == address { return }
+            if let listener = now.listener {
+                listener.stop()
+                logger.notice("metrics: no longer serving http://\(listener.address)/metrics")
+            }
+            now = (nil, address.map { State(address: $0) })
+            guard let address else { return }
+            let listener = MetricsListener(address: address, logger: logger, render: render)
+            do {
+                try listener.start()
+                now.listener = listener
+                logger.notice("metrics: serving http://\(address)/metrics")
+            } catch {
+                now.state?.error = "\(error)"
+                logger.error("\(error); adorchd runs without the metrics listener and tries again at the next reload")
             }
         }
-        return nil
     }
 
-    private func respond(_ client: Int32, status: String, type: String, body: String?, length: Int? = nil, extra: String = "") {
-        let content = body ?? ""
-        let head = "HTTP/1.1 \(status)\r\nContent-Type: \(type)\r\nContent-Length: \(length ?? content.utf8.count)\r\n\(extra)Connection: close\r\n\r\n"
-        var bytes = Array(head.utf8) + Array(content.utf8)
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { send(client, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-            guard n > 0 else { return }
-            sent += n
+    func stop() { apply(nil) }
+}
+
+/// An HTTP/1.x request's line and headers, once they have come whole (up to the blank line,
+/// CRLF or bare LF line ends alike).
+struct HTTPRequestHead: Equatable {
+    var method: String
+    var path: String
+    var isHTTP1: Bool
+    /// Every Accept header's value, joined as one list (RFC 9110 allows several).
+    var accept: String?
+
+    init?(_ bytes: [UInt8]) {
+        guard let end = Self.endOfHead(bytes) else { return nil }
+        // "\r\n" is one Character in Swift: split on newlines, not on "\n".
+        let lines = String(decoding: bytes[..<end], as: UTF8.self).split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
+        let parts = lines.first?.split(separator: " ") ?? []
+        isHTTP1 = parts.count == 3 && parts[2].hasPrefix("HTTP/1.")
+        method = parts.first.map(String.init) ?? ""
+        path = parts.count > 1 ? parts[1].split(separator: "?", maxSplits: 1).first.map(String.init) ?? "" : ""
+        let accepts = lines.dropFirst().filter { $0.lowercased().hasPrefix("accept:") }.map { $0.dropFirst("accept:".count) }
+        accept = accepts.isEmpty ? nil : accepts.joined(separator: ",")
+    }
+
+    /// Where the blank line that ends the head starts; nil until it has come.
+    static func endOfHead(_ bytes: [UInt8]) -> Int? {
+        var index = 0
+        while let newline = bytes[index...].firstIndex(of: UInt8(ascii: "\n")) {
+            let next = newline + 1
+            if next < bytes.count, bytes[next] == UInt8(ascii: "\n") { return newline }
+            if next + 1 < bytes.count, bytes[next] == UInt8(ascii: "\r"), bytes[next + 1] == UInt8(ascii: "\n") { return newline }
+            index = next
         }
+        return nil
     }
 }
 
 /// The metrics listener could not listen: a start error, naming the address and why.
 public struct MetricsListenError: Error, CustomStringConvertible {
     public var address: MetricsAddress
-    public var reason: String
-    public var description: String { "[metrics] listen = \"\(address)\": cannot listen: \(reason)" }
+    public var errno: Int32
+    public var description: String {
+        "metrics.listen = \"\(address)\": cannot listen: \(String(cString: strerror(errno))) (errno \(errno))"
+    }
 }

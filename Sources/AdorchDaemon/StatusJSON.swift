@@ -22,7 +22,7 @@ struct StatusJSON {
     }
 
     func statusJSON(_ s: DaemonStatus) -> [String: JSONValue] {
-        [
+        var status: [String: JSONValue] = [
             "version": .string(s.version), "pid": .int(Int64(s.pid)), "uptime_s": .double(s.uptime),
             "socket": .string(s.socket), "config": .string(s.configSource),
             "connections": ["open": .int(Int64(s.connections.open)), "accepted": .int(Int64(s.connections.accepted)),
@@ -62,6 +62,12 @@ struct StatusJSON {
             }),
             "unattributed_callbacks": .int(Int64(s.unattributedCallbacks)),
         ]
+        if let m = s.metrics {
+            var metrics: [String: JSONValue] = ["listen": .string(m.address.description), "listening": .bool(m.error == nil)]
+            metrics["error"] = m.error.map { .string($0) }
+            status["metrics"] = .object(metrics)
+        }
+        return status
     }
 
     func pluginJSON(_ p: DaemonStatus.Plugin) -> JSONValue {

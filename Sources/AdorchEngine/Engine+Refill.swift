@@ -166,7 +166,9 @@ extension Engine {
     }
 
     /// Every load's end, once, whatever ended it: the network's counts and latency.
+    /// A network no longer available (removed at a reload) has no series: its late ends are not counted.
     mutating func noteLoadEnded(_ ad: AdRecord, outcome: String, now: Moment) {
+        guard availablePlugins.contains(ad.plugin) else { return }
         networkLoads[ad.plugin, default: NetworkLoads()].ended[outcome, default: 0] += 1
         networkLoads[ad.plugin, default: NetworkLoads()].latency.observe(now - ad.startedAt)
     }

@@ -93,7 +93,10 @@ extension Engine {
         }
         // The ad that failed has ended, so the next one fits the holder's budget in its place.
         var (result, effects) = take(from: slotID, userID: pending.userID, reward: pending.reward, holder: pending.holder, now: now)
-        guard case .success(let ad) = result else { return effects + [.completeShow(pending.request, result)] }
+        // Ads were handed out and none presented: that is why the call has none, not a miss.
+        guard case .success(let ad) = result else {
+            return effects + [.completeShow(pending.request, .failure(.displayFailed(slot: slotID, tries: pending.tries)))]
+        }
         var next = pending
         (next.tries, next.ad, next.deadline) = (pending.tries + 1, ad, now + Self.showAnswerTimeout)
         return awaitAnswer(next, effects: &effects, now: now)

@@ -12,6 +12,7 @@ extension Engine {
             return (.failure(.adNotValid(reason: "ad \(id) \(why)")), [])
         }
         if event.once, ad.reported.contains(event) {
+            slots[ad.slot]?.counters.duplicateReports += 1
             return (.failure(.adNotValid(reason: "ad \(id) already reported \(event.rawValue)")), [])
         }
         if event == .click, ad.reported.contains(.click) {

@@ -27,7 +27,7 @@ public struct Engine: Sendable {
     var random: SplitMix64
     /// Reports for ids this engine never issued (or forgot): only a broken plugin sends them.
     public internal(set) var unattributedCallbacks = 0
-    /// Loads ended, per network: by outcome, and how long they took (for metrics).
+    /// Loads ended, per available network: by outcome, and how long they took (for metrics).
     public internal(set) var networkLoads: [String: NetworkLoads] = [:]
 
     public init(slots: [SlotConfig], plugins: Set<String>, settings: SchedulerSettings = .init(), seed: UInt64 = 1) {

@@ -67,7 +67,8 @@ public struct SlotCounters: Sendable, Equatable {
     public var contractViolations = 0
     public var impressions = 0
     public var clicks = 0
-    /// Viewer reports dropped as repeats (a second click).
+    /// Viewer reports that repeat one made for the ad: a second click (accepted, not
+    /// billed) or a second once-only event (refused).
     public var duplicateReports = 0
     /// Shows whose plugin could not present the ad (another was handed out instead).
     public var displayFailures = 0

@@ -73,6 +73,11 @@ struct Status: ParsableCommand {
         // shows here without a change to adorchctl.
         let budgets = (l?.objectValue ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\(n($0.value))" }
         print("limits:", budgets.joined(separator: " "))
+        if let m = s["metrics"] {
+            let listen = m["listen"]?.stringValue ?? "?"
+            print(m["listening"]?.boolValue == true ? "metrics: serving http://\(listen)/metrics"
+                                                    : "metrics: not listening on \(listen): \(m["error"]?.stringValue ?? "?")")
+        }
         print()
         var plugins = [["PLUGIN", "STATE", "VERSION", "ABI", "DETAIL"]]
         for p in s["plugins"]?.arrayValue ?? [] {

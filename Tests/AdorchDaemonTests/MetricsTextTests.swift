@@ -41,7 +41,8 @@ final class MetricsTextTests: XCTestCase {
         XCTAssertTrue(text.contains("adorch_show_duration_seconds_bucket{slot=\"a\",le=\"0.0005\"} 1\n"), text)
         XCTAssertTrue(text.contains("adorch_show_duration_seconds_bucket{slot=\"a\",le=\"0.001\"} 1\n"), text)
         XCTAssertTrue(text.contains("adorch_show_duration_seconds_bucket{slot=\"a\",le=\"0.005\"} 2\n"), text)
-        XCTAssertTrue(text.contains("adorch_show_duration_seconds_bucket{slot=\"a\",le=\"60\"} 2\n"), text)
+        XCTAssertTrue(text.contains("adorch_show_duration_seconds_bucket{slot=\"a\",le=\"1.0\"} 2\n"), "le as a float: \(text)")
+        XCTAssertTrue(text.contains("adorch_show_duration_seconds_bucket{slot=\"a\",le=\"60.0\"} 2\n"), text)
         XCTAssertTrue(text.contains("adorch_show_duration_seconds_bucket{slot=\"a\",le=\"+Inf\"} 3\n"), text)
         XCTAssertTrue(text.contains("adorch_show_duration_seconds_sum{slot=\"a\"} 120.0032\n"), text)
         XCTAssertTrue(text.contains("adorch_show_duration_seconds_count{slot=\"a\"} 3\n"), text)
@@ -67,6 +68,23 @@ final class MetricsTextTests: XCTestCase {
         XCTAssertEqual(MetricsFormat.negotiated(accept: nil), .text)
         XCTAssertEqual(MetricsFormat.negotiated(accept: "text/plain;version=0.0.4;q=0.3,*/*;q=0.1"), .text)
         XCTAssertEqual(MetricsFormat.negotiated(accept: "application/openmetrics-text;version=1.0.0,text/plain;q=0.5"), .openmetrics)
+        // Prometheus 2.42's own header.
+        XCTAssertEqual(MetricsFormat.negotiated(accept: "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"), .openmetrics)
+        XCTAssertEqual(MetricsFormat.negotiated(accept: "application/openmetrics-text;q=0"), .text, "q=0 means not acceptable")
+        XCTAssertEqual(MetricsFormat.negotiated(accept: "application/openmetrics-textx"), .text, "another media type")
+        XCTAssertEqual(MetricsFormat.negotiated(accept: "text/plain, application/openmetrics-text;q=0.5"), .text, "text/plain preferred")
+    }
+
+    func testARequestHeadEndsAtABlankLineOfEitherLineEndAndJoinsItsAcceptHeaders() {
+        XCTAssertNil(HTTPRequestHead(Array("GET /metrics HTTP/1.1\r\nHost: x\r\n".utf8)), "not whole yet")
+        let bare = HTTPRequestHead(Array("GET /metrics?x=1 HTTP/1.0\nAccept: text/plain\n\n".utf8))
+        XCTAssertEqual(bare?.method, "GET")
+        XCTAssertEqual(bare?.path, "/metrics")
+        XCTAssertEqual(bare?.isHTTP1, true)
+        XCTAssertEqual(bare?.accept, " text/plain")
+        let two = HTTPRequestHead(Array("GET /metrics HTTP/1.1\r\nAccept: text/plain;q=0.1\r\naccept: application/openmetrics-text\r\n\r\n".utf8))
+        XCTAssertEqual(MetricsFormat.negotiated(accept: two?.accept), .openmetrics, "a second Accept header counts")
+        XCTAssertEqual(HTTPRequestHead(Array("BREW /pot\r\n\r\n".utf8))?.isHTTP1, false)
     }
 
     func testListenAddresses() {

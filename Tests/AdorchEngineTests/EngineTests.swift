@@ -504,9 +504,11 @@ final class ViewerReportTests: XCTestCase {
         guard case .success(let ad) = h.show("s") else { return XCTFail("no ad") }
         XCTAssertNil(refusal(h.reportViewer(.impression, ad.id)))
         XCTAssertEqual(refusal(h.reportViewer(.impression, ad.id)), "ad \(ad.id) already reported impression")
+        XCTAssertEqual(h.status("s").counters.duplicateReports, 1, "a refused repeat counts as a duplicate report")
         XCTAssertNil(refusal(h.reportViewer(.click, ad.id)))
         XCTAssertNil(refusal(h.reportViewer(.click, ad.id)))
         XCTAssertEqual(h.effects.filter { if case .notify(ad.id, _, .click) = $0 { true } else { false } }.count, 1, "one click per ad")
+        XCTAssertEqual(h.status("s").counters.duplicateReports, 2, "and so does a second click")
         XCTAssertNil(refusal(h.reportViewer(.close, ad.id)))
         XCTAssertEqual(refusal(h.reportViewer(.click, ad.id)), "ad \(ad.id) has ended (closed)")
     }
@@ -626,5 +628,17 @@ final class NetworkLoadsTests: XCTestCase {
         XCTAssertEqual(latency.cumulative[LatencyHistogram.bounds.firstIndex(of: 0.5)!], 2, "and the fill after 300 ms")
         XCTAssertEqual(latency.cumulative.last, 3)
         XCTAssertNil(h.engine.networkLoads["b"], "a network never asked has no series")
+    }
+
+    func testARemovedNetworksSeriesGoAndItsLateLoadEndsAreNotCounted() {
+        var h = Harness(slots: [slot(buffer: 2)])
+        XCTAssertEqual(h.loads.count, 2)
+        let pending = h.loads[1].adID
+        h.fill(h.loads[0].adID)
+        XCTAssertNotNil(h.engine.networkLoads["a"])
+        h.effects = h.engine.setAvailablePlugins(["b"], now: h.now)
+        XCTAssertNil(h.engine.networkLoads["a"], "a removed network's series go with it")
+        h.report(.failed(.noFill, networkCode: 0, message: "late"), pending, from: "a")
+        XCTAssertNil(h.engine.networkLoads["a"], "and do not come back")
     }
 }

@@ -66,11 +66,11 @@ final class ShowRequestTests: XCTestCase {
         XCTAssertEqual(engine.slotStatuses(at: now)[0].readyAds, Array(ids.suffix(2)), "ads never handed out stay valid")
     }
 
-    func testWhenTheLastValidAdFailsTheCallAnswersNoAdReady() {
+    func testWhenTheLastValidAdFailsTheCallAnswersDisplayFailedNotAMiss() {
         let ids = start(ready: 1)
         effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
         effects = engine.showAnswered(ids[0], presented: false, now: now)
-        XCTAssertEqual(answers, [.failure(.noAdReady(slot: "s"))])
+        XCTAssertEqual(answers, [.failure(.displayFailed(slot: "s", tries: 1))], "an ad was tried: the metrics count display_failed")
         XCTAssertEqual(engine.slotStatuses(at: now)[0].loading, 1, "the slot is refilling")
     }
 

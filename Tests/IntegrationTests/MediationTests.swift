@@ -114,7 +114,7 @@ final class MediationTests: XCTestCase {
         let counters = try daemon.slotStatus("host_tracks")["counters"]
         XCTAssertEqual(counters?["impressions"]?.intValue, 2)
         XCTAssertEqual(counters?["clicks"]?.intValue, 2)
-        XCTAssertEqual(counters?["duplicate_reports"]?.intValue, 2)
+        XCTAssertEqual(counters?["duplicate_reports"]?.intValue, 4, "per ad, the second click and the refused second impression")
     }
 
     /// Acceptance 5: a plugin stuck inside a call delays nothing else, and its loads time out.

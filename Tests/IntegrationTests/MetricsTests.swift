@@ -44,6 +44,12 @@ final class MetricsTests: XCTestCase {
         let d = try DaemonProcess(config: simConfig(slots: slot + "\n" + empty))
         defer { _ = d.stop() }
         XCTAssertEqual(try tcpSockets(of: d.pid), 0, "no [metrics] listen: no listener")
+        // Every (slot, result) is there from the start, at 0.
+        let fresh = try runCommand(adorchctl, ["metrics", "--socket", d.socket]).stdout
+        for result in ["hit", "no_ad", "unservable", "display_failed", "interrupted"] {
+            XCTAssertEqual(value(#"adorch_show_requests_total{slot="empty",result="\#(result)"}"#, in: fresh), 0, "\(result) before any Show")
+        }
+        XCTAssertEqual(value(#"adorch_show_duration_seconds_count{slot="empty"}"#, in: fresh), 0)
         try show(d, times: 3)
         try d.waitFor("a no-fill in slot empty") { (try d.slotStatus("empty")["counters"]?["no_fills"]?.intValue ?? 0) >= 1 }
         let run = try runCommand(adorchctl, ["metrics", "--socket", d.socket])
@@ -61,6 +67,7 @@ final class MetricsTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(noFills, 1)
         XCTAssertEqual(value(#"adorch_load_duration_seconds_count{network="sim"}"#, in: text), fills + noFills)
         XCTAssertEqual(value(#"adorch_shows_total{slot="empty"}"#, in: text), 0)
+        XCTAssertEqual(value(#"adorch_show_requests_total{slot="s",result="no_ad"}"#, in: text), 0)
         XCTAssertFalse(text.contains("# EOF"), "the text format has no # EOF")
 
         // docs/metrics.md lists every series the daemon prints.
@@ -133,11 +140,31 @@ final class MetricsTests: XCTestCase {
         XCTAssertLessThan(ContinuousClock.now - started, .seconds(5).scaled, "the silent connection was dropped after its timeout")
     }
 
-    /// An address another process listens on stops the start, saying which key and why.
-    func testAListenAddressInUseStopsTheStartNamingIt() throws {
+    /// Idle connections, more than the listener serves at once and a full backlog besides,
+    /// do not hold up a scrape: each waits out its own deadline, not the others'.
+    func testIdleConnectionsDoNotHoldUpAScrape() throws {
         let port = try freePort()
-        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(taken) }
+        let d = try DaemonProcess(config: simConfig(slots: slot) + "\n[metrics]\nlisten = \"127.0.0.1:\(port)\"\n")
+        defer { _ = d.stop() }
+        let idle = try (0..<28).map { _ in try connect(port: port) }
+        defer { for fd in idle { close(fd) } }
+        let started = ContinuousClock.now
+        let scrape = try httpGet(port: port, path: "/metrics")
+        XCTAssertTrue(scrape.head.hasPrefix("HTTP/1.1 200"), scrape.head)
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(2).scaled, "the scrape waited for no idle connection's deadline")
+        // And each idle one is answered 400 and closed once its own time is up.
+        var reply = [UInt8](repeating: 0, count: 512)
+        let n = recv(idle.last!, &reply, reply.count, 0)
+        XCTAssertTrue(String(decoding: reply[..<max(n, 0)], as: UTF8.self).hasPrefix("HTTP/1.1 400"), "n=\(n)")
+    }
+
+    /// A listen address another process holds does not stop ad serving: adorchd starts
+    /// without the listener, logs the key and the errno, shows it in GetStatus, and a
+    /// reload tries again.
+    func testAListenAddressInUseLeavesTheDaemonServingAndAReloadTriesAgain() throws {
+        let port = try freePort()
+        // Close-on-exec, or the daemon spawned below would hold the port too.
+        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var sa = sockaddr_in()
         sa.sin_family = sa_family_t(AF_INET)
         sa.sin_port = port.bigEndian
@@ -145,9 +172,79 @@ final class MetricsTests: XCTestCase {
         let bound = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         XCTAssertEqual(bound, 0)
         XCTAssertEqual(listen(taken, 1), 0)
-        XCTAssertThrowsError(try DaemonProcess(config: simConfig(slots: slot) + "\n[metrics]\nlisten = \"127.0.0.1:\(port)\"\n")) { error in
-            XCTAssertTrue("\(error)".contains("[metrics] listen = \"127.0.0.1:\(port)\": cannot listen: Address already in use"), "\(error)")
+        let d = try DaemonProcess(config: simConfig(slots: slot) + "\n[metrics]\nlisten = \"127.0.0.1:\(port)\"\n")
+        defer { _ = d.stop() }
+        try show(d, times: 1)
+        let failed = try XCTUnwrap(try d.status()["metrics"])
+        XCTAssertEqual(failed["listen"]?.stringValue, "127.0.0.1:\(port)")
+        XCTAssertEqual(failed["listening"]?.boolValue, false)
+        let error = failed["error"]?.stringValue ?? ""
+        XCTAssertTrue(error.contains("metrics.listen") && error.contains("Address already in use (errno \(EADDRINUSE))"), error)
+        XCTAssertTrue(d.log.contains(error), "the journal says it too")
+        let status = try runCommand(adorchctl, ["status", "--socket", d.socket])
+        XCTAssertTrue(status.stdout.contains("metrics: not listening on 127.0.0.1:\(port): "), status.stdout)
+
+        close(taken)
+        let summary = try d.call("io.adorch.Manager.Reload")["summary"]?.stringValue ?? ""
+        XCTAssertTrue(summary.contains("metrics on 127.0.0.1:\(port)"), summary)
+        XCTAssertEqual(try d.status()["metrics"]?["listening"]?.boolValue, true)
+        let scrape = try httpGet(port: port, path: "/metrics")
+        XCTAssertEqual(value(#"adorch_shows_total{slot="s"}"#, in: scrape.body), 1)
+        XCTAssertTrue(try runCommand(adorchctl, ["status", "--socket", d.socket]).stdout.contains("metrics: serving http://127.0.0.1:\(port)/metrics"))
+    }
+
+    /// A Show whose only ad its plugin could not present is a display failure, not a miss.
+    func testAShowWhoseAdFailsToDisplayCountsAsDisplayFailed() throws {
+        let d = try DaemonProcess(config: simConfig(slots: """
+        [[slots]]
+        id = "f"
+        format = "interstitial"
+        buffer = 1
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "fill=1 latency_ms=0 show_fail=1"
+        """))
+        defer { _ = d.stop() }
+        try d.waitFor("an ad ready in f") { (try d.slotStatus("f")["ready"]?.intValue ?? 0) >= 1 }
+        let (error, _) = try d.callExpectingError("io.adorch.Ads.Show", ["slot": "f"])
+        XCTAssertEqual(error, "io.adorch.Ads.NoAdReady")
+        let text = try runCommand(adorchctl, ["metrics", "--socket", d.socket]).stdout
+        XCTAssertEqual(value(#"adorch_show_requests_total{slot="f",result="display_failed"}"#, in: text), 1)
+        XCTAssertEqual(value(#"adorch_show_requests_total{slot="f",result="no_ad"}"#, in: text), 0)
+        XCTAssertEqual(value(#"adorch_display_failures_total{slot="f"}"#, in: text), 1)
+    }
+
+    /// A slot's series go when a reload removes it, and all of them start from 0 when it
+    /// comes back; a removed plugin's load series go too.
+    func testAReloadThatRemovesASlotOrPluginDropsItsSeriesAndAReturningSlotStartsFromZero() throws {
+        let other = """
+        [[slots]]
+        id = "o"
+        format = "interstitial"
+          [[slots.waterfall]]
+          plugin = "swift-example"
+        """
+        let two = simConfig(slots: slot + "\n" + other) + "\n[plugins.swift-example]\n"
+        let d = try DaemonProcess(config: two)
+        defer { _ = d.stop() }
+        try show(d, times: 2)
+        try d.waitFor("a swift-example load ended") {
+            value(#"adorch_load_duration_seconds_count{network="swift-example"}"#,
+                  in: try runCommand(adorchctl, ["metrics", "--socket", d.socket]).stdout) ?? 0 >= 1
         }
+        let config = d.dir.appendingPathComponent("adorchd.toml")
+        try simConfig(slots: other.replacingOccurrences(of: "swift-example", with: "sim")).write(to: config, atomically: true, encoding: .utf8)
+        _ = try d.call("io.adorch.Manager.Reload")
+        let without = try runCommand(adorchctl, ["metrics", "--socket", d.socket]).stdout
+        XCTAssertFalse(without.contains(#"slot="s""#), "no series of the removed slot: \(without)")
+        XCTAssertFalse(without.contains(#"network="swift-example""#), "no series of the removed plugin")
+
+        try two.write(to: config, atomically: true, encoding: .utf8)
+        _ = try d.call("io.adorch.Manager.Reload")
+        let back = try runCommand(adorchctl, ["metrics", "--socket", d.socket]).stdout
+        XCTAssertEqual(value(#"adorch_shows_total{slot="s"}"#, in: back), 0)
+        XCTAssertEqual(value(#"adorch_show_requests_total{slot="s",result="hit"}"#, in: back), 0, "agrees with shows_total")
+        XCTAssertEqual(value(#"adorch_show_duration_seconds_count{slot="s"}"#, in: back), 0)
     }
 
     /// Debian's prometheus scrapes the listener every second; its query API then has the Shows.
