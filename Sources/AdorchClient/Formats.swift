@@ -9,8 +9,14 @@ struct Subscription: Sendable {
     private let relay: Task<Void, Never>
 
     /// Subscribes to `slots` and returns once the daemon answered, so nothing done after it
-    /// is missed.
+    /// is missed; the answer is awaited `client.callTimeout`, as a call's reply is.
     init(_ client: Client, slots: [String]) async throws {
+        self = try await withTimeout(client.callTimeout, "answer to Subscribe from \(client.socketPath)") {
+            try await Subscription(subscribing: client, slots: slots)
+        }
+    }
+
+    private init(subscribing client: Client, slots: [String]) async throws {
         let (events, continuation) = AsyncThrowingStream.makeStream(of: Event.self)
         let (answered, answer) = AsyncStream.makeStream(of: (any Error)?.self)
         let relay = Task {
@@ -25,11 +31,14 @@ struct Subscription: Sendable {
                         continuation.yield(event)
                     }
                 }
+                // The events end without an error only when cancelled.
                 continuation.finish()
+                answer.yield(CancellationError())
             } catch {
                 continuation.finish(throwing: error)
+                // Why the subscription failed (cannot connect...), if it was never answered.
+                answer.yield(error)
             }
-            answer.yield(CancellationError())
             answer.finish()
         }
         self.events = events
@@ -49,9 +58,12 @@ struct Subscription: Sendable {
     func cancel() { relay.cancel() }
 }
 
-/// `operation`, or `.timeout` once `timeout` has passed (`what` says what was awaited).
-func withTimeout<T: Sendable>(_ timeout: Duration, _ what: String, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
+/// `operation`, or `.timeout` once `timeout` has passed (`what` says what was awaited); nil
+/// waits for ever. The operation is cancelled then, and every wait of the library ends at once
+/// when cancelled, so the timeout is not held up.
+func withTimeout<T: Sendable>(_ timeout: Duration?, _ what: String, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    guard let timeout else { return try await operation() }
+    return try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask { try await operation() }
         group.addTask {
             try await Task.sleep(for: timeout)
@@ -81,14 +93,15 @@ public struct PreloadedAd: Sendable {
         return found.ready > 0
     }
 
-    /// Returns once the slot has a valid ad ready: at once if it has, else at its next ad_loaded.
+    /// Returns once the slot has a valid ad ready: at once if it has, else at its next
+    /// ad_loaded; `.timeout` when `timeout` (the whole of it: subscribing, asking, waiting) passed.
     public func load(timeout: Duration = .seconds(30)) async throws {
-        let subscription = try await Subscription(client, slots: [slot])
-        defer { subscription.cancel() }
-        if try await isReady() { return }
-        let slot = slot
+        let format = self
         try await withTimeout(timeout, "ad loaded in \(slot)") {
-            for try await event in subscription.events where event.kind == EventKind.adLoaded && event.slot == slot { return }
+            let subscription = try await Subscription(format.client, slots: [format.slot])
+            defer { subscription.cancel() }
+            if try await format.isReady() { return }
+            for try await event in subscription.events where event.kind == EventKind.adLoaded && event.slot == format.slot { return }
             throw CancellationError()
         }
     }
