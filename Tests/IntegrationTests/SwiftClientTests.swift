@@ -80,6 +80,8 @@ final class SwiftClientTests: XCTestCase {
         XCTAssertEqual(ad.format, "rewarded")
         XCTAssertEqual(ad.network, "sim")
         let heard = Task { await ad.callbacks.reduce(into: [AdCallback]()) { $0.append($1) } }
+        // A second listener, at the same time: each use of callbacks is a stream of its own.
+        let heardToo = Task { await ad.callbacks.reduce(into: [AdCallback]()) { $0.append($1) } }
         try await ad.impression()
         try await ad.complete()
         let reward = try await ad.waitReward(timeout: .seconds(10).scaled)
@@ -97,6 +99,10 @@ final class SwiftClientTests: XCTestCase {
         try await ad.close()
 
         let callbacks = await heard.value
+        let callbacksToo = await heardToo.value
+        XCTAssertEqual(callbacksToo, callbacks, "every listener hears every callback")
+        let late = await ad.callbacks.reduce(into: [AdCallback]()) { $0.append($1) }
+        XCTAssertEqual(late, callbacks, "a listener that comes after the close hears them all too")
         let typed = callbacks.filter { if case .other = $0 { false } else { true } }
         XCTAssertEqual(typed, [.impression, .reward(reward), .close],
                        "the listener hears impression, reward and close in order, and ends with close: \(callbacks)")
@@ -128,6 +134,8 @@ final class SwiftClientTests: XCTestCase {
         let client = Client(socketPath: daemon.socket)
         let session = try await InteractiveSession(client: client, slot: "i", creativeURL: "https://creative.invalid/unit.js",
                                                    adParameters: ["user": ["id": 7]], slotType: .preroll)
+        // Two tasks iterate the events at once: each use of events is a stream of its own.
+        let other = Task { try await session.events.reduce(into: [String]()) { $0.append($1.name ?? "?") } }
         try await session.start()
         var names: [String] = []
         var last: Event?
@@ -137,6 +145,8 @@ final class SwiftClientTests: XCTestCase {
             last = event
         }
         XCTAssertEqual(names, ["fetch_complete", "ads_available", "started", "opt_in", "ad_free_pod", "completed"])
+        let otherNames = try await other.value
+        XCTAssertEqual(otherNames, names, "the other task heard the same events")
         XCTAssertEqual(last?.terminal, true)
         XCTAssertEqual(last?.adFreePod, true)
         do {
