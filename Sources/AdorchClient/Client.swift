@@ -46,6 +46,9 @@ public final class Client: Sendable {
     /// Whether a connection was ever made: from then on, a failed connect is a daemon away
     /// (restarting), retried as `reconnect` says, by calls and new event streams alike.
     private let wasConnected = Atomic<Bool>(false)
+    /// Whether a task logs its retries: one at a time, so a restart is one line per retry,
+    /// however many calls and streams wait for it.
+    private let retriesLogged = Atomic<Bool>(false)
 
     /// How long a call waits for its reply unless told otherwise (the Python client's too).
     public static let defaultCallTimeout: Duration = .seconds(30)
@@ -267,16 +270,19 @@ public final class Client: Sendable {
         let deadline = clock.now + reconnect.maxWait
         var delay = reconnect.firstDelay
         var attempt = 0
+        var logging = false
+        defer { if logging { retriesLogged.store(false, ordering: .relaxed) } }
         while true {
             do {
                 let connection = try Connection(path: socketPath)
                 wasConnected.store(true, ordering: .relaxed)
-                if attempt > 0 { logger.notice("adorch: reconnected to \(socketPath) after \(attempt) retries") }
+                if logging { logger.notice("adorch: reconnected to \(socketPath) after \(attempt) retries") }
                 return connection
             } catch {
                 guard retrying, clock.now + delay <= deadline else { throw error }
                 attempt += 1
-                logger.notice("adorch: daemon at \(socketPath) not reachable (\(error.message)); retry \(attempt) in \(delay)")
+                if !logging { logging = retriesLogged.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged }
+                if logging { logger.notice("adorch: daemon at \(socketPath) not reachable (\(error.message)); retry \(attempt) in \(delay)") }
                 try await Task.sleep(for: delay)
                 delay = min(delay * 2, reconnect.maxDelay)
             }
