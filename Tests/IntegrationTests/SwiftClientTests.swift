@@ -494,6 +494,44 @@ final class SwiftClientTests: XCTestCase {
         XCTAssertEqual(slots.count, 7, "the next call goes on a new connection")
     }
 
+    /// A reply that does not fit the IDL is the library's typed `.malformedReply`.
+    func testAReplyThatDoesNotFitTheIDLIsAMalformedReply() async throws {
+        let server = try HangingUpServer(answers: [["slots": "not a list"]])
+        let client = Client(socketPath: server.path)
+        do {
+            _ = try await client.listSlots()
+            XCTFail("a ListSlots reply whose slots are a string was taken")
+        } catch let error as AdorchError {
+            XCTAssertEqual(error.kind, .malformedReply, "\(error)")
+        }
+    }
+
+    /// A restart under many calls waiting for it is logged once per retry, not once per call.
+    func testARestartUnderManyCallsIsLoggedOncePerRetry() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-swift-retries-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("adorchd.sock").path
+        let state = dir.appendingPathComponent("state")
+        var first: DaemonProcess? = try DaemonProcess(config: Self.config, extraArguments: ["--socket", socket], stateDir: state)
+        let log = LogLines()
+        let client = Client(socketPath: socket, logger: log.logger)
+        _ = try await client.listSlots()
+        XCTAssertEqual(first?.stop(), 0)
+        first = nil
+        let calls = (0..<5).map { _ in Task { try await client.listSlots().count } }
+        _ = try await Self.read(log.stream, until: "the third retry logged") { $0.contains("retry 3 ") }
+        let second = try DaemonProcess(config: Self.config, extraArguments: ["--socket", socket], stateDir: state)
+        for call in calls {
+            let count = try await call.value
+            XCTAssertEqual(count, 7)
+        }
+        for retry in 1...3 {
+            XCTAssertEqual(log.lines.filter { $0.contains("retry \(retry) ") }.count, 1, "retry \(retry) logged once: \(log.lines)")
+        }
+        XCTAssertTrue(second.isRunning)
+    }
+
     /// The stream's elements up to the first that `matches`, or a failure after `timeout`.
     static func read<Element: Sendable>(_ elements: AsyncThrowingStream<Element, any Error>, until what: String, timeout: Duration = .seconds(30),
                                         _ matches: @escaping @Sendable (Element) -> Bool) async throws -> [Element] {
