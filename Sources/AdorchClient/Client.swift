@@ -49,6 +49,10 @@ public final class Client: Sendable {
     /// Whether a task logs its retries: one at a time, so a restart is one line per retry,
     /// however many calls and streams wait for it.
     private let retriesLogged = Atomic<Bool>(false)
+    /// Set by `close`: from then on no connection is made and every call fails with `.closed`.
+    private let isClosed = Atomic<Bool>(false)
+    /// The tasks feeding the open event streams, which `close` ends.
+    private let streams = Mutex<[UUID: Task<Void, Never>]>([:])
 
     /// How long a call waits for its reply unless told otherwise (the Python client's too).
     public static let defaultCallTimeout: Duration = .seconds(30)
@@ -86,14 +90,27 @@ public final class Client: Sendable {
         return FileManager.default.fileExists(atPath: own) ? own : system
     }
 
-    /// Closes the call connection; the next call opens a new one. Event streams end when
-    /// their consumers stop iterating.
+    /// Closes the client for good, from any task (as the Python client's `close`): a call in
+    /// flight ends with `.closed` (one waiting for a restarting daemon, after its current retry
+    /// delay), every later call fails with it, no connection is made again, and every event
+    /// stream of the client ends (so do the SDK objects' callbacks and events).
     public func close() {
+        isClosed.store(true, ordering: .relaxed)
+        let tasks = streams.withLock { streams in
+            defer { streams = [:] }
+            return Array(streams.values)
+        }
+        for task in tasks { task.cancel() }
         connection.withLock { connection in
             connection?.close()
             connection = nil
         }
     }
+
+    private var closed: AdorchError { AdorchError(.closed, message: "the client of \(socketPath) was closed") }
+
+    /// `.closed` once the client is closed.
+    var closedError: AdorchError? { isClosed.load(ordering: .relaxed) ? closed : nil }
 
     // MARK: io.adorch.Ads
 
@@ -173,14 +190,26 @@ public final class Client: Sendable {
         var parameters: [String: JSONValue] = [:]
         if let slots { parameters["slots"] = .array(slots.map { .string($0) }) }
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: Event.self)
-        let task = Task { [self] in
-            do {
-                try await subscribe(parameters, into: continuation)
-            } catch {
-                continuation.finish(throwing: error)
+        if let closedError {
+            continuation.finish(throwing: closedError)
+            return stream
+        }
+        let key = UUID()
+        let task = streams.withLock { [parameters] streams in
+            let task = Task { [self] in
+                do {
+                    try await subscribe(parameters, into: continuation)
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+                _ = self.streams.withLock { $0.removeValue(forKey: key) }
             }
+            streams[key] = task
+            return task
         }
         continuation.onTermination = { _ in task.cancel() }
+        // Closed meanwhile: close did not see this stream.
+        if isClosed.load(ordering: .relaxed) { task.cancel() }
         return stream
     }
 
@@ -208,6 +237,8 @@ public final class Client: Sendable {
                 let reply = try await connection.call(method, parameters, timeout: callTimeout.map { $0 + extraWait })
                 if let name = reply.error { throw AdorchError(name: name, parameters: reply.parameters) }
                 return reply.parameters
+            } catch where isClosed.load(ordering: .relaxed) {
+                throw closed
             } catch let error as Connection.NotSent {
                 // The daemon went away before this call reached it: any call may go to the next one.
                 connection.close()
@@ -240,17 +271,22 @@ public final class Client: Sendable {
     private func connected() async throws -> Connection {
         do {
             return try connection.withLock { connection throws(AdorchError) in
+                guard !isClosed.load(ordering: .relaxed) else { throw closed }
                 if let current = connection, !current.isEnded { return current }
                 let fresh = try Connection(path: socketPath)
                 wasConnected.store(true, ordering: .relaxed)
                 connection = fresh
                 return fresh
             }
-        } catch where !wasConnected.load(ordering: .relaxed) {
+        } catch where !wasConnected.load(ordering: .relaxed) || error.kind == .closed {
             throw error
         } catch {}
         let fresh = try await connect()
-        return connection.withLock { connection in
+        return try connection.withLock { connection throws(AdorchError) in
+            guard !isClosed.load(ordering: .relaxed) else {
+                fresh.close()
+                throw closed
+            }
             if let other = connection, !other.isEnded {
                 // Another task reconnected meanwhile: one connection is enough.
                 fresh.close()
@@ -273,6 +309,7 @@ public final class Client: Sendable {
         var logging = false
         defer { if logging { retriesLogged.store(false, ordering: .relaxed) } }
         while true {
+            guard !isClosed.load(ordering: .relaxed) else { throw closed }
             do {
                 let connection = try Connection(path: socketPath)
                 wasConnected.store(true, ordering: .relaxed)

@@ -31,9 +31,9 @@ struct Subscription: Sendable {
                         continuation.yield(event)
                     }
                 }
-                // The events end without an error only when cancelled.
+                // The events end without an error only when cancelled or the client closed.
                 continuation.finish()
-                answer.yield(CancellationError())
+                answer.yield(client.closedError ?? CancellationError())
             } catch {
                 continuation.finish(throwing: error)
                 // Why the subscription failed (cannot connect...), if it was never answered.

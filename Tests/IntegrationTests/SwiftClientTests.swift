@@ -532,6 +532,43 @@ final class SwiftClientTests: XCTestCase {
         XCTAssertTrue(second.isRunning)
     }
 
+    /// `close` is final, as the Python client's: a call in flight ends with `.closed`, so does
+    /// every later call (no connection is made again), and an event stream being read ends.
+    func testCloseIsFinal() async throws {
+        let daemon = try DaemonProcess(config: Self.config)
+        let client = Client(socketPath: daemon.socket, callTimeout: nil)
+        _ = try await client.listSlots()
+        let events = client.events(slots: ["r"])
+        _ = try await Self.read(events, until: "subscribed") { $0.kind == "subscribed" }
+        // Stopped, so that the call surely waits when the client is closed.
+        XCTAssertEqual(kill(daemon.pid, SIGSTOP), 0)
+        var resumed = false
+        defer { if !resumed { kill(daemon.pid, SIGCONT) } }
+        let waiting = Task { try await client.listSlots() }
+        client.close()
+        func closed(_ what: String, _ operation: () async throws -> Void) async {
+            do {
+                try await operation()
+                XCTFail("\(what) after close succeeded")
+            } catch let error as AdorchError {
+                XCTAssertEqual(error.kind, .closed, "\(what): \(error)")
+            } catch {
+                XCTFail("\(what): not an AdorchError: \(error)")
+            }
+        }
+        await closed("the call in flight") { _ = try await waiting.value }
+        XCTAssertEqual(kill(daemon.pid, SIGCONT), 0)
+        resumed = true
+        await closed("a later call") { _ = try await client.getStatus() }
+        await closed("a later RewardedAd.show") { _ = try await RewardedAd(client: client, slot: "r").show(userID: "u") }
+        do {
+            _ = try await Self.read(events, until: "an event after close") { _ in true }
+            XCTFail("the event stream went on after close")
+        } catch let failure as TestFailure {
+            XCTAssertTrue(failure.description.contains("the stream ended before"), "\(failure)")
+        }
+    }
+
     /// The stream's elements up to the first that `matches`, or a failure after `timeout`.
     static func read<Element: Sendable>(_ elements: AsyncThrowingStream<Element, any Error>, until what: String, timeout: Duration = .seconds(30),
                                         _ matches: @escaping @Sendable (Element) -> Bool) async throws -> [Element] {
