@@ -107,7 +107,8 @@ final class Connection: Sendable {
         thread.start()
     }
 
-    var isEnded: Bool { state.withLock { $0.ended } }
+    /// Whether the connection takes no more calls: over, being closed, or its socket broken.
+    var isEnded: Bool { state.withLock { $0.ended || $0.closeRequested || $0.writeFailed } }
 
     /// Sends a call and returns its reply; `.connectionLost` if the connection ends after it
     /// was sent, `NotSent` if before. `timeout` is how long to wait for the reply (`.timeout`);
