@@ -354,7 +354,7 @@ final class SwiftClientTests: XCTestCase {
         let patient = Client(socketPath: daemon.socket, callTimeout: nil)
         _ = try await patient.listSlots()
 
-        XCTAssertEqual(kill(daemon.pid, SIGSTOP), 0)
+        try Self.suspend(daemon)
         var resumed = false
         defer { if !resumed { kill(daemon.pid, SIGCONT) } }
         let bound = Duration.seconds(5).scaled
@@ -541,7 +541,7 @@ final class SwiftClientTests: XCTestCase {
         let events = client.events(slots: ["r"])
         _ = try await Self.read(events, until: "subscribed") { $0.kind == "subscribed" }
         // Stopped, so that the call surely waits when the client is closed.
-        XCTAssertEqual(kill(daemon.pid, SIGSTOP), 0)
+        try Self.suspend(daemon)
         var resumed = false
         defer { if !resumed { kill(daemon.pid, SIGCONT) } }
         let waiting = Task { try await client.listSlots() }
@@ -567,6 +567,18 @@ final class SwiftClientTests: XCTestCase {
         } catch let failure as TestFailure {
             XCTAssertTrue(failure.description.contains("the stream ended before"), "\(failure)")
         }
+    }
+
+    /// SIGSTOP, and returns once the daemon is stopped: until one of its threads takes the
+    /// signal, the others still answer. The caller resumes it (SIGCONT) before it is stopped.
+    static func suspend(_ daemon: DaemonProcess) throws {
+        guard kill(daemon.pid, SIGSTOP) == 0 else { throw TestFailure("SIGSTOP \(daemon.pid): \(String(cString: strerror(errno)))") }
+        var status: Int32 = 0
+        while waitpid(daemon.pid, &status, WUNTRACED) < 0 {
+            guard errno == EINTR else { throw TestFailure("waitpid \(daemon.pid): \(String(cString: strerror(errno)))") }
+        }
+        // WIFSTOPPED: the low byte is 0x7f (the Glibc overlay does not import the macro).
+        guard status & 0xff == 0x7f else { throw TestFailure("adorchd \(daemon.pid) ended instead of stopping: status \(status)") }
     }
 
     /// The stream's elements up to the first that `matches`, or a failure after `timeout`.
