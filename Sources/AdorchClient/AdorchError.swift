@@ -49,6 +49,8 @@ public struct AdorchError: Error, Sendable, CustomStringConvertible {
         case connectionLost(method: String)
         case timeout
         case malformedReply
+        /// The app closed the client (`Client.close`): it makes no more calls.
+        case closed
         /// A daemon error this library does not know (a newer daemon's): see `name`.
         case unknown
     }

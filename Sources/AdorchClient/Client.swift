@@ -24,6 +24,10 @@ public struct ReconnectPolicy: Sendable, Equatable {
 /// A client of adorchd's io.adorch.Ads (and Manager.GetStatus): one connection for calls,
 /// shared by every task, and one more per event stream (a Subscribe holds its connection).
 ///
+/// Waiting: a call waits `callTimeout` for its reply (Load its own timeout more), then fails
+/// with `.timeout`; a cancelled task's call ends at once with `CancellationError`. Neither
+/// sends a call that was not written yet; one already sent may have taken effect.
+///
 /// Reconnecting: a call finds the connection gone (the daemon restarted) and connects again,
 /// retrying as `reconnect` says. Reads (ListSlots, ListRewards, ListEvents, GetStatus) whose
 /// connection broke after they were sent are sent again on the new one; any other call that
@@ -34,13 +38,34 @@ public final class Client: Sendable {
     /// exists, else the system service's.
     public let socketPath: String
     public let reconnect: ReconnectPolicy
+    /// How long a call waits for its reply (nil: for ever); also how long the SDK layer waits
+    /// for a new subscription's answer.
+    public let callTimeout: Duration?
     public let logger: Logger
     private let connection = Mutex<Connection?>(nil)
+    /// Whether a connection was ever made: from then on, a failed connect is a daemon away
+    /// (restarting), retried as `reconnect` says, by calls and new event streams alike.
+    private let wasConnected = Atomic<Bool>(false)
+    /// Whether a task logs its retries: one at a time, so a restart is one line per retry,
+    /// however many calls and streams wait for it.
+    private let retriesLogged = Atomic<Bool>(false)
+    /// Set by `close`: from then on no connection is made and every call fails with `.closed`.
+    private let isClosed = Atomic<Bool>(false)
+    /// The tasks feeding the open event streams, which `close` ends.
+    private let streams = Mutex<[UUID: Task<Void, Never>]>([:])
+
+    /// How long a call waits for its reply unless told otherwise (the Python client's too).
+    public static let defaultCallTimeout: Duration = .seconds(30)
+    /// The longest a Load may take in the daemon (LoadBounds.timeoutMilliseconds in
+    /// Sources/AdorchEngine/LoadBounds.swift): a Load without `timeoutMs` runs to its slot's
+    /// load_timeout_ms, which the client does not know, so it waits this much more.
+    static let longestLoad: Duration = .seconds(60)
 
     public init(socketPath: String? = nil, reconnect: ReconnectPolicy = ReconnectPolicy(),
-                logger: Logger = Logger(label: "io.adorch.client")) {
+                callTimeout: Duration? = Client.defaultCallTimeout, logger: Logger = Logger(label: "io.adorch.client")) {
         self.socketPath = socketPath ?? Self.defaultSocketPath()
         self.reconnect = reconnect
+        self.callTimeout = callTimeout
         self.logger = logger
     }
 
@@ -65,14 +90,27 @@ public final class Client: Sendable {
         return FileManager.default.fileExists(atPath: own) ? own : system
     }
 
-    /// Closes the call connection; the next call opens a new one. Event streams end when
-    /// their consumers stop iterating.
+    /// Closes the client for good, from any task (as the Python client's `close`): a call in
+    /// flight ends with `.closed` (one waiting for a restarting daemon, after its current retry
+    /// delay), every later call fails with it, no connection is made again, and every event
+    /// stream of the client ends (so do the SDK objects' callbacks and events).
     public func close() {
+        isClosed.store(true, ordering: .relaxed)
+        let tasks = streams.withLock { streams in
+            defer { streams = [:] }
+            return Array(streams.values)
+        }
+        for task in tasks { task.cancel() }
         connection.withLock { connection in
             connection?.close()
             connection = nil
         }
     }
+
+    private var closed: AdorchError { AdorchError(.closed, message: "the client of \(socketPath) was closed") }
+
+    /// `.closed` once the client is closed.
+    var closedError: AdorchError? { isClosed.load(ordering: .relaxed) ? closed : nil }
 
     // MARK: io.adorch.Ads
 
@@ -101,7 +139,8 @@ public final class Client: Sendable {
             if let value { parameters[key] = .int(Int64(value)) }
         }
         if let targeting { parameters["targeting"] = .object(targeting) }
-        return try decode([Ad].self, from: try await write("io.adorch.Ads.Load", parameters)["ads"] ?? [])
+        let extra = timeoutMs.map { Duration.milliseconds($0) } ?? Self.longestLoad
+        return try decode([Ad].self, from: try await call("io.adorch.Ads.Load", parameters, idempotent: false, extraWait: extra)["ads"] ?? [])
     }
 
     public func listRewards(userID: String? = nil, since: String? = nil, after: String? = nil, limit: Int? = nil) async throws -> RewardPage {
@@ -151,14 +190,26 @@ public final class Client: Sendable {
         var parameters: [String: JSONValue] = [:]
         if let slots { parameters["slots"] = .array(slots.map { .string($0) }) }
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: Event.self)
-        let task = Task { [self] in
-            do {
-                try await subscribe(parameters, into: continuation)
-            } catch {
-                continuation.finish(throwing: error)
+        if let closedError {
+            continuation.finish(throwing: closedError)
+            return stream
+        }
+        let key = UUID()
+        let task = streams.withLock { [parameters] streams in
+            let task = Task { [self] in
+                do {
+                    try await subscribe(parameters, into: continuation)
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+                _ = self.streams.withLock { $0.removeValue(forKey: key) }
             }
+            streams[key] = task
+            return task
         }
         continuation.onTermination = { _ in task.cancel() }
+        // Closed meanwhile: close did not see this stream.
+        if isClosed.load(ordering: .relaxed) { task.cancel() }
         return stream
     }
 
@@ -173,13 +224,21 @@ public final class Client: Sendable {
     /// A call by name, for what the typed methods do not cover (org.varlink.service...).
     /// `idempotent`: whether it may be sent again after its connection broke (reads only).
     public func call(_ method: String, _ parameters: [String: JSONValue] = [:], idempotent: Bool) async throws -> [String: JSONValue] {
+        try await call(method, parameters, idempotent: idempotent, extraWait: .zero)
+    }
+
+    /// `extraWait`: how much longer than `callTimeout` the reply may take (Load's own deadline).
+    private func call(_ method: String, _ parameters: [String: JSONValue], idempotent: Bool, extraWait: Duration) async throws -> [String: JSONValue] {
         var retried = false
         while true {
+            try Task.checkCancellation()
             let connection = try await connected()
             do {
-                let reply = try await connection.call(method, parameters)
+                let reply = try await connection.call(method, parameters, timeout: callTimeout.map { $0 + extraWait })
                 if let name = reply.error { throw AdorchError(name: name, parameters: reply.parameters) }
                 return reply.parameters
+            } catch where isClosed.load(ordering: .relaxed) {
+                throw closed
             } catch let error as Connection.NotSent {
                 // The daemon went away before this call reached it: any call may go to the next one.
                 connection.close()
@@ -206,14 +265,29 @@ public final class Client: Sendable {
 
     // MARK: Connections
 
-    /// The live call connection, or a new one; a connection that ended is replaced with a
-    /// retried connect, as the policy says.
+    /// The live call connection, or a new one, made under the lock (a connect does not block),
+    /// so that many tasks calling at once share one; a daemon away is then waited for with
+    /// retries, as the policy says.
     private func connected() async throws -> Connection {
-        let current = connection.withLock { $0 }
-        if let current, !current.isEnded { return current }
-        let fresh = try await connect(retrying: current != nil)
-        return connection.withLock { connection in
-            if let other = connection, other !== current, !other.isEnded {
+        do {
+            return try connection.withLock { connection throws(AdorchError) in
+                guard !isClosed.load(ordering: .relaxed) else { throw closed }
+                if let current = connection, !current.isEnded { return current }
+                let fresh = try Connection(path: socketPath)
+                wasConnected.store(true, ordering: .relaxed)
+                connection = fresh
+                return fresh
+            }
+        } catch where !wasConnected.load(ordering: .relaxed) || error.kind == .closed {
+            throw error
+        } catch {}
+        let fresh = try await connect()
+        return try connection.withLock { connection throws(AdorchError) in
+            guard !isClosed.load(ordering: .relaxed) else {
+                fresh.close()
+                throw closed
+            }
+            if let other = connection, !other.isEnded {
                 // Another task reconnected meanwhile: one connection is enough.
                 fresh.close()
                 return other
@@ -223,22 +297,29 @@ public final class Client: Sendable {
         }
     }
 
-    /// Connects; after a lost connection (`retrying`), again and again as the policy says,
-    /// while the daemon is away (its socket missing or refusing), one log line per retry.
-    func connect(retrying: Bool) async throws -> Connection {
+    /// Connects; once the client was connected, again and again as the policy says while the
+    /// daemon is away (its socket missing or refusing), one log line per retry. The first
+    /// connect of all fails at once: no daemon there is a setup error, not a restart.
+    func connect() async throws -> Connection {
+        let retrying = wasConnected.load(ordering: .relaxed)
         let clock = ContinuousClock()
         let deadline = clock.now + reconnect.maxWait
         var delay = reconnect.firstDelay
         var attempt = 0
+        var logging = false
+        defer { if logging { retriesLogged.store(false, ordering: .relaxed) } }
         while true {
+            guard !isClosed.load(ordering: .relaxed) else { throw closed }
             do {
                 let connection = try Connection(path: socketPath)
-                if attempt > 0 { logger.notice("adorch: reconnected to \(socketPath) after \(attempt) retries") }
+                wasConnected.store(true, ordering: .relaxed)
+                if logging { logger.notice("adorch: reconnected to \(socketPath) after \(attempt) retries") }
                 return connection
             } catch {
                 guard retrying, clock.now + delay <= deadline else { throw error }
                 attempt += 1
-                logger.notice("adorch: daemon at \(socketPath) not reachable (\(error.message)); retry \(attempt) in \(delay)")
+                if !logging { logging = retriesLogged.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged }
+                if logging { logger.notice("adorch: daemon at \(socketPath) not reachable (\(error.message)); retry \(attempt) in \(delay)") }
                 try await Task.sleep(for: delay)
                 delay = min(delay * 2, reconnect.maxDelay)
             }
@@ -251,12 +332,11 @@ public final class Client: Sendable {
     /// after the policy's delays, within its maxWait, so the loop never spins.
     private func subscribe(_ parameters: [String: JSONValue], into continuation: AsyncThrowingStream<Event, any Error>.Continuation) async throws {
         let method = "io.adorch.Ads.Subscribe"
-        var resubscribing = false
         // Whether the app has its `subscribed`: the next ones are swallowed, not the first.
         var subscribed = false
         var unanswered: (since: ContinuousClock.Instant, delay: Duration)?
         while !Task.isCancelled {
-            let connection = try await connect(retrying: resubscribing)
+            let connection = try await connect()
             defer { connection.close() }
             var answered = false
             try await withTaskCancellationHandler {
@@ -290,7 +370,6 @@ public final class Client: Sendable {
             } onCancel: {
                 connection.close()
             }
-            resubscribing = true
             if answered {
                 unanswered = nil
             } else if !Task.isCancelled {

@@ -9,8 +9,14 @@ struct Subscription: Sendable {
     private let relay: Task<Void, Never>
 
     /// Subscribes to `slots` and returns once the daemon answered, so nothing done after it
-    /// is missed.
+    /// is missed; the answer is awaited `client.callTimeout`, as a call's reply is.
     init(_ client: Client, slots: [String]) async throws {
+        self = try await withTimeout(client.callTimeout, "answer to Subscribe from \(client.socketPath)") {
+            try await Subscription(subscribing: client, slots: slots)
+        }
+    }
+
+    private init(subscribing client: Client, slots: [String]) async throws {
         let (events, continuation) = AsyncThrowingStream.makeStream(of: Event.self)
         let (answered, answer) = AsyncStream.makeStream(of: (any Error)?.self)
         let relay = Task {
@@ -25,11 +31,14 @@ struct Subscription: Sendable {
                         continuation.yield(event)
                     }
                 }
+                // The events end without an error only when cancelled or the client closed.
                 continuation.finish()
+                answer.yield(client.closedError ?? CancellationError())
             } catch {
                 continuation.finish(throwing: error)
+                // Why the subscription failed (cannot connect...), if it was never answered.
+                answer.yield(error)
             }
-            answer.yield(CancellationError())
             answer.finish()
         }
         self.events = events
@@ -49,9 +58,12 @@ struct Subscription: Sendable {
     func cancel() { relay.cancel() }
 }
 
-/// `operation`, or `.timeout` once `timeout` has passed (`what` says what was awaited).
-func withTimeout<T: Sendable>(_ timeout: Duration, _ what: String, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
+/// `operation`, or `.timeout` once `timeout` has passed (`what` says what was awaited); nil
+/// waits for ever. The operation is cancelled then, and every wait of the library ends at once
+/// when cancelled, so the timeout is not held up.
+func withTimeout<T: Sendable>(_ timeout: Duration?, _ what: String, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    guard let timeout else { return try await operation() }
+    return try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask { try await operation() }
         group.addTask {
             try await Task.sleep(for: timeout)
@@ -81,14 +93,15 @@ public struct PreloadedAd: Sendable {
         return found.ready > 0
     }
 
-    /// Returns once the slot has a valid ad ready: at once if it has, else at its next ad_loaded.
+    /// Returns once the slot has a valid ad ready: at once if it has, else at its next
+    /// ad_loaded; `.timeout` when `timeout` (the whole of it: subscribing, asking, waiting) passed.
     public func load(timeout: Duration = .seconds(30)) async throws {
-        let subscription = try await Subscription(client, slots: [slot])
-        defer { subscription.cancel() }
-        if try await isReady() { return }
-        let slot = slot
+        let format = self
         try await withTimeout(timeout, "ad loaded in \(slot)") {
-            for try await event in subscription.events where event.kind == EventKind.adLoaded && event.slot == slot { return }
+            let subscription = try await Subscription(format.client, slots: [format.slot])
+            defer { subscription.cancel() }
+            if try await format.isReady() { return }
+            for try await event in subscription.events where event.kind == EventKind.adLoaded && event.slot == format.slot { return }
             throw CancellationError()
         }
     }
@@ -134,14 +147,17 @@ public final class ShownAd: Sendable {
     public var expiresAt: String { ad.expiresAt }
     public var price: Double { ad.price }
 
-    /// This ad's callbacks in order, until `close`. One consumer.
-    public let callbacks: AsyncStream<AdCallback>
+    /// This ad's callbacks in order, until `close`: each use is a stream of its own, from the
+    /// first callback, so any number of tasks may listen. A reward is passed on once, though
+    /// a new subscription (after a daemon restart) delivers it again.
+    public var callbacks: AsyncStream<AdCallback> { heard.stream() }
 
     private let client: Client
     private let userID: String?
     private let subscription: Subscription
     private let listener: Task<Void, Never>
     private let reward: RewardBox
+    private let heard: Replay<AdCallback>
 
     init(client: Client, ad: Ad, userID: String?, subscription: Subscription) {
         self.ad = ad
@@ -150,22 +166,26 @@ public final class ShownAd: Sendable {
         self.subscription = subscription
         let reward = RewardBox()
         self.reward = reward
-        let (callbacks, continuation) = AsyncStream.makeStream(of: AdCallback.self)
-        self.callbacks = callbacks
+        let heard = Replay<AdCallback>()
+        self.heard = heard
         let id = ad.id
         listener = Task {
+            var rewarded: Set<String> = []
             do {
                 for try await event in subscription.events where event.adID == id {
                     let callback = Self.callback(of: event)
-                    if case .reward(let granted) = callback { reward.set(granted) }
-                    continuation.yield(callback)
+                    if case .reward(let granted) = callback {
+                        guard rewarded.insert(granted.transID).inserted else { continue }
+                        reward.set(granted)
+                    }
+                    heard.yield(callback)
                     if callback == .close { break }
                 }
             } catch {
                 // The stream ended (the client could not reconnect): callbacks end too, and
                 // waitReward still asks the ledger.
             }
-            continuation.finish()
+            heard.finish()
             subscription.cancel()
         }
     }
@@ -211,6 +231,67 @@ public final class ShownAd: Sendable {
 
     /// The app has credited `reward` to its user (AckReward).
     public func ack(_ reward: Reward) async throws { try await client.ackReward(reward.transID) }
+}
+
+/// Elements handed to any number of consumers, each from the first: an AsyncStream may be
+/// iterated by one task only, so each consumer gets a stream of its own. All are kept: they
+/// are few (one ad's callbacks, one session's events, each ending with a last one).
+final class Replay<Element: Sendable>: Sendable {
+    private struct Consumer {
+        let yield: @Sendable (Element) -> Void
+        let finish: @Sendable ((any Error)?) -> Void
+    }
+    private struct State {
+        var elements: [Element] = []
+        var end: (any Error)??
+        var consumers: [UUID: Consumer] = [:]
+    }
+    private let state = Mutex(State())
+
+    func yield(_ element: Element) {
+        // Under the lock, so that a consumer joining meanwhile gets each element once, in order.
+        state.withLock { state in
+            guard state.end == nil else { return }
+            state.elements.append(element)
+            for consumer in state.consumers.values { consumer.yield(element) }
+        }
+    }
+
+    func finish(throwing error: (any Error)? = nil) {
+        // Outside the lock: a finished stream's onTermination takes it to forget its consumer.
+        let consumers = state.withLock { state -> [Consumer] in
+            guard state.end == nil else { return [] }
+            state.end = .some(error)
+            defer { state.consumers = [:] }
+            return Array(state.consumers.values)
+        }
+        for consumer in consumers { consumer.finish(error) }
+    }
+
+    func throwingStream() -> AsyncThrowingStream<Element, any Error> {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: Element.self)
+        join(Consumer(yield: { continuation.yield($0) }, finish: { continuation.finish(throwing: $0) })) { continuation.onTermination = $0 }
+        return stream
+    }
+
+    func stream() -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Element.self)
+        join(Consumer(yield: { continuation.yield($0) }, finish: { _ in continuation.finish() })) { continuation.onTermination = $0 }
+        return stream
+    }
+
+    private func join(_ consumer: Consumer, onTermination: (@escaping @Sendable (Any) -> Void) -> Void) {
+        let key = UUID()
+        state.withLock { state in
+            for element in state.elements { consumer.yield(element) }
+            if let end = state.end {
+                consumer.finish(end)
+            } else {
+                state.consumers[key] = consumer
+            }
+        }
+        onTermination { [weak self] _ in _ = self?.state.withLock { $0.consumers.removeValue(forKey: key) } }
+    }
 }
 
 /// One reward, set once, awaited by any number of tasks.
@@ -297,9 +378,12 @@ public final class InteractiveSession: Sendable {
     public let slot: String
     /// session_event events of this session, ending after the terminal one (completed,
     /// no_ads_available, error or stopped; its `adFreePod` says whether to skip the pod).
-    public let events: AsyncThrowingStream<Event, any Error>
+    /// Each use is a stream of its own, from the first event: any number of tasks may iterate.
+    public var events: AsyncThrowingStream<Event, any Error> { heard.throwingStream() }
+    private let heard: Replay<Event>
     private let client: Client
     private let subscription: Subscription
+    private let relay: Task<Void, Never>
 
     /// Subscribes to the slot (so no event is missed), then InitInteractive.
     public init(client: Client, slot: String, creativeURL: String, adParameters: [String: JSONValue] = [:], slotType: SlotType) async throws {
@@ -315,24 +399,26 @@ public final class InteractiveSession: Sendable {
         self.slot = slot
         self.client = client
         self.subscription = subscription
-        let (events, continuation) = AsyncThrowingStream.makeStream(of: Event.self)
-        self.events = events
-        let relay = Task {
+        let heard = Replay<Event>()
+        self.heard = heard
+        relay = Task {
             do {
                 for try await event in subscription.events where event.kind == EventKind.sessionEvent && event.sessionID == id {
-                    continuation.yield(event)
+                    heard.yield(event)
                     if event.terminal == true { break }
                 }
-                continuation.finish()
+                heard.finish()
             } catch {
-                continuation.finish(throwing: error)
+                heard.finish(throwing: error)
             }
             subscription.cancel()
         }
-        continuation.onTermination = { _ in relay.cancel() }
     }
 
-    deinit { subscription.cancel() }
+    deinit {
+        relay.cancel()
+        subscription.cancel()
+    }
 
     public func start() async throws { try await client.start(sessionID: id) }
     public func pause() async throws { try await client.pause(sessionID: id) }

@@ -183,7 +183,12 @@ public struct Status: Sendable, Equatable, Codable {
     }
 }
 
-/// A reply's value as `T`, through Foundation's decoder.
-func decode<T: Decodable>(_ type: T.Type, from value: JSONValue) throws -> T {
-    try JSONDecoder().decode(T.self, from: value.jsonData)
+/// A reply's value as `T`, through Foundation's decoder; a reply that does not fit the IDL
+/// is `.malformedReply`, saying what did not fit.
+func decode<T: Decodable>(_ type: T.Type, from value: JSONValue) throws(AdorchError) -> T {
+    do {
+        return try JSONDecoder().decode(T.self, from: value.jsonData)
+    } catch {
+        throw AdorchError(.malformedReply, message: "a reply's \(T.self) does not fit the IDL: \(error)")
+    }
 }

@@ -80,6 +80,8 @@ final class SwiftClientTests: XCTestCase {
         XCTAssertEqual(ad.format, "rewarded")
         XCTAssertEqual(ad.network, "sim")
         let heard = Task { await ad.callbacks.reduce(into: [AdCallback]()) { $0.append($1) } }
+        // A second listener, at the same time: each use of callbacks is a stream of its own.
+        let heardToo = Task { await ad.callbacks.reduce(into: [AdCallback]()) { $0.append($1) } }
         try await ad.impression()
         try await ad.complete()
         let reward = try await ad.waitReward(timeout: .seconds(10).scaled)
@@ -97,6 +99,10 @@ final class SwiftClientTests: XCTestCase {
         try await ad.close()
 
         let callbacks = await heard.value
+        let callbacksToo = await heardToo.value
+        XCTAssertEqual(callbacksToo, callbacks, "every listener hears every callback")
+        let late = await ad.callbacks.reduce(into: [AdCallback]()) { $0.append($1) }
+        XCTAssertEqual(late, callbacks, "a listener that comes after the close hears them all too")
         let typed = callbacks.filter { if case .other = $0 { false } else { true } }
         XCTAssertEqual(typed, [.impression, .reward(reward), .close],
                        "the listener hears impression, reward and close in order, and ends with close: \(callbacks)")
@@ -128,6 +134,8 @@ final class SwiftClientTests: XCTestCase {
         let client = Client(socketPath: daemon.socket)
         let session = try await InteractiveSession(client: client, slot: "i", creativeURL: "https://creative.invalid/unit.js",
                                                    adParameters: ["user": ["id": 7]], slotType: .preroll)
+        // Two tasks iterate the events at once: each use of events is a stream of its own.
+        let other = Task { try await session.events.reduce(into: [String]()) { $0.append($1.name ?? "?") } }
         try await session.start()
         var names: [String] = []
         var last: Event?
@@ -137,6 +145,8 @@ final class SwiftClientTests: XCTestCase {
             last = event
         }
         XCTAssertEqual(names, ["fetch_complete", "ads_available", "started", "opt_in", "ad_free_pod", "completed"])
+        let otherNames = try await other.value
+        XCTAssertEqual(otherNames, names, "the other task heard the same events")
         XCTAssertEqual(last?.terminal, true)
         XCTAssertEqual(last?.adFreePod, true)
         do {
@@ -308,6 +318,267 @@ final class SwiftClientTests: XCTestCase {
         XCTAssertEqual(slots, [])
         XCTAssertEqual(server.received, ["io.adorch.Ads.Show", "io.adorch.Ads.ListSlots", "io.adorch.Ads.ListSlots"],
                        "the Show went out once; the ListSlots again on the third connection")
+    }
+
+    /// Many more calls at once than the daemon reads ahead on one connection (it stops reading
+    /// at 1024 queued calls until it has answered some): they queue in the client and are all
+    /// answered, while the replies keep being read.
+    func testThousandsOfConcurrentCallsOnOneClientAreAllAnswered() async throws {
+        let daemon = try DaemonProcess(config: Self.config)
+        let client = Client(socketPath: daemon.socket)
+        let calls = 2000
+        let socket = daemon.socket
+        let answered = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for call in 0..<calls {
+                group.addTask {
+                    if call % 2 == 0 { return try await client.listSlots().count == 7 }
+                    return try await client.getStatus().socket == socket
+                }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        XCTAssertEqual(answered, calls, "every call got its own reply")
+    }
+
+    /// A daemon that stops answering (SIGSTOP) holds up nothing: a call times out after the
+    /// client's call timeout, a cancelled one ends at once, the SDK layer's waits keep their
+    /// timeouts, and the cooperative pool stays free; once the daemon goes on, the late replies
+    /// are dropped, not taken for the next calls'.
+    func testAHungDaemonTimesCallsOutAndCancelsThemWithoutHoldingThreads() async throws {
+        let daemon = try DaemonProcess(config: Self.config)
+        let timeout = Duration.seconds(1).scaled
+        let client = Client(socketPath: daemon.socket, callTimeout: timeout)
+        let rewarded = RewardedAd(client: client, slot: "r")
+        try await rewarded.load(timeout: .seconds(10).scaled)
+        let shown = try await rewarded.show(userID: "hung")
+        let patient = Client(socketPath: daemon.socket, callTimeout: nil)
+        _ = try await patient.listSlots()
+
+        try Self.suspend(daemon)
+        var resumed = false
+        defer { if !resumed { kill(daemon.pid, SIGCONT) } }
+        let bound = Duration.seconds(5).scaled
+
+        func timedOut(_ what: String, _ operation: () async throws -> Void) async {
+            let start = ContinuousClock.now
+            do {
+                try await operation()
+                XCTFail("\(what) returned from a stopped daemon")
+            } catch let error as AdorchError {
+                XCTAssertEqual(error.kind, .timeout, "\(what): \(error)")
+            } catch {
+                XCTFail("\(what): not an AdorchError: \(error)")
+            }
+            XCTAssertLessThan(start.duration(to: .now), bound, "\(what) kept its timeout")
+        }
+        await timedOut("listSlots") { _ = try await client.listSlots() }
+        await timedOut("RewardedAd.load") { try await RewardedAd(client: client, slot: "empty").load(timeout: timeout) }
+        await timedOut("waitReward") { _ = try await shown.waitReward(timeout: timeout) }
+
+        // Calls that wait for ever unless cancelled: the pool still runs other work meanwhile.
+        let waiting = (0..<500).map { _ in Task { try await patient.listSlots() } }
+        let start = ContinuousClock.now
+        try await Task.sleep(for: .milliseconds(20))
+        XCTAssertLessThan(start.duration(to: .now), bound, "other tasks run while 500 calls wait on a stopped daemon")
+        for task in waiting { task.cancel() }
+        var cancelled = 0
+        for task in waiting {
+            do { _ = try await task.value } catch is CancellationError { cancelled += 1 } catch { XCTFail("not a CancellationError: \(error)") }
+        }
+        XCTAssertEqual(cancelled, waiting.count, "every cancelled call ended, the daemon still stopped")
+        XCTAssertEqual(kill(daemon.pid, 0), 0)
+
+        XCTAssertEqual(kill(daemon.pid, SIGCONT), 0)
+        resumed = true
+        // The timed-out ListSlots' reply comes first on this connection: it is not this call's.
+        let status = try await client.getStatus()
+        XCTAssertEqual(status.socket, daemon.socket)
+        let slots = try await patient.listSlots()
+        XCTAssertEqual(slots.count, 7)
+    }
+
+    /// A call made by a task already cancelled is not sent: none of these Shows takes an ad.
+    func testACancelledTaskSendsNothing() async throws {
+        let daemon = try DaemonProcess(config: Self.config)
+        let client = Client(socketPath: daemon.socket)
+        try await RewardedAd(client: client, slot: "r").load(timeout: .seconds(10).scaled)
+        let shows = (0..<300).map { _ in
+            Task {
+                // Returns as soon as the task is cancelled.
+                try? await Task.sleep(for: .seconds(3600))
+                return try await client.show(slot: "r", userID: "cancelled")
+            }
+        }
+        for task in shows { task.cancel() }
+        for task in shows {
+            do {
+                _ = try await task.value
+                XCTFail("a cancelled task's Show was made")
+            } catch is CancellationError {
+            } catch {
+                XCTFail("not a CancellationError: \(error)")
+            }
+        }
+        let events = try await client.listEvents(slots: ["r"])
+        XCTAssertFalse(events.contains { $0.kind == "ad_shown" }, "no ad was taken: \(events.map(\.kind))")
+        let ready = try await RewardedAd(client: client, slot: "r").isReady()
+        XCTAssertTrue(ready)
+    }
+
+    /// The SDK layer fails with the client's typed errors and reconnects as its calls do: no
+    /// daemon at all is `.cannotConnect` at once; a daemon restarting is waited for.
+    func testTheAdFormatsFailTypedAndWaitForARestartingDaemon() async throws {
+        let nowhere = Client(socketPath: "/nonexistent-adorch/adorchd.sock")
+        func cannotConnect(_ what: String, _ operation: () async throws -> Void) async {
+            do {
+                try await operation()
+                XCTFail("\(what) without a daemon succeeded")
+            } catch let error as AdorchError {
+                guard case .cannotConnect(_, let code) = error.kind else { return XCTFail("\(what): \(error)") }
+                XCTAssertEqual(code, ENOENT, what)
+            } catch {
+                XCTFail("\(what): not an AdorchError: \(error)")
+            }
+        }
+        await cannotConnect("RewardedAd.load") { try await RewardedAd(client: nowhere, slot: "r").load(timeout: .seconds(10).scaled) }
+        await cannotConnect("RewardedAd.show") { _ = try await RewardedAd(client: nowhere, slot: "r").show(userID: "u") }
+        await cannotConnect("InteractiveSession") {
+            _ = try await InteractiveSession(client: nowhere, slot: "i", creativeURL: "https://creative.invalid/u.js", slotType: .preroll)
+        }
+
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-swift-sdk-restart-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("adorchd.sock").path
+        let state = dir.appendingPathComponent("state")
+        var first: DaemonProcess? = try DaemonProcess(config: Self.config, extraArguments: ["--socket", socket], stateDir: state)
+        let log = LogLines()
+        let client = Client(socketPath: socket, logger: log.logger)
+        let rewarded = RewardedAd(client: client, slot: "r")
+        try await rewarded.load(timeout: .seconds(10).scaled)
+        XCTAssertEqual(first?.stop(), 0)
+        first = nil
+        // Made while the daemon is away: its subscription retries until the daemon is back.
+        let loading = Task { try await rewarded.load(timeout: .seconds(30).scaled) }
+        _ = try await Self.read(log.stream, until: "a logged retry of the load's subscription") { $0.contains("retry 1 ") }
+        let second = try DaemonProcess(config: Self.config, extraArguments: ["--socket", socket], stateDir: state)
+        do {
+            try await loading.value
+        } catch {
+            throw TestFailure("\(error); the client logged: \(log.lines)")
+        }
+        let ad = try await rewarded.show(userID: "after-restart")
+        XCTAssertEqual(ad.slot, "r")
+        XCTAssertTrue(second.isRunning)
+    }
+
+    /// A call larger than the daemon reads (1 MiB by default) is refused by it: the client
+    /// reads the refusal and throws it, sends the call once, and goes on on a new connection.
+    /// Eight times the limit, so that the daemon closes before the client has written it all.
+    func testACallLargerThanTheDaemonTakesFailsWithItsRefusalOnce() async throws {
+        let daemon = try DaemonProcess(config: Self.config)
+        let log = LogLines()
+        let client = Client(socketPath: daemon.socket, logger: log.logger)
+        _ = try await client.listSlots()
+        let blob = JSONValue.string(String(repeating: "x", count: 8 << 20))
+        do {
+            _ = try await client.load(slot: "b", targeting: ["blob": blob])
+            XCTFail("a Load over the daemon's limit succeeded")
+        } catch let error as AdorchError {
+            guard case .varlinkInvalidParameter(let parameter) = error.kind else { return XCTFail("\(error)") }
+            XCTAssertTrue(parameter.contains("larger than"), parameter)
+        }
+        XCTAssertEqual(daemon.log.components(separatedBy: "a message larger than").count - 1, 1, "sent once:\n\(daemon.log)")
+        XCTAssertFalse(log.lines.contains { $0.contains("sending it on a new connection") }, "\(log.lines)")
+        let slots = try await client.listSlots()
+        XCTAssertEqual(slots.count, 7, "the next call goes on a new connection")
+    }
+
+    /// A reply that does not fit the IDL is the library's typed `.malformedReply`.
+    func testAReplyThatDoesNotFitTheIDLIsAMalformedReply() async throws {
+        let server = try HangingUpServer(answers: [["slots": "not a list"]])
+        let client = Client(socketPath: server.path)
+        do {
+            _ = try await client.listSlots()
+            XCTFail("a ListSlots reply whose slots are a string was taken")
+        } catch let error as AdorchError {
+            XCTAssertEqual(error.kind, .malformedReply, "\(error)")
+        }
+    }
+
+    /// A restart under many calls waiting for it is logged once per retry, not once per call.
+    func testARestartUnderManyCallsIsLoggedOncePerRetry() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-swift-retries-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("adorchd.sock").path
+        let state = dir.appendingPathComponent("state")
+        var first: DaemonProcess? = try DaemonProcess(config: Self.config, extraArguments: ["--socket", socket], stateDir: state)
+        let log = LogLines()
+        let client = Client(socketPath: socket, logger: log.logger)
+        _ = try await client.listSlots()
+        XCTAssertEqual(first?.stop(), 0)
+        first = nil
+        let calls = (0..<5).map { _ in Task { try await client.listSlots().count } }
+        _ = try await Self.read(log.stream, until: "the third retry logged") { $0.contains("retry 3 ") }
+        let second = try DaemonProcess(config: Self.config, extraArguments: ["--socket", socket], stateDir: state)
+        for call in calls {
+            let count = try await call.value
+            XCTAssertEqual(count, 7)
+        }
+        for retry in 1...3 {
+            XCTAssertEqual(log.lines.filter { $0.contains("retry \(retry) ") }.count, 1, "retry \(retry) logged once: \(log.lines)")
+        }
+        XCTAssertTrue(second.isRunning)
+    }
+
+    /// `close` is final, as the Python client's: a call in flight ends with `.closed`, so does
+    /// every later call (no connection is made again), and an event stream being read ends.
+    func testCloseIsFinal() async throws {
+        let daemon = try DaemonProcess(config: Self.config)
+        let client = Client(socketPath: daemon.socket, callTimeout: nil)
+        _ = try await client.listSlots()
+        let events = client.events(slots: ["r"])
+        _ = try await Self.read(events, until: "subscribed") { $0.kind == "subscribed" }
+        // Stopped, so that the call surely waits when the client is closed.
+        try Self.suspend(daemon)
+        var resumed = false
+        defer { if !resumed { kill(daemon.pid, SIGCONT) } }
+        let waiting = Task { try await client.listSlots() }
+        client.close()
+        func closed(_ what: String, _ operation: () async throws -> Void) async {
+            do {
+                try await operation()
+                XCTFail("\(what) after close succeeded")
+            } catch let error as AdorchError {
+                XCTAssertEqual(error.kind, .closed, "\(what): \(error)")
+            } catch {
+                XCTFail("\(what): not an AdorchError: \(error)")
+            }
+        }
+        await closed("the call in flight") { _ = try await waiting.value }
+        XCTAssertEqual(kill(daemon.pid, SIGCONT), 0)
+        resumed = true
+        await closed("a later call") { _ = try await client.getStatus() }
+        await closed("a later RewardedAd.show") { _ = try await RewardedAd(client: client, slot: "r").show(userID: "u") }
+        do {
+            _ = try await Self.read(events, until: "an event after close") { _ in true }
+            XCTFail("the event stream went on after close")
+        } catch let failure as TestFailure {
+            XCTAssertTrue(failure.description.contains("the stream ended before"), "\(failure)")
+        }
+    }
+
+    /// SIGSTOP, and returns once the daemon is stopped: until one of its threads takes the
+    /// signal, the others still answer. The caller resumes it (SIGCONT) before it is stopped.
+    static func suspend(_ daemon: DaemonProcess) throws {
+        guard kill(daemon.pid, SIGSTOP) == 0 else { throw TestFailure("SIGSTOP \(daemon.pid): \(String(cString: strerror(errno)))") }
+        var status: Int32 = 0
+        while waitpid(daemon.pid, &status, WUNTRACED) < 0 {
+            guard errno == EINTR else { throw TestFailure("waitpid \(daemon.pid): \(String(cString: strerror(errno)))") }
+        }
+        // WIFSTOPPED: the low byte is 0x7f (the Glibc overlay does not import the macro).
+        guard status & 0xff == 0x7f else { throw TestFailure("adorchd \(daemon.pid) ended instead of stopping: status \(status)") }
     }
 
     /// The stream's elements up to the first that `matches`, or a failure after `timeout`.
