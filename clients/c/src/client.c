@@ -27,6 +27,10 @@ enum {
     BACKOFF_MAX_MS = 2000,
     /* A reply bigger than this is taken for a broken peer rather than buffered without end. */
     MAX_MESSAGE_BYTES = 64 * 1024 * 1024,
+    /* The longest a Load may take in the daemon (LoadBounds.timeoutMilliseconds in
+       Sources/AdorchEngine/LoadBounds.swift): a Load without timeout_ms runs to its slot's
+       load_timeout_ms, which the client does not know, so it waits this much beyond the call timeout. */
+    MOST_LOAD_MS = 60000,
 };
 
 static const char SYSTEM_SOCKET[] = "/run/adorch/adorchd.sock";
@@ -736,7 +740,7 @@ static json_t *call_message(const char *method, json_t *parameters, bool more) {
  * again on a fresh connection if it breaks, after the reconnect backoff and within its budget; the
  * call timeout bounds the time spent waiting for replies over all the sends. Takes `parameters`;
  * on success *reply holds the reply's parameters. */
-static adorch_status call_blocking(adorch_client *c, const char *method, json_t *parameters, bool read_only, json_t **reply,
+static adorch_status call_blocking(adorch_client *c, const char *method, json_t *parameters, bool read_only, int64_t extra_wait_ms, json_t **reply,
                                    adorch_error *error) {
     adorch_status status = enter(c, ENTRY_CALL, method, error);
     if (status != ADORCH_OK) {
@@ -765,14 +769,14 @@ static adorch_status call_blocking(adorch_client *c, const char *method, json_t 
         }
         int err = 0;
         int64_t started = now_ms();
-        enum wait_result r = conn_wait(&c->call, c->call_timeout_ms < 0 ? -1 : started + c->call_timeout_ms - waited, &answer, &err);
+        enum wait_result r = conn_wait(&c->call, c->call_timeout_ms < 0 ? -1 : started + c->call_timeout_ms + extra_wait_ms - waited, &answer, &err);
         waited += now_ms() - started;
         /* An answer before the whole call went out is a refusal, and the daemon closes after it. */
         if (r == WAIT_MESSAGE && c->call.out_len == 0) break;
         conn_close(&c->call, c->epfd);
         if (r == WAIT_MESSAGE || r == WAIT_ANSWERED_SEND_FAILED) break;
         if (r == WAIT_TIMEOUT) {
-            status = lib_error(error, ADORCH_E_TIMEOUT, 0, "%s: no reply within %d ms%s", method, c->call_timeout_ms,
+            status = lib_error(error, ADORCH_E_TIMEOUT, 0, "%s: no reply within %lld ms%s", method, (long long)(c->call_timeout_ms + extra_wait_ms),
                                read_only ? "" : " (the call may have taken effect)");
             goto done;
         }
@@ -1120,7 +1124,7 @@ ADORCH_CLIENT_EXPORT const char *adorch_client_socket_path(const adorch_client *
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_slots(adorch_client *c, adorch_slot_list **out, adorch_error *error) {
     REQUIRE(c && out, "client and out are required");
     json_t *reply = NULL;
-    adorch_status st = call_blocking(c, "io.adorch.Ads.ListSlots", json_object(), true, &reply, error);
+    adorch_status st = call_blocking(c, "io.adorch.Ads.ListSlots", json_object(), true, 0, &reply, error);
     if (st == ADORCH_OK) st = check_list(reply, "slots", FIELDS(slot_fields), "ListSlots", error);
     if (st != ADORCH_OK) {
         json_decref(reply);
@@ -1162,7 +1166,7 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_show(adorch_client *c, const ch
         return st;
     }
     json_t *reply = NULL;
-    st = call_blocking(c, "io.adorch.Ads.Show", params, false, &reply, error);
+    st = call_blocking(c, "io.adorch.Ads.Show", params, false, 0, &reply, error);
     if (st != ADORCH_OK) return st;
     json_t *ad = json_object_get(reply, "ad");
     const char *bad = bad_field(ad, FIELDS(ad_fields));
@@ -1186,7 +1190,7 @@ static adorch_status call_void(adorch_client *c, const char *method, const char 
         return st;
     }
     json_t *reply = NULL;
-    st = call_blocking(c, method, params, false, &reply, error);
+    st = call_blocking(c, method, params, false, 0, &reply, error);
     json_decref(reply);
     return st;
 }
@@ -1202,7 +1206,7 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_report(adorch_client *c, const 
         return st;
     }
     json_t *reply = NULL;
-    st = call_blocking(c, "io.adorch.Ads.Report", params, false, &reply, error);
+    st = call_blocking(c, "io.adorch.Ads.Report", params, false, 0, &reply, error);
     json_decref(reply);
     return st;
 }
@@ -1228,7 +1232,7 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_load(adorch_client *c, const ad
         return st;
     }
     json_t *reply = NULL;
-    st = call_blocking(c, "io.adorch.Ads.Load", params, false, &reply, error);
+    st = call_blocking(c, "io.adorch.Ads.Load", params, false, request->timeout_ms > 0 ? request->timeout_ms : MOST_LOAD_MS, &reply, error);
     if (st == ADORCH_OK) st = check_list(reply, "ads", FIELDS(ad_fields), "Load", error);
     if (st != ADORCH_OK) {
         json_decref(reply);
@@ -1264,7 +1268,7 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_rewards(adorch_client *c, 
         return st;
     }
     json_t *reply = NULL;
-    st = call_blocking(c, "io.adorch.Ads.ListRewards", params, true, &reply, error);
+    st = call_blocking(c, "io.adorch.Ads.ListRewards", params, true, 0, &reply, error);
     if (st == ADORCH_OK) st = check_list(reply, "rewards", FIELDS(reward_fields), "ListRewards", error);
     if (st == ADORCH_OK && !json_is_boolean(json_object_get(reply, "more")))
         st = lib_error(error, ADORCH_E_PROTOCOL, 0, "ListRewards: the reply's more is missing or not a bool");
@@ -1309,7 +1313,7 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_init_interactive(adorch_client 
         return st;
     }
     json_t *reply = NULL;
-    st = call_blocking(c, "io.adorch.Ads.InitInteractive", params, false, &reply, error);
+    st = call_blocking(c, "io.adorch.Ads.InitInteractive", params, false, 0, &reply, error);
     if (st != ADORCH_OK) return st;
     const char *id = jstr(reply, "session_id");
     *session_id = id ? strdup(id) : NULL;
@@ -1346,7 +1350,7 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_events(adorch_client *c, c
         return st;
     }
     json_t *reply = NULL;
-    st = call_blocking(c, "io.adorch.Ads.ListEvents", params, true, &reply, error);
+    st = call_blocking(c, "io.adorch.Ads.ListEvents", params, true, 0, &reply, error);
     if (st == ADORCH_OK) st = check_list(reply, "events", FIELDS(event_fields), "ListEvents", error);
     if (st != ADORCH_OK) {
         json_decref(reply);
@@ -1371,7 +1375,7 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_events(adorch_client *c, c
 /* A call whose reply parameters go back as JSON text. */
 static adorch_status call_text(adorch_client *c, const char *method, json_t *params, bool read_only, char **out, adorch_error *error) {
     json_t *reply = NULL;
-    adorch_status st = call_blocking(c, method, params, read_only, &reply, error);
+    adorch_status st = call_blocking(c, method, params, read_only, 0, &reply, error);
     if (st != ADORCH_OK) return st;
     *out = json_dumps(reply, JSON_COMPACT);
     json_decref(reply);
@@ -1394,7 +1398,7 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_get_interface_description(adorc
         return st;
     }
     json_t *reply = NULL;
-    st = call_blocking(c, "org.varlink.service.GetInterfaceDescription", params, true, &reply, error);
+    st = call_blocking(c, "org.varlink.service.GetInterfaceDescription", params, true, 0, &reply, error);
     if (st != ADORCH_OK) return st;
     const char *text = jstr(reply, "description");
     *description = text ? strdup(text) : NULL;

@@ -175,8 +175,8 @@ typedef enum adorch_log_level {
 /* Receives the library's log lines (default: stderr, "adorch-client: ..."); see Threads. */
 typedef void (*adorch_log_fn)(void *userdata, adorch_log_level level, const char *message);
 
-/* How long a call waits for its reply unless the options say otherwise. */
-#define ADORCH_CLIENT_DEFAULT_CALL_TIMEOUT_MS 10000
+/* How long a call waits for its reply unless the options say otherwise (a Load waits its timeout_ms, or 60 s, more). */
+#define ADORCH_CLIENT_DEFAULT_CALL_TIMEOUT_MS 30000
 /* How long the client keeps retrying a lost daemon unless the options say otherwise. */
 #define ADORCH_CLIENT_DEFAULT_RECONNECT_TIMEOUT_MS 30000
 
