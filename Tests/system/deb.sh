@@ -11,18 +11,11 @@
 set -euo pipefail
 out=$(realpath "$1") root=$(realpath "$2")
 
-[ "$(id -u)" = 0 ] || { echo "needs root" >&2; exit 77; }
-[ -x /lib/systemd/systemd ] || { echo "no /lib/systemd/systemd" >&2; exit 77; }
-cgparent=/sys/fs/cgroup/unified
-[ -f $cgparent/cgroup.procs ] || { echo "no cgroup v2 hierarchy at $cgparent" >&2; exit 77; }
-unshare --pid --fork --mount --uts --ipc --net --cgroup --mount-proc true 2>/dev/null \
-    || { echo "namespaces are not permitted here" >&2; exit 77; }
+. "$root/Tests/system/private-systemd.sh"
+ps_preflight
 [ -x "$root/.build/release/adorchd" ] || { echo "no release build in $root/.build/release: swift build -c release (make test does)" >&2; exit 1; }
 
-name=adorch-deb-$$
-cg=$cgparent/$name
-mkdir "$cg" || { echo "cannot make a cgroup under $cgparent" >&2; exit 77; }
-echo "$cg" >"$out/cgroup.txt"
+ps_cgroup adorch-deb-$$
 scratch=$out/ns
 mkdir -p "$scratch/units" "$scratch/pkg"
 cp -r "$out/vast-docs" "$scratch/vast-docs"
@@ -46,29 +39,8 @@ cat >"$scratch/inner.sh" <<'INNER'
 # PID 1 of the new pid namespace, inside private mount/uts/ipc/net/cgroup namespaces.
 set -eu
 scratch=$1 root=$2
-mount --make-rprivate /
-mount -t tmpfs tmpfs /srv
-mkdir /srv/scratch && mount --bind "$scratch" /srv/scratch
-mount -t tmpfs -o mode=755,nosuid,nodev tmpfs /run
-mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp
-mkdir -p "$scratch" && mount --move /srv/scratch "$scratch"
-# A minimal private /dev, its console a log file.
-mount -t tmpfs -o mode=755,nosuid tmpfs /srv
-for d in null zero full random urandom tty; do touch /srv/$d; mount --bind /dev/$d /srv/$d; done
-mkdir /srv/pts /srv/shm
-mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts /srv/pts
-ln -s pts/ptmx /srv/ptmx
-mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /srv/shm
-touch /srv/console; mount --bind "$scratch/console.log" /srv/console
-ln -s /proc/self/fd /srv/fd; ln -s /proc/self/fd/0 /srv/stdin; ln -s /proc/self/fd/1 /srv/stdout; ln -s /proc/self/fd/2 /srv/stderr
-mount --move /srv /dev
-# Global knobs stay out of the guest's reach.
-mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys
-if [ -e /proc/sysrq-trigger ]; then
-    mount --bind /proc/sysrq-trigger /proc/sysrq-trigger && mount -o remount,bind,ro /proc/sysrq-trigger
-fi
-mount -o remount,bind,ro /sys
-mount -t cgroup2 -o rw,nosuid,nodev,noexec cgroup2 /sys/fs/cgroup
+. "$root/Tests/system/private-systemd.sh"
+ps_enter_private_root
 # dpkg writes only into overlays: the host's /usr, /etc and /var stay as they are.
 for layer in usr etc var; do
     mount -t overlay overlay -o "lowerdir=/$layer,upperdir=$scratch/$layer-upper,workdir=$scratch/$layer-work" /$layer
@@ -91,42 +63,7 @@ exec env -i container=adorch-deb PATH=/usr/sbin:/usr/bin:/sbin:/bin SYSTEMD_UNIT
 INNER
 chmod +x "$scratch/inner.sh"
 
-( echo $BASHPID >"$cg/cgroup.procs"
-  exec timeout 180 unshare --pid --fork --kill-child --mount --uts --ipc --net --cgroup --mount-proc "$scratch/inner.sh" "$scratch" "$root"
-) >"$out/launcher.log" 2>&1 &
-launcher=$!
-
-pid1=
-teardown() {
-    [ -n "$pid1" ] && kill -KILL "$pid1" 2>/dev/null || true
-    kill -KILL $launcher 2>/dev/null || true
-    wait $launcher 2>/dev/null || true
-    # The namespace's processes die with its PID 1; their cgroups can go once empty.
-    for _ in $(seq 200); do
-        [ -z "$(cat $(find "$cg" -name cgroup.procs) 2>/dev/null)" ] && break
-        sleep 0.05
-    done
-    find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-    [ -d "$cg" ] && echo "left behind: $cg" >&2
-    cp "$scratch/console.log" "$out/console.log" 2>/dev/null || true
-}
-trap teardown EXIT
-
-# Waits until a command succeeds, for at most 20 s.
-await() { for _ in $(seq 400); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done; echo "timed out: $*" >&2; return 1; }
-
-find_pid1() {
-    local u n
-    u=$(tr -d ' ' </proc/$launcher/task/$launcher/children 2>/dev/null) || return 1
-    [ -n "$u" ] || return 1
-    n=$(tr -d ' ' </proc/$u/task/$u/children 2>/dev/null) || return 1
-    [ -n "$n" ] && pid1=$n
-}
-await find_pid1
-find_pid1
-# Commands in the namespace get a clean environment: no toolchain on PATH.
-NS="timeout 60 nsenter -t $pid1 -m -p -u -i -n env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin"
-booted() { st=$($NS systemctl is-system-running 2>/dev/null) || true; [ "$st" = running ] || [ "$st" = degraded ]; }
+ps_launch 180 "$scratch/inner.sh" "$scratch" "$root"
 await booted
 
 # What the namespace shows of the toolchain: nothing.

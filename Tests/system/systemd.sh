@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Boots a real systemd as PID 1 of private namespaces (the recipe of
-# shared/notes/systemd-in-a-namespace.md), installs adorch into it with a DESTDIR install of
-# the project's own units, and drives it with systemctl. What it sees goes to OUT for
+# Boots a real systemd as PID 1 of private namespaces (Tests/system/private-systemd.sh),
+# installs adorch into it with a DESTDIR install of the project's own units, and drives it
+# with systemctl. What it sees goes to OUT for
 # Tests/IntegrationTests/SystemTests.swift to check.
 #   usage: systemd.sh OUT PACKAGE_ROOT          (uses the debug build)
 #   exit 77: this machine cannot boot systemd in namespaces: the test skips, saying why.
@@ -10,17 +10,9 @@
 set -euo pipefail
 out=$(realpath "$1") root=$(realpath "$2")
 
-[ "$(id -u)" = 0 ] || { echo "needs root" >&2; exit 77; }
-[ -x /lib/systemd/systemd ] || { echo "no /lib/systemd/systemd" >&2; exit 77; }
-cgparent=/sys/fs/cgroup/unified
-[ -f $cgparent/cgroup.procs ] || { echo "no cgroup v2 hierarchy at $cgparent" >&2; exit 77; }
-unshare --pid --fork --mount --uts --ipc --net --cgroup --mount-proc true 2>/dev/null \
-    || { echo "namespaces are not permitted here" >&2; exit 77; }
-
-name=adorch-st-$$
-cg=$cgparent/$name
-mkdir "$cg" || { echo "cannot make a cgroup under $cgparent" >&2; exit 77; }
-echo "$cg" >"$out/cgroup.txt"
+. "$root/Tests/system/private-systemd.sh"
+ps_preflight
+ps_cgroup adorch-st-$$
 scratch=$out/ns
 mkdir -p "$scratch/units" "$scratch/etc-upper" "$scratch/etc-work" "$scratch/var-lib"
 : >"$scratch/console.log"
@@ -36,30 +28,9 @@ cat >"$scratch/inner.sh" <<'INNER'
 #!/bin/bash
 # PID 1 of the new pid namespace, inside private mount/uts/ipc/net/cgroup namespaces.
 set -eu
-scratch=$1
-mount --make-rprivate /
-mount -t tmpfs tmpfs /srv
-mkdir /srv/scratch && mount --bind "$scratch" /srv/scratch
-mount -t tmpfs -o mode=755,nosuid,nodev tmpfs /run
-mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp
-mkdir -p "$scratch" && mount --move /srv/scratch "$scratch"
-# A minimal private /dev, its console a log file.
-mount -t tmpfs -o mode=755,nosuid tmpfs /srv
-for d in null zero full random urandom tty; do touch /srv/$d; mount --bind /dev/$d /srv/$d; done
-mkdir /srv/pts /srv/shm
-mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts /srv/pts
-ln -s pts/ptmx /srv/ptmx
-mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /srv/shm
-touch /srv/console; mount --bind "$scratch/console.log" /srv/console
-ln -s /proc/self/fd /srv/fd; ln -s /proc/self/fd/0 /srv/stdin; ln -s /proc/self/fd/1 /srv/stdout; ln -s /proc/self/fd/2 /srv/stderr
-mount --move /srv /dev
-# Global knobs stay out of the guest's reach.
-mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys
-if [ -e /proc/sysrq-trigger ]; then
-    mount --bind /proc/sysrq-trigger /proc/sysrq-trigger && mount -o remount,bind,ro /proc/sysrq-trigger
-fi
-mount -o remount,bind,ro /sys
-mount -t cgroup2 -o rw,nosuid,nodev,noexec cgroup2 /sys/fs/cgroup
+scratch=$1 root=$2
+. "$root/Tests/system/private-systemd.sh"
+ps_enter_private_root
 # A private /etc (sysusers writes the adorch user there), the install, and state.
 mount -t overlay overlay -o "lowerdir=/etc,upperdir=$scratch/etc-upper,workdir=$scratch/etc-work" /etc
 mount -t tmpfs tmpfs /etc/systemd/system
@@ -74,41 +45,9 @@ exec env -i container=adorch-st PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 INNER
 chmod +x "$scratch/inner.sh"
 
-( echo $BASHPID >"$cg/cgroup.procs"
-  exec timeout 120 unshare --pid --fork --kill-child --mount --uts --ipc --net --cgroup --mount-proc "$scratch/inner.sh" "$scratch"
-) >"$out/launcher.log" 2>&1 &
-launcher=$!
-
-pid1=
-teardown() {
-    [ -n "$pid1" ] && kill -KILL "$pid1" 2>/dev/null || true
-    kill -KILL $launcher 2>/dev/null || true
-    wait $launcher 2>/dev/null || true
-    # The namespace's processes die with its PID 1; their cgroups can go once empty.
-    for _ in $(seq 200); do
-        [ -z "$(cat $(find "$cg" -name cgroup.procs) 2>/dev/null)" ] && break
-        sleep 0.05
-    done
-    find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-    [ -d "$cg" ] && echo "left behind: $cg" >&2
-    cp "$scratch/console.log" "$out/console.log" 2>/dev/null || true
-}
-trap teardown EXIT
-
-# Waits until a command succeeds, for at most 20 s.
-await() { for _ in $(seq 400); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done; echo "timed out: $*" >&2; return 1; }
-
-find_pid1() {
-    local u n
-    u=$(tr -d ' ' </proc/$launcher/task/$launcher/children 2>/dev/null) || return 1
-    [ -n "$u" ] || return 1
-    n=$(tr -d ' ' </proc/$u/task/$u/children 2>/dev/null) || return 1
-    [ -n "$n" ] && pid1=$n
-}
-await find_pid1
-find_pid1
-NS="timeout 30 nsenter -t $pid1 -m -p -u -i -n"
-booted() { st=$($NS systemctl is-system-running 2>/dev/null) || true; [ "$st" = running ] || [ "$st" = degraded ]; }
+# adorchctl is installed under /usr/local, bound to the DESTDIR install.
+ns_path=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+ps_launch 120 "$scratch/inner.sh" "$scratch" "$root"
 await booted
 echo "booted: $($NS systemctl is-system-running || true)" >"$out/boot.txt"
 
