@@ -178,14 +178,16 @@ class Connection:
         return closed
 
     def refusal(self) -> AdorchError | None:
-        """Why the daemon closed a connection a send found closed, if it said (TooManyConnections
-        is sent at once after accepting one over a limit, before any call)."""
+        """Why the daemon closed a connection a send found closed, if it said: TooManyConnections
+        is sent at once after accepting one over a limit, before any call; a call over the
+        daemon's max_message_bytes is answered org.varlink.service.InvalidParameter before the
+        rest of it arrives. Either way the call had no effect, and sending it again cannot help."""
         try:
             self.drain()
             message = self.take()
         except (OSError, ProtocolError):
             return None
-        if message is None or message.get("error") not in CONNECTION_REFUSALS:
+        if message is None or "error" not in message:
             return None
         return error_from_reply(str(message["error"]), message.get("parameters"))
 

@@ -5,6 +5,7 @@ import asyncio
 import collections
 import socket as _socket
 import time
+import weakref
 from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any, TypeVar
@@ -121,6 +122,7 @@ class AsyncClient:
         self._connection: _Connection | None = connection
         self._lock = asyncio.Lock()
         self._closed = False
+        self._streams: weakref.WeakSet[AsyncEventStream] = weakref.WeakSet()
 
     @classmethod
     async def connect(cls, socket: str | None = None, *, timeout: float = api.DEFAULT_CALL_TIMEOUT,
@@ -129,10 +131,12 @@ class AsyncClient:
         return cls(path, await _connect(path, None), timeout, reconnect_timeout)
 
     async def close(self) -> None:
-        """Final, and done when it returns: later calls raise Closed, a call in flight in another
-        task ends with Closed."""
+        """Final, and done when it returns, for the client and every event stream it opened:
+        later calls and subscribe() raise Closed, a call in flight in another task ends with Closed."""
         self._closed = True
         self._drop()
+        for stream in list(self._streams):
+            stream.close()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -231,9 +235,16 @@ class AsyncClient:
         return await self._run(api.interface_description(interface))
 
     async def subscribe(self, slots: list[str] | None = None) -> AsyncEventStream:
-        """Events of the named slots (or all), on a connection of their own; the first is `subscribed`."""
+        """Events of the named slots (or all), on a connection of their own; the first is `subscribed`.
+        Closing the client closes it too."""
+        if self._closed:
+            raise Closed("closed")
         stream = AsyncEventStream(self.path, slots, self.timeout, self.reconnect_timeout)
+        self._streams.add(stream)
         await stream._open()
+        if self._closed:
+            stream.close()
+            raise Closed("closed")
         return stream
 
 

@@ -5,6 +5,7 @@ import collections
 import socket as _socket
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, TypeVar
@@ -133,6 +134,14 @@ class Client(_Closable):
         self.timeout = timeout
         self.reconnect_timeout = reconnect_timeout
         self._connection = _connect(self.path, None, self._closed)
+        self._streams: weakref.WeakSet[EventStream] = weakref.WeakSet()
+
+    def close(self) -> None:
+        """Final, for the client and every event stream it opened: later calls and subscribe()
+        raise Closed, a call or a wait for an event in another thread ends at once with Closed."""
+        super().close()
+        for stream in list(self._streams):
+            stream.close()
 
     def __enter__(self) -> Client:
         return self
@@ -230,8 +239,16 @@ class Client(_Closable):
         return self._run(api.interface_description(interface))
 
     def subscribe(self, slots: list[str] | None = None) -> EventStream:
-        """Events of the named slots (or all), on a connection of their own; the first is `subscribed`."""
-        return EventStream(self.path, slots, self.timeout, self.reconnect_timeout)
+        """Events of the named slots (or all), on a connection of their own; the first is `subscribed`.
+        Closing the client closes it too."""
+        if self._closed.is_set():
+            raise Closed("closed")
+        stream = EventStream(self.path, slots, self.timeout, self.reconnect_timeout)
+        self._streams.add(stream)
+        if self._closed.is_set():
+            stream.close()
+            raise Closed("closed")
+        return stream
 
 
 class EventStream(_Closable):

@@ -130,5 +130,23 @@ class AsyncClientTests(unittest.IsolatedAsyncioTestCase):
             await self.client.report(ad.id, "close")
 
 
+    async def test_a_call_over_the_daemons_message_limit_gets_its_refusal_and_is_not_sent_again(self) -> None:
+        with self.assertNoLogs("adorch", "WARNING"):
+            with self.assertRaises(adorch.VarlinkInvalidParameter) as raised:
+                await self.client.load(BANNER, targeting={"keywords": "k" * 3_000_000})
+        self.assertIn("larger than", str(raised.exception))
+        self.assertTrue(await self.client.list_slots(), "the next call makes a new connection")
+
+    async def test_closing_the_client_closes_its_event_streams(self) -> None:
+        client = await adorch.AsyncClient.connect(SOCKET)
+        events = await client.subscribe([BANNER])
+        self.assertEqual((await events.next(WAIT)).kind, "subscribed")
+        await client.close()
+        with self.assertRaises(adorch.Closed):
+            await events.next(WAIT)
+        with self.assertRaises(adorch.Closed):
+            await client.subscribe([BANNER])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -206,6 +206,23 @@ class SyncClientTests(unittest.TestCase):
             with self.assertRaises(adorch.Timeout):
                 quiet.next(0.2)
 
+    def test_a_call_over_the_daemons_message_limit_gets_its_refusal_and_is_not_sent_again(self) -> None:
+        with self.assertNoLogs("adorch", "WARNING"):
+            with self.assertRaises(adorch.VarlinkInvalidParameter) as raised:
+                self.client.load(BANNER, targeting={"keywords": "k" * 3_000_000})
+        self.assertIn("larger than", str(raised.exception))
+        self.assertTrue(self.client.list_slots(), "the next call makes a new connection")
+
+    def test_closing_the_client_closes_its_event_streams(self) -> None:
+        client = adorch.Client(SOCKET)
+        events = client.subscribe([BANNER])
+        self.assertEqual(events.next(WAIT).kind, "subscribed")
+        client.close()
+        with self.assertRaises(adorch.Closed):
+            events.next(WAIT)
+        with self.assertRaises(adorch.Closed):
+            client.subscribe([BANNER])
+
     def test_a_missing_socket_is_cannot_connect(self) -> None:
         with self.assertRaises(adorch.CannotConnect):
             adorch.Client(SOCKET + ".missing")
