@@ -104,6 +104,17 @@ final class SystemTests: XCTestCase {
         XCTAssertNotNil(text("status.txt").range(of: #"Status: "7 slots, \d/5 ads ready, 1 plugins""#, options: .regularExpression), text("status.txt"))
         XCTAssertTrue(text("status.txt").contains("TriggeredBy: ● adorchd.socket"), text("status.txt"))
         XCTAssertEqual(text("reload.txt"), "ok", text("reload.err"))
+        // A client library's subscription outlives `systemctl restart`: socket activation keeps
+        // the socket, the client subscribes again and hears a Show made after the restart.
+        let pids = text("restart-pids.txt").split(separator: "\n")
+        XCTAssertEqual(pids.count, 2, text("restart-pids.txt"))
+        XCTAssertNotEqual(pids.first, pids.last, "systemctl restart started a new adorchd")
+        let probe = text("restart-probe.txt")
+        XCTAssertEqual(text("restart-probe-exit.txt"), "0", probe)
+        let restartAd = JSONValue.parse(Data(text("restart-show.json").utf8))?["ad"]?["id"]?.stringValue
+        XCTAssertTrue(probe.contains("RESUMED \(try XCTUnwrap(restartAd, text("restart-show.json")))"), probe)
+        XCTAssertTrue(probe.contains("LOG adorch: subscription on /run/adorch/adorchd.sock lost"), "the retry is logged: \(probe)")
+        XCTAssertEqual(probe.components(separatedBy: "EVENT subscribed").count - 1, 1, "one subscribed event: \(probe)")
         // Apps keep their own uids through the unit's sandbox: another app's report is refused.
         XCTAssertNotNil(JSONValue.parse(Data(text("app1-show.json").utf8))?["ad"]?["id"]?.stringValue, text("app1-show.err"))
         XCTAssertTrue(text("app2-report.txt").contains("PermissionDenied"), text("app2-report.txt"))

@@ -57,8 +57,20 @@ $NS systemctl is-active adorchd.service >"$out/service-before.txt" || true
 # The first call starts the service through the socket.
 $NS adorchctl slots --json >"$out/first-call.json" 2>"$out/first-call.err" || true
 $NS systemctl is-active adorchd.service >"$out/service-after.txt" || true
-full() { $NS adorchctl slots --json | python3 -c 'import json,sys; s=json.load(sys.stdin)["slots"]; sys.exit(0 if all(x["ready"]==x["buffer"] for x in s) else 1)'; }
-await full || true
+# A client library's subscription across `systemctl restart`: the socket stays with systemd,
+# the Python client subscribes again on the new daemon and hears a Show made after it.
+$NS systemctl show -p MainPID --value adorchd.service >"$out/restart-pids.txt"
+$NS env PYTHONPATH="$root/clients/python" ADORCH_SOCKET=/run/adorch/adorchd.sock \
+    python3 -B "$root/clients/python/tests/restart_probe.py" sync rewarded_main >"$out/restart-probe.txt" 2>&1 &
+probe=$!
+await grep -q SUBSCRIBED "$out/restart-probe.txt"
+$NS systemctl restart adorchd.service
+$NS systemctl show -p MainPID --value adorchd.service >>"$out/restart-pids.txt"
+await grep -q "subscribed again on" "$out/restart-probe.txt"
+# The new daemon has its first ad ready a moment after it started.
+shown() { $NS adorchctl show rewarded_main --user u-restart --json >"$out/restart-show.json" 2>&1; }
+await shown || true
+wait $probe && echo 0 >"$out/restart-probe-exit.txt" || echo $? >"$out/restart-probe-exit.txt"
 # Two apps as other users, through the unit as installed: the daemon sees their own uids
 # (SO_PEERCRED), so one may not report on the other's ad.
 $NS useradd -M -N -g adorch adorch-app1
@@ -70,6 +82,8 @@ $NS id -u adorch-app1 >"$out/app1-uid.txt"
 # The state directory is the daemon's alone, and the ledger is in it.
 $NS stat -c '%a %U' /var/lib/adorch >"$out/state-dir.txt" 2>&1 || true
 $NS ls /var/lib/adorch >>"$out/state-dir.txt" 2>&1 || true
+full() { $NS adorchctl slots --json | python3 -c 'import json,sys; s=json.load(sys.stdin)["slots"]; sys.exit(0 if all(x["ready"]==x["buffer"] for x in s) else 1)'; }
+await full || true
 $NS systemctl status --no-pager adorchd.service >"$out/status.txt" 2>&1 || true
 $NS adorchctl status --json >"$out/before-reload.json" 2>&1 || true
 $NS systemctl reload adorchd.service 2>"$out/reload.err" && echo ok >"$out/reload.txt" || echo failed >"$out/reload.txt"
