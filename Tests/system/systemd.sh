@@ -57,25 +57,26 @@ $NS systemctl is-active adorchd.service >"$out/service-before.txt" || true
 # The first call starts the service through the socket.
 $NS adorchctl slots --json >"$out/first-call.json" 2>"$out/first-call.err" || true
 $NS systemctl is-active adorchd.service >"$out/service-after.txt" || true
+# The Shows below take interstitial_main's ads: rewarded_main's idle buffer is checked at the reload.
 # A client library's subscription across `systemctl restart`: the socket stays with systemd,
 # the Python client subscribes again on the new daemon and hears a Show made after it.
 $NS systemctl show -p MainPID --value adorchd.service >"$out/restart-pids.txt"
 $NS env PYTHONPATH="$root/clients/python" ADORCH_SOCKET=/run/adorch/adorchd.sock \
-    python3 -B "$root/clients/python/tests/restart_probe.py" sync rewarded_main >"$out/restart-probe.txt" 2>&1 &
+    python3 -B "$root/clients/python/tests/restart_probe.py" sync interstitial_main >"$out/restart-probe.txt" 2>&1 &
 probe=$!
 await grep -q SUBSCRIBED "$out/restart-probe.txt"
 $NS systemctl restart adorchd.service
 $NS systemctl show -p MainPID --value adorchd.service >>"$out/restart-pids.txt"
 await grep -q "subscribed again on" "$out/restart-probe.txt"
 # The new daemon has its first ad ready a moment after it started.
-shown() { $NS adorchctl show rewarded_main --user u-restart --json >"$out/restart-show.json" 2>&1; }
+shown() { $NS adorchctl show interstitial_main --json >"$out/restart-show.json" 2>&1; }
 await shown || true
 wait $probe && echo 0 >"$out/restart-probe-exit.txt" || echo $? >"$out/restart-probe-exit.txt"
 # Two apps as other users, through the unit as installed: the daemon sees their own uids
 # (SO_PEERCRED), so one may not report on the other's ad.
 $NS useradd -M -N -g adorch adorch-app1
 $NS useradd -M -N -g adorch adorch-app2
-$NS setpriv --reuid adorch-app1 --regid adorch --init-groups adorchctl show rewarded_main --user u1 --json >"$out/app1-show.json" 2>"$out/app1-show.err" || true
+$NS setpriv --reuid adorch-app1 --regid adorch --init-groups adorchctl show interstitial_main --json >"$out/app1-show.json" 2>"$out/app1-show.err" || true
 ad=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["ad"]["id"])' <"$out/app1-show.json" 2>/dev/null) || ad=none
 $NS setpriv --reuid adorch-app2 --regid adorch --init-groups adorchctl report "$ad" impression >"$out/app2-report.txt" 2>&1 || true
 $NS id -u adorch-app1 >"$out/app1-uid.txt"
