@@ -64,6 +64,7 @@ let package = Package(
         .executable(name: "adorchctl", targets: ["adorchctl"]),
         .executable(name: "adorch-bench", targets: ["adorch-bench"]),
         .executable(name: "adorch-plugin-validate", targets: ["adorch-plugin-validate"]),
+        .executable(name: "adorch-plugin-host", targets: ["adorch-plugin-host"]),
         // The app-side Swift library (Sources/AdorchClient/README.md); it does not pull the daemon in.
         .library(name: "AdorchClient", targets: ["AdorchClient"]),
         // Plugins are shared objects the daemon dlopens; the file names are libadorch-plugin-NAME.so.
@@ -93,6 +94,12 @@ let package = Package(
         ),
         // Holds a plugin to plugin.h's contract: adorch-plugin-validate's checks.
         .target(name: "AdorchPluginValidator", dependencies: ["AdorchPluginHost", "AdorchLocking", "CAdorchPlugin", "AdorchEngine"]),
+        // An isolated plugin's process (docs/isolation.md): adorchd starts one per plugin.
+        .executableTarget(
+            name: "adorch-plugin-host",
+            dependencies: ["AdorchPluginHost", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            linkerSettings: toolReleaseLink
+        ),
         .executableTarget(
             name: "adorch-plugin-validate",
             dependencies: ["AdorchPluginValidator", .product(name: "ArgumentParser", package: "swift-argument-parser")],

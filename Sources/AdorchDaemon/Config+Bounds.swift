@@ -16,6 +16,13 @@ enum ConfigBounds {
     static let rateLimitPauseSeconds: ClosedRange<Int64> = 0...86_400
     static let maxLoadsInFlightPerNetwork: ClosedRange<Int64> = 1...1000
 
+    // [plugins.NAME] of an isolated plugin (docs/isolation.md). 64 MiB is about what the
+    // host itself maps before a plugin allocates anything.
+    static let memoryLimitMegabytes: ClosedRange<Int64> = 64...(1 << 20)
+    static let hangTimeoutMilliseconds: ClosedRange<Int64> = 500...600_000
+    static let crashBudget: ClosedRange<Int64> = 1...1000
+    static let crashWindowSeconds: ClosedRange<Int64> = 1...86_400
+
     // [[slots]]
     /// No network keeps an ad valid for longer than a week.
     static let ttlSeconds: ClosedRange<Int64> = 1...604_800

@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchPluginHost
 import AdorchVarlink
 import Foundation
 import TOMLKit
@@ -36,6 +37,24 @@ public struct PluginConfig: Sendable, Equatable {
     public var path: String?
     /// The section's `config` table as JSON, handed to the plugin's init.
     public var configJSON: String
+    public var isolation: PluginIsolation = .process
+    /// RLIMIT_AS of an isolated plugin's host.
+    public var memoryLimitBytes: UInt64 = PluginConfig.defaultMemoryLimitBytes
+    /// An isolated plugin whose queue leaves the heartbeat unanswered this long is killed.
+    public var hangTimeout: Duration = HostSettings.defaultHangTimeout
+    public var crashPolicy = PluginSupervisor.Policy()
+
+    /// Room for the plugin, its SDK's threads and glibc's malloc arenas (64 MiB of address
+    /// space each), far below what one process may take of the host's memory.
+    public static let defaultMemoryLimitBytes: UInt64 = 2 << 30
+}
+
+/// Where a plugin runs (docs/isolation.md).
+public enum PluginIsolation: String, Sendable, CaseIterable {
+    /// A host process of its own: a crash costs that plugin's loads, never the daemon.
+    case process
+    /// dlopened into the daemon: one round trip cheaper, and a crash is the daemon's.
+    case inProcess = "in-process"
 }
 
 /// A config the daemon refuses to start on: which file, where, and what was expected.
@@ -196,11 +215,22 @@ extension DaemonConfig {
             for name in p.table.keys.sorted() {
                 guard isName(name) else { throw r.error("plugins.\(name)", "plugin names are [a-z0-9_-]+") }
                 guard let section = try p.table(name) else { throw r.error("plugins.\(name)", "expected a table") }
-                try section.only(["path", "config"])
+                try section.only(["path", "config", "isolation", "memory_limit_mb", "hang_timeout_ms", "crash_budget", "crash_window_s"])
                 let pluginConfig = try section.table("config")
                 try pluginConfig?.requireFiniteNumbers()
                 let configJSON = pluginConfig.map { $0.table.convert(to: .json) } ?? "{}"
-                plugins.append(PluginConfig(name: name, path: try section.string("path"), configJSON: configJSON))
+                var plugin = PluginConfig(name: name, path: try section.string("path"), configJSON: configJSON)
+                if let v = try section.string("isolation") {
+                    guard let isolation = PluginIsolation(rawValue: v) else {
+                        throw section.error("isolation", "expected one of \(PluginIsolation.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")), got \"\(v)\"")
+                    }
+                    plugin.isolation = isolation
+                }
+                if let v = try section.int("memory_limit_mb", in: ConfigBounds.memoryLimitMegabytes) { plugin.memoryLimitBytes = UInt64(v) << 20 }
+                if let v = try section.int("hang_timeout_ms", in: ConfigBounds.hangTimeoutMilliseconds) { plugin.hangTimeout = .milliseconds(v) }
+                if let v = try section.int("crash_budget", in: ConfigBounds.crashBudget) { plugin.crashPolicy.crashBudget = Int(v) }
+                if let v = try section.int("crash_window_s", in: ConfigBounds.crashWindowSeconds) { plugin.crashPolicy.window = .seconds(v) }
+                plugins.append(plugin)
             }
         }
 

@@ -134,9 +134,19 @@ enum DaemonMetrics {
             $0.counters.ignoredCallbacks + (s.sessions[$0.config.id]?.counters.ignoredCallbacks ?? 0)
         }
         family("unattributed_callbacks", .counter, "Plugin reports for ads the plugin does not own.") { $0.add(s.unattributedCallbacks) }
-        family("plugins", .gauge, "Plugins by state: loaded or refused.") { f in
-            f.add(s.plugins.filter { $0.info != nil }.count, [("state", "loaded")])
-            f.add(s.plugins.filter { $0.info == nil }.count, [("state", "refused")])
+        family("plugins", .gauge, "Plugins by state: loaded, restarting (an isolated plugin's host died), disabled (past its crash budget) or refused.") { f in
+            let states = s.plugins.map { p -> String in
+                guard p.info != nil else { return "refused" }
+                switch p.host?.state {
+                case .restarting?, .starting?: return "restarting"
+                case .disabled?: return "disabled"
+                default: return "loaded"
+                }
+            }
+            for state in ["loaded", "restarting", "disabled", "refused"] { f.add(states.filter { $0 == state }.count, [("state", state)]) }
+        }
+        family("plugin_crashes", .counter, "Times an isolated plugin's host process died or was killed (docs/isolation.md).") { f in
+            for p in s.plugins { if let info = p.info, let host = p.host, host.isolation == .process { f.add(host.crashes, [("plugin", info.name)]) } }
         }
 
         // Connections and limits.

@@ -9,6 +9,17 @@ struct DaemonStatus: Sendable {
         var info: PluginInfo?
         var refusal: PluginRefusal?
         var statsJSON: String?
+        /// Where it runs, and for an isolated one its host and crashes.
+        var host: Host?
+    }
+
+    struct Host: Sendable {
+        var isolation: PluginIsolation
+        /// The host process now, if it is up.
+        var pid: Int32?
+        var state: PluginSupervisor.State
+        var crashes: Int
+        var lastExit: String?
     }
 
     var version: String

@@ -36,6 +36,15 @@ public enum DefaultPaths {
         return dirs
     }
 
+    /// Where adorch-plugin-host may be, after the folders of the running binary: the
+    /// package's libexec folder (it is not a command for people, so not on PATH).
+    public static let pluginHostDirs = ["/usr/libexec/adorch", "/usr/local/libexec/adorch"]
+
+    /// The isolated plugins' host binary (docs/isolation.md), or nil if there is none.
+    public static var pluginHost: String? {
+        (executableDirs + pluginHostDirs).map { $0 + "/adorch-plugin-host" }.first { access($0, X_OK) == 0 }
+    }
+
     /// The socket of the system service (the socket unit's ListenStream=).
     public static let systemSocket = "/run/adorch/adorchd.sock"
 

@@ -144,17 +144,27 @@ extension EngineRuntime {
         }
     }
 
+    /// Where a plugin runs and, isolated, how its host is doing.
+    private func host(of name: String) -> DaemonStatus.Host? {
+        guard let config = plugins.configs[name] else { return nil }
+        let record = plugins.supervisor.records[name]
+        return DaemonStatus.Host(isolation: config.isolation, pid: (plugins[name] as? PluginProcess)?.pid,
+                                 state: record?.state ?? .running, crashes: record?.crashes ?? 0, lastExit: record?.lastExit)
+    }
+
     /// Everything GetStatus reports; plugin counters are asked of each plugin's own queue,
     /// unless `pluginStats` is false (the metrics do not serve them).
     func status(server: VarlinkServer?, socket: String, pluginStats: Bool = true, completion: @escaping @Sendable (DaemonStatus) -> Void) {
         queue.async { [self] in
             let loaded = plugins.loaded.values.sorted { $0.info.name < $1.info.name }
+            // Down plugins (a host restarting, or disabled) are listed by what they last were.
+            let down = plugins.infos.filter { plugins.loaded[$0.key] == nil }.values.sorted { $0.name < $1.name }
             let base = DaemonStatus(
                 version: Daemon.version, pid: getpid(), uptime: Date().timeIntervalSince(startedAt), socket: socket,
                 configSource: config.source, connections: server?.counts ?? VarlinkCounts(),
                 limits: server?.limits ?? config.limits, showRate: config.showRate, loadRate: config.loadRate, listRate: config.listRate,
                 budgets: config.scheduler.budgets, refused: gate.refusedCounts,
-                plugins: loaded.map { .init(info: $0.info, refusal: nil, statsJSON: nil) }
+                plugins: (loaded.map(\.info) + down).sorted { $0.name < $1.name }.map { .init(info: $0, refusal: nil, statsJSON: nil, host: host(of: $0.name)) }
                     + plugins.refusals.values.sorted { $0.name < $1.name }.map { .init(info: nil, refusal: $0, statsJSON: nil) },
                 slots: engine.slotStatuses(at: now()), networks: engine.networkStatuses(at: now()),
                 unattributedCallbacks: engine.unattributedCallbacks, subscribers: feed.subscriberCount,

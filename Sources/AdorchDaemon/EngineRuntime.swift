@@ -66,7 +66,9 @@ final class EngineRuntime: @unchecked Sendable {
         try prepareStateDirectory()
         rewards = try RewardDesk(stateDir: stateDir, config: config, logger: logger)
         queue.sync {
-            plugins.load(config.plugins, dirs: config.pluginDir, onReport: reportHandler)
+            plugins.route(reports: reportHandler, exits: exitHandler)
+            plugins.confinement = confinement(of: config)
+            plugins.load(config.plugins, dirs: config.pluginDir)
             engine = Engine(slots: config.slots, plugins: Set(plugins.loaded.keys), settings: config.scheduler,
                             seed: UInt64.random(in: 1...UInt64.max))
             logUnservable(config.slots)
@@ -137,7 +139,9 @@ final class EngineRuntime: @unchecked Sendable {
         // A config naming no plugins keeps the ones found in the plugin directories.
         let wanted = Set(next.plugins.map(\.name))
         let removed = next.plugins.isEmpty ? [] : plugins.loaded.keys.filter { !wanted.contains($0) }
-        plugins.load(next.plugins.filter { plugins[$0.name] == nil }, dirs: next.pluginDir, onReport: reportHandler)
+        plugins.confinement = confinement(of: next)
+        // A plugin that is down (its host restarting, or disabled after its crashes) is started again.
+        plugins.load(next.plugins.filter { plugins[$0.name] == nil }, dirs: next.pluginDir)
         if !next.plugins.isEmpty { plugins.forgetRefusals(except: wanted) }
         apply(engine.setAvailablePlugins(Set(plugins.loaded.keys).subtracting(removed), now: now()))
         apply(engine.reconfigure(slots: next.slots, settings: next.scheduler, now: now()))
@@ -218,11 +222,13 @@ final class EngineRuntime: @unchecked Sendable {
         return source
     }
 
-    /// Deadlines, expiries and backoffs of ads and sessions that are due.
+    /// Deadlines, expiries and backoffs of ads and sessions that are due, and the restarts
+    /// of isolated plugins.
     private func advance() {
         armedFor = nil
         let moment = now()
         apply(engine.advance(to: moment) + sessions.advance(to: moment))
+        for name in plugins.supervisor.dueRestarts(at: moment) { restartPlugin(name) }
     }
 
     /// Moves the timer earlier if the engine or the sessions now want to wake sooner. It is
@@ -232,7 +238,8 @@ final class EngineRuntime: @unchecked Sendable {
     func rearm() {
         guard let timer else { return }
         let current = now()
-        guard let wake = [engine.nextWakeup(after: current), sessions.nextWakeup(after: current)].compactMap({ $0 }).min(),
+        guard let wake = [engine.nextWakeup(after: current), sessions.nextWakeup(after: current),
+                          plugins.supervisor.nextWakeup(after: current)].compactMap({ $0 }).min(),
               armedFor.map({ wake < $0 }) ?? true
         else { return }
         armedFor = wake

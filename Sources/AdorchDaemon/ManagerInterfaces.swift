@@ -22,17 +22,26 @@ type Limits (
 
 type Plugin (
   name: string,
-  # loaded or refused
+  # loaded, restarting (an isolated plugin's host died and is being replaced),
+  # disabled (past its crash budget, until a reload) or refused
   state: string,
   path: string,
   version: ?string,
   abi: ?string,
   formats: []string,
   description: ?string,
-  # why it was refused
+  # why it was refused or disabled
   error: ?string,
   # the plugin's own counters, if it keeps any (sim: creates, loads, shows, contract_violations, ...)
-  stats: ?object
+  stats: ?object,
+  # process (a host process of its own) or in-process (docs/isolation.md)
+  isolation: ?string,
+  # the isolated plugin's host process, while it runs
+  pid: ?int,
+  # times its host died or was killed since it was loaded
+  crashes: ?int,
+  # how its host last died: the signal, or why the daemon killed it
+  last_crash: ?string
 )
 
 type Counters (

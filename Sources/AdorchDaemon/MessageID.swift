@@ -19,6 +19,8 @@ public enum MessageID: String, CaseIterable, Sendable {
     case contractViolation = "0128bb1337974270bd92e7f3cae895fe"
     case sessionEnded = "9d0f4c2e1b7a4e58a3c6d2f1e0b9a871"
     case permissionDenied = "5462c684b9474ac4bf47a18e5372e72b"
+    case pluginCrashed = "d8d11656ce3d445db13eedf47fb70ab3"
+    case pluginDisabled = "8f0b395eccda40358e61e20ca64d1955"
 
     /// As logger metadata: the journal handler turns it into the MESSAGE_ID= field.
     public var metadata: Logger.Metadata { ["message_id": "\(rawValue)"] }

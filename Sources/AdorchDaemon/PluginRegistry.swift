@@ -11,18 +11,30 @@ public struct PluginRefusal: Sendable {
 }
 
 /// [engine queue] The plugins: found in the plugin directories or named by the config,
-/// checked (who owns the file, who may write it), loaded, and the ones refused with why.
+/// checked (who owns the file, who may write it), loaded into the daemon or into a host
+/// process of their own (docs/isolation.md), and the ones refused with why. An isolated
+/// plugin whose host died is down until the supervisor's restart brings it back.
 ///
 /// @unchecked Sendable: confined to the engine queue (asserted), created before it runs.
 final class PluginRegistry: @unchecked Sendable {
     private let queue: DispatchQueue
     private let logger: Logger
     private let options: DaemonOptions
-    private(set) var loaded: [String: LoadedPlugin] = [:]
+    /// The plugins running now, in the daemon or in their hosts.
+    private(set) var loaded: [String: any PluginInstance] = [:]
     private(set) var refusals: [String: PluginRefusal] = [:]
     /// The file each loaded plugin was opened from, as it was then: a reload checks the
     /// plugins it adds against these (DaemonConfig.checkPluginFiles).
     private(set) var files: [String: PluginFileID] = [:]
+    /// Each plugin as configured and as it last started, for restarts and for status while down.
+    private(set) var configs: [String: PluginConfig] = [:]
+    private(set) var infos: [String: PluginInfo] = [:]
+    var supervisor = PluginSupervisor()
+    /// What every isolated plugin's host must not open; set by the runtime before loading.
+    var confinement = Confinement(hiddenPaths: [], addressSpaceBytes: nil)
+    /// What plugins report, and how their hosts end, from their own threads.
+    private var onReport: PluginReportHandler = { _, _, _ in }
+    private var onExit: @Sendable (String, ObjectIdentifier, PluginExit) -> Void = { _, _, _ in }
 
     init(queue: DispatchQueue, logger: Logger, options: DaemonOptions) {
         self.queue = queue
@@ -30,11 +42,17 @@ final class PluginRegistry: @unchecked Sendable {
         self.options = options
     }
 
-    subscript(name: String) -> LoadedPlugin? { loaded[name] }
+    subscript(name: String) -> (any PluginInstance)? { loaded[name] }
+
+    /// Where reports and host exits go; set once, before the first load.
+    func route(reports: @escaping PluginReportHandler, exits: @escaping @Sendable (String, ObjectIdentifier, PluginExit) -> Void) {
+        onReport = reports
+        onExit = exits
+    }
 
     /// Loads `wanted`, or every plugin found in the directories when the config names none
-    /// and none is loaded yet. What a plugin reports goes to `onReport`, from its own threads.
-    func load(_ wanted: [PluginConfig], dirs configured: String?, onReport: @escaping PluginReportHandler) {
+    /// and none is loaded yet.
+    func load(_ wanted: [PluginConfig], dirs configured: String?) {
         dispatchPrecondition(condition: .onQueue(queue))
         if options.insecurePlugins {
             logger.warning("--insecure-plugins: plugin files are loaded without checking who owns them or who may write them; never run a production daemon this way")
@@ -51,19 +69,83 @@ final class PluginRegistry: @unchecked Sendable {
                 // Root and the service's own user: the only ones who may have put code here.
                 if !options.insecurePlugins { try PluginFileTrust.check(path, owners: [0, geteuid()]) }
                 let file = PluginFileID(path: path)
-                let opened = try LoadedPlugin(name: plugin.name, path: path, configJSON: plugin.configJSON, logger: logger, onReport: onReport)
+                let opened = try open(plugin, path: path)
                 loaded[plugin.name] = opened
                 files[plugin.name] = file
+                configs[plugin.name] = plugin
+                infos[plugin.name] = opened.info
                 refusals[plugin.name] = nil
+                supervisor.supervise(plugin.name, policy: plugin.crashPolicy)
                 let info = opened.info
                 let newer = info.abiMinor > PluginABI.minor
                     ? " (newer than this daemon's ABI \(PluginABI.major).\(PluginABI.minor): what \(info.abiMajor).\(info.abiMinor) added is not used)" : ""
                 logger.notice(
-                    "plugin \(info.name) loaded: \(info.declaredName) \(info.version), ABI \(info.abiMajor).\(info.abiMinor)\(newer), \(info.formats.map(\.rawValue).joined(separator: "/")), from \(path)",
+                    "plugin \(info.name) loaded: \(info.declaredName) \(info.version), ABI \(info.abiMajor).\(info.abiMinor)\(newer), \(info.formats.map(\.rawValue).joined(separator: "/")), from \(path), \(Self.whereItRuns(opened))",
                     metadata: ["plugin": "\(info.name)"].merging(MessageID.pluginLoaded.metadata) { $1 }
                 )
             } catch {
                 refuse(plugin.name, path: path, reason: error.description)
+            }
+        }
+    }
+
+    /// The plugin dlopened here, or in a host of its own.
+    private func open(_ plugin: PluginConfig, path: String) throws(PluginLoadError) -> any PluginInstance {
+        switch plugin.isolation {
+        case .inProcess:
+            return try LoadedPlugin(name: plugin.name, path: path, configJSON: plugin.configJSON, logger: logger, onReport: onReport)
+        case .process:
+            guard let executable = DefaultPaths.pluginHost else {
+                throw .refusedByHost(path: path, name: plugin.name, reason: "adorch-plugin-host is not installed beside adorchd nor in \(DefaultPaths.pluginHostDirs.joined(separator: ", "))")
+            }
+            var confinement = confinement
+            confinement.addressSpaceBytes = plugin.memoryLimitBytes
+            let settings = HostSettings(executable: executable, confinement: confinement, hangTimeout: plugin.hangTimeout,
+                                        insecurePlugins: options.insecurePlugins)
+            let exits = onExit
+            let name = plugin.name
+            return try PluginProcess(name: plugin.name, path: path, configJSON: plugin.configJSON, settings: settings,
+                                     logger: logger, onReport: onReport) { instance, exit in exits(name, instance, exit) }
+        }
+    }
+
+    static func whereItRuns(_ plugin: any PluginInstance) -> String {
+        guard let process = plugin as? PluginProcess else { return "in process" }
+        return "isolated in process \(process.pid) (\(process.confinement))"
+    }
+
+    /// An isolated plugin's host ended: it is down. Returns false for a host already replaced
+    /// or removed (its exit is old news).
+    func hostEnded(_ name: String, instance: ObjectIdentifier) -> Bool {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let current = loaded[name], ObjectIdentifier(current) == instance else { return false }
+        loaded[name] = nil
+        return true
+    }
+
+    /// Starts a down plugin's host again, off the engine queue (a host takes tens of ms to
+    /// start, and Shows of every other plugin must not wait); `completion` runs on the
+    /// engine queue with the error if it could not.
+    func restart(_ name: String, completion: @escaping (PluginLoadError?) -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let plugin = configs[name], let path = infos[name]?.path else { return }
+        nonisolated(unsafe) let done = completion
+        DispatchQueue.global().async { [self] in
+            let result: Result<any PluginInstance, PluginLoadError>
+            do throws(PluginLoadError) { result = .success(try open(plugin, path: path)) } catch { result = .failure(error) }
+            queue.async { [self] in
+                switch result {
+                case .success(let instance):
+                    // A reload that removed or disabled it meanwhile wins.
+                    guard configs[name] != nil, case .starting? = supervisor.state(of: name) else {
+                        instance.shutdown(timeout: .seconds(1))
+                        return
+                    }
+                    loaded[name] = instance
+                    infos[name] = instance.info
+                    done(nil)
+                case .failure(let error): done(error)
+                }
             }
         }
     }
@@ -80,10 +162,14 @@ final class PluginRegistry: @unchecked Sendable {
         loaded.removeValue(forKey: name)?.shutdown()
         files[name] = nil
         refusals[name] = nil
+        configs[name] = nil
+        infos[name] = nil
+        supervisor.forget(name)
         logger.notice("plugin \(name) removed", metadata: ["plugin": "\(name)"])
     }
 
-    /// Every plugin's deinit, in name order; one stuck in a call is left behind, said in the log.
+    /// Every plugin's deinit, in name order (an isolated one's host then exits); one stuck in
+    /// a call is left behind, said in the log.
     func shutdownAll() {
         dispatchPrecondition(condition: .onQueue(queue))
         for plugin in loaded.values.sorted(by: { $0.info.name < $1.info.name }) where !plugin.shutdown() {
@@ -135,3 +221,4 @@ final class PluginRegistry: @unchecked Sendable {
         return found.values.sorted { $0.name < $1.name }
     }
 }
+

@@ -78,6 +78,19 @@ struct StatusJSON {
                 "formats": .array(info.formats.map { .string($0.rawValue) }), "description": .string(info.description),
             ]
             if let stats = p.statsJSON.flatMap({ JSONValue.parse(Data($0.utf8)) }) { object["stats"] = stats }
+            if let host = p.host {
+                object["isolation"] = .string(host.isolation.rawValue)
+                if let pid = host.pid { object["pid"] = .int(Int64(pid)) }
+                object["crashes"] = .int(Int64(host.crashes))
+                if let exit = host.lastExit { object["last_crash"] = .string(exit) }
+                switch host.state {
+                case .running: break
+                case .restarting, .starting: object["state"] = "restarting"
+                case .disabled(let reason):
+                    object["state"] = "disabled"
+                    object["error"] = .string(reason)
+                }
+            }
             return .object(object)
         }
         let refusal = p.refusal!

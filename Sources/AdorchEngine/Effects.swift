@@ -24,6 +24,22 @@ public struct LoadOrder: Sendable, Equatable {
     public var interactive: InteractiveRequest?
 }
 
+extension LoadOrder {
+    /// The rest as their defaults: how an isolated plugin's host rebuilds an order (PluginWire).
+    public init(adID: AdID, plugin: String, slotID: String, format: AdFormat, entry: WaterfallEntry, deadline: Moment,
+                reward: RewardModel?, testMode: Bool, targetingJSON: String) {
+        self.adID = adID
+        self.plugin = plugin
+        self.slotID = slotID
+        self.format = format
+        self.entry = entry
+        self.deadline = deadline
+        self.reward = reward
+        self.testMode = testMode
+        self.targetingJSON = targetingJSON
+    }
+}
+
 /// What InitInteractive hands the plugin (the renderer's init parameters).
 public struct InteractiveRequest: Sendable, Equatable {
     public var creativeURL: String

@@ -55,7 +55,7 @@ extension Engine {
             request.nextEntry += 1
             let entry = slot.config.waterfall[index]
             // Entries known to be failing or paused are passed over, as for preloading.
-            guard availablePlugins.contains(entry.plugin), slot.entries[index].backoffUntil <= now,
+            guard canLoad(from: entry.plugin), slot.entries[index].backoffUntil <= now,
                   paces[entry.plugin]?.admits(at: now) ?? true, loadsInFlight(to: entry.plugin) < settings.maxLoadsInFlightPerNetwork
             else { continue }
             requests[rid] = request

@@ -4,6 +4,7 @@ extension Engine {
     /// Plugins came or went (load, refusal, reload): entries of missing plugins are skipped.
     public mutating func setAvailablePlugins(_ plugins: Set<String>, now: Moment) -> [Effect] {
         availablePlugins = plugins
+        downPlugins.formIntersection(plugins)
         // A network's load series go with it (docs/metrics.md): names from every config
         // ever loaded must not pile up in the metrics.
         networkLoads = networkLoads.filter { plugins.contains($0.key) }

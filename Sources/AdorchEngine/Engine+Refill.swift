@@ -60,7 +60,7 @@ extension Engine {
         return slot.config.waterfall.indices.filter { index in
             let plugin = slot.config.waterfall[index].plugin
             let load = inFlight[plugin, default: loadsInFlight(to: plugin)]
-            guard availablePlugins.contains(plugin), slot.entries[index].backoffUntil <= now,
+            guard canLoad(from: plugin), slot.entries[index].backoffUntil <= now,
                   paces[plugin]?.admits(at: now) ?? true, load < settings.maxLoadsInFlightPerNetwork
             else { return false }
             inFlight[plugin] = load + 1
@@ -91,7 +91,7 @@ extension Engine {
                 effects += round
                 // Every network at its cap: no other slot can start a load either. Those left
                 // short stay wanting until a load ends.
-                if round.isEmpty, !availablePlugins.contains(where: { loadsInFlight(to: $0) < settings.maxLoadsInFlightPerNetwork }) {
+                if round.isEmpty, !availablePlugins.contains(where: { canLoad(from: $0) && loadsInFlight(to: $0) < settings.maxLoadsInFlightPerNetwork }) {
                     return effects
                 }
             }

@@ -15,6 +15,8 @@ public struct Engine: Sendable {
     var ads = AdTable()
     var retired = RetiredAds()
     var availablePlugins: Set<String>
+    /// Available plugins whose host is down (crashed, restarting or disabled): no loads go there.
+    var downPlugins: Set<String> = []
     /// Each network's pause and learned rate limit, once it answered rate_limited.
     var paces: [String: NetworkPace] = [:]
     /// Load requests in progress.

@@ -147,7 +147,7 @@ public final class LoadedPlugin: @unchecked Sendable {
     /// Presents an ad on the plugin's queue. `completion` hears whether the plugin could; with
     /// a `timeout`, false if its queue did not get to it in time (a call into it is stuck).
     /// Without one, whoever waits keeps its own deadline (a Show's is the engine's).
-    public func show(_ id: AdID, userID: String?, timeout: DispatchTimeInterval? = nil,
+    public func show(_ id: AdID, userID: String?, timeout: DispatchTimeInterval?,
                      completion: @escaping @Sendable (Bool) -> Void) {
         let answered = LockedFlag()
         queuedShows.withLock { _ = $0.insert(id) }
@@ -196,6 +196,12 @@ public final class LoadedPlugin: @unchecked Sendable {
         }
     }
 
+    /// Runs `answer` on the plugin's queue once the calls before it returned: an isolated
+    /// plugin's heartbeat, which a call stuck in the plugin holds up.
+    public func ping(_ answer: @escaping @Sendable () -> Void) {
+        queue.async(execute: answer)
+    }
+
     /// The plugin's own counters (a JSON object), or nil if it has none or is not answering
     /// within `timeout` (its queue is stuck in a slow call).
     public func stats(timeout: DispatchTimeInterval, completion: @escaping @Sendable (String?) -> Void) {
@@ -213,7 +219,7 @@ public final class LoadedPlugin: @unchecked Sendable {
     /// Returns false if the plugin's queue did not get there within `timeout` (a call into
     /// it never returned): the daemon stops anyway, without that plugin's deinit.
     @discardableResult
-    public func shutdown(timeout: DispatchTimeInterval = .seconds(5)) -> Bool {
+    public func shutdown(timeout: DispatchTimeInterval) -> Bool {
         let done = DispatchSemaphore(value: 0)
         queue.async { [self] in
             if initialized {

@@ -9,6 +9,8 @@ public enum PluginLoadError: Error, CustomStringConvertible, Sendable {
     case untrusted(path: String, reason: String)
     /// dlopen gave the library another PluginLibrary of this process still holds (PluginFileID).
     case alreadyHeld(path: String, heldFrom: String)
+    /// An isolated plugin's host refused it (with the loader's own words) or did not start.
+    case refusedByHost(path: String, name: String, reason: String)
 
     public var description: String {
         switch self {
@@ -26,13 +28,17 @@ public enum PluginLoadError: Error, CustomStringConvertible, Sendable {
             "plugin \(path) refused: \(reason) (adorchd --insecure-plugins skips this check, for development only)"
         case .alreadyHeld(let path, let heldFrom):
             "plugin \(path) refused: it is the library a loaded plugin holds, opened from \(heldFrom): \(PluginFileID.sharedGlobals)"
+        case .refusedByHost(let path, let name, let reason):
+            // The host's refusals are the loader's own descriptions, which already name the file.
+            reason.hasPrefix("plugin ") ? reason : "plugin \(path) refused: \(name)'s host: \(reason)"
         }
     }
 
     public var path: String {
         switch self {
         case .cannotOpen(let path, _), .noEntrySymbol(let path), .abiMismatch(let path, _, _),
-            .malformedEntry(let path, _), .initFailed(let path, _, _), .untrusted(let path, _), .alreadyHeld(let path, _):
+            .malformedEntry(let path, _), .initFailed(let path, _, _), .untrusted(let path, _), .alreadyHeld(let path, _),
+            .refusedByHost(let path, _, _):
             path
         }
     }

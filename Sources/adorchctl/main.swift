@@ -79,14 +79,17 @@ struct Status: ParsableCommand {
                                                     : "metrics: not listening on \(listen): \(m["error"]?.stringValue ?? "?")")
         }
         print()
-        var plugins = [["PLUGIN", "STATE", "VERSION", "ABI", "DETAIL"]]
+        var plugins = [["PLUGIN", "STATE", "VERSION", "ABI", "RUNS", "CRASHES", "DETAIL"]]
         for p in s["plugins"]?.arrayValue ?? [] {
+            let crashed = p["last_crash"]?.stringValue.map { "last crash: \($0)" }
             let detail = p["error"]?.stringValue
+                ?? (p["state"]?.stringValue == "restarting" ? crashed : nil)
                 ?? p["stats"]?.objectValue.map { stats in
                     stats.keys.sorted().map { "\($0)=\(stats[$0]!.intValue.map(String.init) ?? stats[$0]!.jsonString)" }.joined(separator: " ")
-                } ?? ""
+                } ?? crashed ?? ""
+            let runs = p["isolation"]?.stringValue.map { $0 == "process" ? p["pid"]?.intValue.map { "pid \($0)" } ?? "no process" : $0 } ?? "-"
             plugins.append([p["name"]?.stringValue ?? "?", p["state"]?.stringValue ?? "?", p["version"]?.stringValue ?? "-",
-                            p["abi"]?.stringValue ?? "-", detail])
+                            p["abi"]?.stringValue ?? "-", runs, p["crashes"]?.intValue.map(String.init) ?? "-", detail])
         }
         printTable(plugins)
         print()

@@ -1,0 +1,74 @@
+import AdorchEngine
+import AdorchPluginHost
+import Dispatch
+import Foundation
+import Logging
+
+// [engine queue] Isolated plugins' hosts ending and starting again (docs/isolation.md,
+// "When a plugin crashes"): the engine fails and ends what the plugin had, the supervisor
+// says when it comes back, and the journal says all of it.
+
+extension EngineRuntime {
+    /// What an isolated plugin may not open: everything of the daemon's that is secret.
+    func confinement(of config: DaemonConfig) -> Confinement {
+        let hidden = [stateDir, config.rewardKeyFile, options.configPath].compactMap { $0 }.filter { !$0.isEmpty }
+        return Confinement(hiddenPaths: hidden.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 },
+                           addressSpaceBytes: nil)
+    }
+
+    /// How hosts end, from their reader threads: one hop to the engine queue.
+    var exitHandler: @Sendable (String, ObjectIdentifier, PluginExit) -> Void {
+        { [weak self] name, instance, exit in
+            guard let self else { return }
+            queue.async { [self] in
+                guard plugins.hostEnded(name, instance: instance) else { return }
+                pluginDown(name, exit: exit)
+            }
+        }
+    }
+
+    /// The plugin's host is gone: its loads fail, its ads and sessions end, and it is
+    /// restarted or, past its crash budget, disabled.
+    func pluginDown(_ name: String, exit: PluginExit) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let moment = now()
+        apply(engine.pluginLost(name, reason: exit.reason, now: moment))
+        apply(sessions.endAll(where: { _, plugin in plugin == name }, reason: "plugin_fault: plugin \(name)'s host died: \(exit.reason)", now: moment))
+        var metadata: Logger.Metadata = ["plugin": "\(name)"]
+        if let signal = exit.signal { metadata["signal"] = "\(PluginExit.signalName(signal))" }
+        let state = plugins.supervisor.crashed(name, exit: exit.reason, now: moment)
+        let crashes = plugins.supervisor.records[name]?.crashes ?? 0
+        switch state {
+        case .restarting(let at):
+            let wait = at - moment
+            logger.error("plugin \(name): its host process died: \(exit.reason); its loads failed as plugin_fault and its ads ended (crash \(crashes)); restarting it \(wait == .zero ? "now" : "in \(wait)")",
+                         metadata: metadata.merging(MessageID.pluginCrashed.metadata) { $1 })
+        case .disabled(let reason):
+            logger.error("plugin \(name): its host process died: \(exit.reason); its loads failed as plugin_fault and its ads ended (crash \(crashes))",
+                         metadata: metadata.merging(MessageID.pluginCrashed.metadata) { $1 })
+            logger.critical("plugin \(name) disabled: \(reason)", metadata: metadata.merging(MessageID.pluginDisabled.metadata) { $1 })
+        case .running, .starting:
+            break
+        }
+        rearm()
+    }
+
+    /// A new host for a plugin whose restart is due.
+    func restartPlugin(_ name: String) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let asked = now()
+        plugins.restart(name) { [self] error in
+            if let error {
+                return pluginDown(name, exit: PluginExit(signal: nil, reason: "its new host did not start: \(error)"))
+            }
+            guard let instance = plugins[name] else { return }
+            if let process = instance as? PluginProcess, process.hasEnded, plugins.hostEnded(name, instance: ObjectIdentifier(process)) {
+                return pluginDown(name, exit: PluginExit(signal: nil, reason: "its new host ended as it started"))
+            }
+            plugins.supervisor.restarted(name)
+            logger.notice("plugin \(name) restarted \(PluginRegistry.whereItRuns(instance)) in \((now() - asked).roundedMilliseconds) ms",
+                          metadata: ["plugin": "\(name)"].merging(MessageID.pluginLoaded.metadata) { $1 })
+            apply(engine.pluginRestored(name, now: now()))
+        }
+    }
+}

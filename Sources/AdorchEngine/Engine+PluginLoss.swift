@@ -1,0 +1,42 @@
+// An isolated plugin's host died (docs/isolation.md, "When a plugin crashes"): its loads
+// fail as plugin_fault, its ads end, and no load goes to it until its host is back.
+
+extension Engine {
+    /// Every ad of `plugin` ends: loads in flight fail as plugin_fault (their waterfalls go
+    /// on to the next entry), ready and shown ads end, as its objects died with its host. No
+    /// destroy is sent: there is no object left to destroy, and a new host never knew them.
+    public mutating func pluginLost(_ plugin: String, reason: String, now: Moment) -> [Effect] {
+        downPlugins.insert(plugin)
+        var effects: [Effect] = []
+        let theirs = ads.records.values.filter { $0.plugin == plugin }.map(\.id).sorted()
+        for id in theirs {
+            guard let ad = ads[id] else { continue }
+            if ad.isLoading {
+                effects += pluginReported(.failed(.pluginFault, networkCode: 0, message: "its plugin host died: \(reason)"),
+                                          for: id, from: plugin, now: now)
+            } else {
+                effects += end(id, as: .pluginLost, now: now)
+            }
+        }
+        for (object, handed) in handedOut where handed.plugin == plugin {
+            for child in handed.children.sorted() { effects += end(child, as: .pluginLost, now: now) }
+            handedOut[object] = nil
+        }
+        // The objects are gone with the process: nothing to destroy, nothing late to expect.
+        return effects.filter { effect in
+            guard case .destroy(let id, let owner) = effect, owner == plugin else { return true }
+            retired[id]?.destroyConfirmed = true
+            return false
+        }
+    }
+
+    /// Its host is back: loads may go to it again.
+    public mutating func pluginRestored(_ plugin: String, now: Moment) -> [Effect] {
+        downPlugins.remove(plugin)
+        ads.wanting.formUnion(slotOrder)
+        return advance(to: now)
+    }
+
+    /// Whether loads may go to `plugin` now: configured, loaded, and its host not down.
+    func canLoad(from plugin: String) -> Bool { availablePlugins.contains(plugin) && !downPlugins.contains(plugin) }
+}

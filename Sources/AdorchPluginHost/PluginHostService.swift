@@ -1,0 +1,108 @@
+import AdorchEngine
+import AdorchLocking
+import Dispatch
+import Foundation
+import Logging
+
+/// [host process] adorch-plugin-host's whole job: take the daemon's start over the channel,
+/// confine itself, load the plugin with the in-process loader (LoadedPlugin: the same file
+/// checks, ABI checks and queue), then turn each call into the plugin's call and each
+/// callback into a reply, until the daemon says stop or goes away.
+public enum PluginHostService {
+    public static func run(_ arguments: PluginHostArguments) -> Never {
+        if getppid() != arguments.parent { exit(0) }
+        closeInherited()
+        signal(SIGPIPE, SIG_IGN)
+
+        let channel = PluginChannel(fd: PluginHostArguments.channelFD, label: arguments.name)
+        LoggingSystem.bootstrap { _ in ChannelLogHandler(channel: channel) }
+        let logger = Logger(label: "adorch-plugin-host")
+        let served = Served()
+        channel.startReading(name: arguments.name, onFrame: { body in
+            guard let call = try? PluginWire.Call(body: body) else { _exit(3) }
+            served.handle(call, channel: channel, arguments: arguments, logger: logger)
+        }, onEnd: { _ in
+            // The daemon closed its end or died: nothing here is anyone's any more.
+            _exit(0)
+        })
+        channel.send(PluginWire.Reply.hello(magic: PluginWire.magic, pid: getpid()).frame)
+        dispatchMain()
+    }
+}
+
+/// Nothing of the daemon's but the channel and the standard streams stays open here (the
+/// daemon's other descriptors are close-on-exec, a socket systemd passed it may not be).
+private func closeInherited() {
+    let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.compactMap(Int32.init) ?? []
+    for fd in open where fd > PluginHostArguments.channelFD { close(fd) }
+}
+
+/// The plugin once started, and the calls' answers.
+///
+/// @unchecked Sendable: `plugin` is set once, by the start, on the reader thread that
+/// handles every call after it; nothing else touches it.
+private final class Served: @unchecked Sendable {
+    private var plugin: LoadedPlugin?
+
+    func handle(_ call: PluginWire.Call, channel: PluginChannel, arguments: PluginHostArguments, logger: Logger) {
+        let reply: @Sendable (PluginWire.Reply) -> Void = { channel.send($0.frame) }
+        guard let plugin else {
+            guard case .start(let name, let path, let configJSON, let insecure) = call else { _exit(3) }
+            start(name: name, path: path, configJSON: configJSON, insecure: insecure, channel: channel,
+                  confinement: arguments.confinement, logger: logger)
+            return
+        }
+        switch call {
+        case .start: _exit(3)
+        case .load(let order): plugin.load(order)
+        case .show(let seq, let ad, let userID):
+            if plugin.showsOnAnyThread { return reply(.shown(seq: seq, plugin.showNow(ad, userID: userID))) }
+            plugin.show(ad, userID: userID, timeout: nil) { reply(.shown(seq: seq, $0)) }
+        case .withdrawShow(let ad): plugin.withdrawShow(ad)
+        case .notify(let ad, let event): plugin.notify(ad, event: event)
+        case .control(let ad, let control): plugin.control(ad, control)
+        case .destroy(let ad): plugin.destroy(ad)
+        case .stats(let seq): plugin.stats(timeout: .seconds(1)) { reply(.stats(seq: seq, $0)) }
+        case .ping(let seq): plugin.ping { reply(.pong(seq: seq)) }
+        case .shutdown:
+            plugin.shutdown(timeout: .seconds(5))
+            reply(.shutDown)
+            // The frame out before the process ends: the channel writes it on its own queue
+            // only when the socket is full, which a daemon waiting for it is not.
+            exit(0)
+        }
+    }
+
+    private func start(name: String, path: String, configJSON: String, insecure: Bool, channel: PluginChannel,
+                       confinement: Confinement, logger: Logger) {
+        do throws(PluginLoadError) {
+            // The file is checked before the confinement hides anything, as the daemon checks it.
+            if !insecure { try PluginFileTrust.check(path, owners: [0, geteuid()]) }
+            channel.send(PluginWire.Reply.confined(String(describing: confinement.apply())).frame)
+            let loaded = try LoadedPlugin(name: name, path: path, configJSON: configJSON, logger: logger) { _, ad, report in
+                channel.send(PluginWire.Reply.report(ad, report).frame)
+            }
+            plugin = loaded
+            channel.send(PluginWire.Reply.started(loaded.info).frame)
+        } catch {
+            channel.send(PluginWire.Reply.refused(error.description).frame)
+        }
+    }
+}
+
+/// The host's log lines go to the daemon, which logs them as the plugin's.
+private struct ChannelLogHandler: LogHandler {
+    let channel: PluginChannel
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
+             function: String, line: UInt) {
+        channel.send(PluginWire.Reply.log(level: level.rawValue, message: message.description).frame)
+    }
+}

@@ -1,0 +1,452 @@
+import AdorchEngine
+import AdorchLocking
+import Dispatch
+import Foundation
+import Logging
+
+/// How an isolated plugin's host is run (docs/isolation.md): where its binary is, what it
+/// may touch, and how long it may leave a heartbeat unanswered.
+public struct HostSettings: Sendable, Equatable {
+    /// The adorch-plugin-host binary.
+    public var executable: String
+    public var confinement: Confinement
+    /// A heartbeat goes through the plugin's queue this often.
+    public var heartbeatInterval: Duration
+    /// A host whose plugin queue has not answered for this long is killed: a call into the
+    /// plugin that never returns (a spin, a deadlock, a blocking SDK call).
+    public var hangTimeout: Duration
+    public var insecurePlugins: Bool
+
+    public init(executable: String, confinement: Confinement, heartbeatInterval: Duration = HostSettings.defaultHeartbeat,
+                hangTimeout: Duration = HostSettings.defaultHangTimeout, insecurePlugins: Bool = false) {
+        self.executable = executable
+        self.confinement = confinement
+        self.heartbeatInterval = heartbeatInterval
+        self.hangTimeout = hangTimeout
+        self.insecurePlugins = insecurePlugins
+    }
+
+    public static let defaultHeartbeat = Duration.milliseconds(250)
+    /// Longer than any call plugin.h allows (well under 50 ms) by far, and than sim's
+    /// block_ms=3000 stuck-SDK case, which the deadlines handle without a kill.
+    public static let defaultHangTimeout = Duration.seconds(5)
+    /// How long a host may take from exec to its plugin's init returning.
+    public static let startTimeout = Duration.seconds(10)
+}
+
+/// Why a host process ended, as operators read it.
+public struct PluginExit: Sendable, Equatable, CustomStringConvertible {
+    /// The signal that killed it (its own, or the watchdog's SIGKILL), if one did.
+    public var signal: Int32?
+    /// In words: "killed by SIGSEGV", "exited with status 3", "stopped answering for 5 s …".
+    public var reason: String
+
+    public var description: String { reason }
+
+    public init(signal: Int32?, reason: String) {
+        self.signal = signal
+        self.reason = reason
+    }
+
+    public static func signalName(_ signal: Int32) -> String {
+        let names: [Int32: String] = [SIGSEGV: "SIGSEGV", SIGABRT: "SIGABRT", SIGBUS: "SIGBUS", SIGILL: "SIGILL", SIGFPE: "SIGFPE",
+                                      SIGKILL: "SIGKILL", SIGTERM: "SIGTERM", SIGSYS: "SIGSYS", SIGXCPU: "SIGXCPU", SIGTRAP: "SIGTRAP"]
+        return names[signal] ?? "signal \(signal)"
+    }
+}
+
+/// An isolated plugin: its own adorch-plugin-host process, which dlopens it exactly as the
+/// daemon would, spoken to over a socketpair (PluginWire). When the process dies or stops
+/// answering its heartbeat, `onExit` hears which instance and why, once; the owner decides
+/// what comes next.
+///
+/// @unchecked Sendable: it owns a process, a channel and a heartbeat timer on its queue;
+/// the waiting answers and heartbeat times are behind their lock, the rest is immutable.
+public final class PluginProcess: @unchecked Sendable {
+    public let info: PluginInfo
+    public let pid: pid_t
+    /// What the host said of its confinement when it started.
+    public let confinement: String
+    private let channel: PluginChannel
+    private let settings: HostSettings
+    private let logger: Logger
+    private let queue: DispatchQueue
+    private let state = LockedValue(Waiting())
+    private var heartbeat: DispatchSourceTimer?
+
+    private struct Waiting {
+        var nextSeq: UInt64 = 1
+        var shows: [UInt64: @Sendable (Bool) -> Void] = [:]
+        var stats: [UInt64: @Sendable (String?) -> Void] = [:]
+        var lastAnswer = ContinuousClock.now
+        var shutDown: DispatchSemaphore?
+        /// Set once: the exit is reported, nothing more is sent.
+        var ended = false
+        /// Why the daemon killed it, if it did.
+        var killedFor: String?
+        var stopping = false
+    }
+
+    /// Starts the host, hands it the plugin and waits for its init. Refusals (the file, the
+    /// ABI, init) come back as the in-process loader says them; a host that dies on the way
+    /// is refused with how it died.
+    public init(name: String, path: String, configJSON: String, settings: HostSettings, logger: Logger,
+                onReport: @escaping PluginReportHandler, onExit: @escaping @Sendable (ObjectIdentifier, PluginExit) -> Void) throws(PluginLoadError) {
+        var pair: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
+            throw .cannotOpen(path: path, reason: "socketpair: \(String(cString: strerror(errno)))")
+        }
+        let spawned = Self.spawn(settings: settings, name: name, channelFD: pair[1])
+        close(pair[1])
+        guard case .success(let pid) = spawned else {
+            close(pair[0])
+            if case .failure(let reason) = spawned { throw .cannotOpen(path: path, reason: reason) }
+            fatalError("unreachable")
+        }
+        self.pid = pid
+        self.settings = settings
+        var pluginLogger = logger
+        pluginLogger[metadataKey: "plugin"] = "\(name)"
+        self.logger = pluginLogger
+        channel = PluginChannel(fd: pair[0], label: name)
+        queue = DispatchQueue(label: "adorch.host.\(name)")
+
+        // The start: hello, confined, then started or refused, each within the start timeout.
+        let router = Router()
+        channel.startReading(name: name, onFrame: { body in
+            do throws(PluginWire.Malformed) { router.reply(try PluginWire.Reply(body: body)) } catch {
+                router.malformed(error.description)
+            }
+        }, onEnd: { why in router.end(why) })
+        channel.send(PluginWire.Call.start(name: name, path: path, configJSON: configJSON, insecurePlugins: settings.insecurePlugins).frame)
+
+        var confinedText = ""
+        var started: PluginInfo?
+        var refusal: String?
+        var after: [PluginWire.Reply] = []
+        let deadline = DispatchTime.now() + .nanoseconds(Int(HostSettings.startTimeout.nanosecondsClamped))
+        while started == nil, refusal == nil {
+            if router.arrived.wait(timeout: deadline) == .timedOut {
+                refusal = "its host did not start within \(HostSettings.startTimeout)"
+                break
+            }
+            let (replies, ended) = router.take()
+            for reply in replies {
+                if started != nil {
+                    after.append(reply)
+                    continue
+                }
+                switch reply {
+                case .hello(let magic, _) where magic == PluginWire.magic: break
+                case .hello: refusal = "\(settings.executable) is not this daemon's plugin host"
+                case .confined(let text): confinedText = text
+                case .started(let info): started = info
+                case .refused(let reason): refusal = reason
+                case .log(let level, let message): pluginLogger.log(level: Logger.Level(rawValue: level) ?? .info, "\(message)")
+                default: refusal = "its host answered out of turn"
+                }
+            }
+            if started == nil, refusal == nil, let why = ended {
+                refusal = "its host ended before the plugin's init returned: \(Self.reap(pid, killedFor: nil, channelError: why).reason)"
+            }
+        }
+        guard let started, refusal == nil else {
+            Glibc.kill(pid, SIGKILL)
+            router.attach(onReply: { _ in }, onEnd: { why in _ = Self.reap(pid, killedFor: "refused", channelError: why) })
+            throw .refusedByHost(path: path, name: name, reason: refusal ?? "")
+        }
+        info = started
+        confinement = confinedText
+
+        // From here, replies go to the instance; the end of the channel is the end of the host.
+        let report = onReport
+        router.attach(onReply: { [weak self] reply in self?.handle(reply, onReport: report) },
+                      onEnd: { [weak self] why in self?.ended(why, onExit: onExit) })
+        for reply in after { handle(reply, onReport: report) }
+        startHeartbeat()
+    }
+
+    deinit {
+        heartbeat?.cancel()
+    }
+
+    // MARK: Calls
+
+    public var showsOnAnyThread: Bool { false }
+
+    public func load(_ order: LoadOrder) { send(.load(order)) }
+
+    public func showNow(_ id: AdID, userID: String?) -> Bool { false }
+
+    public func show(_ id: AdID, userID: String?, timeout: DispatchTimeInterval?, completion: @escaping @Sendable (Bool) -> Void) {
+        let answered = LockedValue(false)
+        let once: @Sendable (Bool) -> Void = { shown in
+            if answered.withLock({ a in defer { a = true }; return !a }) { completion(shown) }
+        }
+        guard let seq = state.withLock({ s -> UInt64? in
+            guard !s.ended else { return nil }
+            defer { s.nextSeq += 1 }
+            s.shows[s.nextSeq] = once
+            return s.nextSeq
+        }) else { return once(false) }
+        send(.show(seq: seq, ad: id, userID: userID))
+        guard let timeout else { return }
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [weak self] in
+            _ = self?.state.withLock { $0.shows.removeValue(forKey: seq) }
+            once(false)
+        }
+    }
+
+    public func withdrawShow(_ id: AdID) { send(.withdrawShow(id)) }
+    public func notify(_ id: AdID, event: ViewerEvent) { send(.notify(id, event)) }
+    public func control(_ id: AdID, _ control: SessionControl) { send(.control(id, control)) }
+    public func destroy(_ id: AdID) { send(.destroy(id)) }
+
+    public func stats(timeout: DispatchTimeInterval, completion: @escaping @Sendable (String?) -> Void) {
+        let answered = LockedValue(false)
+        let once: @Sendable (String?) -> Void = { text in
+            if answered.withLock({ a in defer { a = true }; return !a }) { completion(text) }
+        }
+        guard let seq = state.withLock({ s -> UInt64? in
+            guard !s.ended else { return nil }
+            defer { s.nextSeq += 1 }
+            s.stats[s.nextSeq] = once
+            return s.nextSeq
+        }) else { return once(nil) }
+        send(.stats(seq: seq))
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [weak self] in
+            _ = self?.state.withLock { $0.stats.removeValue(forKey: seq) }
+            once(nil)
+        }
+    }
+
+    /// Asks the host to destroy what is left and deinit, then waits for it to exit; a host
+    /// that does not within `timeout` is killed. No exit is reported for it.
+    @discardableResult
+    public func shutdown(timeout: DispatchTimeInterval) -> Bool {
+        let done = DispatchSemaphore(value: 0)
+        let alive = state.withLock { s -> Bool in
+            s.stopping = true
+            s.shutDown = done
+            return !s.ended
+        }
+        heartbeat?.cancel()
+        guard alive else { return true }
+        send(.shutdown)
+        let clean = done.wait(timeout: .now() + timeout) == .success
+        if !clean { Glibc.kill(pid, SIGKILL) }
+        return clean
+    }
+
+    /// Kills the host now (a reload removed the plugin and its host did not stop, or the
+    /// daemon is going down): the exit is still reaped, not reported.
+    public func kill() {
+        _ = state.withLock { $0.stopping = true }
+        Glibc.kill(pid, SIGKILL)
+    }
+
+    // MARK: What comes back
+
+    private func send(_ call: PluginWire.Call) { channel.send(call.frame) }
+
+    private func handle(_ reply: PluginWire.Reply, onReport: PluginReportHandler) {
+        switch reply {
+        case .report(let ad, let report): onReport(info.name, ad, report)
+        case .shown(let seq, let shown):
+            state.withLock { $0.lastAnswer = .now; return $0.shows.removeValue(forKey: seq) }?(shown)
+        case .stats(let seq, let text):
+            state.withLock { $0.stats.removeValue(forKey: seq) }?(text)
+        case .pong: state.withLock { $0.lastAnswer = .now }
+        case .log(let level, let message): logger.log(level: Logger.Level(rawValue: level) ?? .info, "\(message)")
+        case .shutDown: state.withLock { $0.shutDown }?.signal()
+        case .hello, .started, .refused, .confined:
+            killNow(for: "its host answered out of turn")
+        }
+    }
+
+    private func startHeartbeat() {
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        let every = Int(settings.heartbeatInterval.nanosecondsClamped)
+        timer.schedule(deadline: .now() + .nanoseconds(every), repeating: .nanoseconds(every), leeway: .milliseconds(20))
+        timer.setEventHandler { [weak self] in self?.beat() }
+        heartbeat = timer
+        timer.resume()
+    }
+
+    private func beat() {
+        let (seq, silent) = state.withLock { s -> (UInt64, Duration) in
+            defer { s.nextSeq += 1 }
+            return (s.nextSeq, ContinuousClock.now - s.lastAnswer)
+        }
+        if silent > settings.hangTimeout {
+            return killNow(for: "stopped answering: its plugin queue has not answered the heartbeat for \(silent.roundedMilliseconds) ms"
+                + " (a call into the plugin has not returned)\(addressSpaceNote())")
+        }
+        send(.ping(seq: seq))
+    }
+
+    /// A host at its address-space limit is a plugin that allocates without end: said so.
+    private func addressSpaceNote() -> String {
+        guard let limit = settings.confinement.addressSpaceBytes,
+              let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmPeak:") }),
+              let kb = UInt64(line.split(separator: " ").dropFirst().first ?? "")
+        else { return "" }
+        return kb * 1024 * 10 >= limit * 9 ? "; it reached its address-space limit (\(kb / 1024) of \(limit >> 20) MiB)" : ""
+    }
+
+    private func killNow(for reason: String) {
+        let first = state.withLock { s -> Bool in
+            guard s.killedFor == nil, !s.ended else { return false }
+            s.killedFor = reason
+            return true
+        }
+        if first { Glibc.kill(pid, SIGKILL) }
+    }
+
+    /// Whether its host has ended (its exit reported, or about to be).
+    public var hasEnded: Bool { state.withLock { $0.ended } }
+
+    private func ended(_ channelError: String?, onExit: @Sendable (ObjectIdentifier, PluginExit) -> Void) {
+        heartbeat?.cancel()
+        channel.shutdownSending()
+        let (killedFor, stopping, shows, stats, done) = state.withLock { s in
+            s.ended = true
+            defer { s.shows.removeAll(); s.stats.removeAll() }
+            return (s.killedFor, s.stopping, Array(s.shows.values), Array(s.stats.values), s.shutDown)
+        }
+        let exit = Self.reap(pid, killedFor: killedFor, channelError: channelError)
+        for answer in shows { answer(false) }
+        for answer in stats { answer(nil) }
+        done?.signal()
+        if !stopping { onExit(ObjectIdentifier(self), exit) }
+    }
+
+    // MARK: The process
+
+    private enum Spawned { case success(pid_t), failure(String) }
+
+    private static func spawn(settings: HostSettings, name: String, channelFD: Int32) -> Spawned {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        // The channel is the host's fd 3, and nothing else of the daemon's goes with it
+        // (the host closes any other descriptor it inherited first thing): its stdin is
+        // /dev/null, stdout and stderr the daemon's.
+        posix_spawn_file_actions_adddup2(&actions, channelFD, PluginHostArguments.channelFD)
+        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // Default signal handling: the daemon's SIGTERM handling must not be the host's.
+        var all = sigset_t()
+        sigfillset(&all)
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        let arguments = [settings.executable] + PluginHostArguments(name: name, parent: getpid(), confinement: settings.confinement).arguments
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        // The daemon's environment, less the Swift runtime's backtracer: a crashing plugin
+        // must die of its signal at once (the daemon logs which), not wait on a backtrace.
+        var environment = ProcessInfo.processInfo.environment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        var envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
+        var pid: pid_t = 0
+        let code = posix_spawn(&pid, settings.executable, &actions, &attributes, &argv, &envp)
+        return code == 0 ? .success(pid) : .failure("cannot start \(settings.executable): \(String(cString: strerror(code)))")
+    }
+
+    /// Waits for the host to be gone and says how it went: the watchdog's reason first,
+    /// else its signal or status. A host that closed its end without exiting is killed.
+    private static func reap(_ pid: pid_t, killedFor: String?, channelError: String?) -> PluginExit {
+        var status: Int32 = 0
+        var waited = waitpid(pid, &status, WNOHANG)
+        if waited == 0 {
+            // Its end closed: it is exiting. A short grace for that, then no more.
+            for _ in 0..<200 where waited == 0 {
+                usleep(5_000)
+                waited = waitpid(pid, &status, WNOHANG)
+            }
+            if waited == 0 {
+                Glibc.kill(pid, SIGKILL)
+                waited = waitpid(pid, &status, 0)
+            }
+        }
+        let signal: Int32? = waited == pid && (status & 0x7f) != 0 && (status & 0x7f) != 0x7f ? status & 0x7f : nil
+        if let killedFor { return PluginExit(signal: SIGKILL, reason: killedFor) }
+        if let signal {
+            let core = status & 0x80 != 0 ? " (core dumped)" : ""
+            return PluginExit(signal: signal, reason: "killed by \(PluginExit.signalName(signal))\(core)")
+        }
+        let code = (status >> 8) & 0xff
+        let why = channelError.map { " after its channel broke: \($0)" } ?? ""
+        return PluginExit(signal: nil, reason: waited == pid ? "exited with status \(code)\(why)" : "ended\(why)")
+    }
+}
+
+extension PluginProcess: PluginInstance {}
+
+/// Where the reader thread's replies go: held while the start waits for them, then handed
+/// to the instance, with an end that came meanwhile handed on too.
+private final class Router: Sendable {
+    private struct Routes {
+        var held: [PluginWire.Reply] = []
+        var ended: String?? = nil
+        var onReply: (@Sendable (PluginWire.Reply) -> Void)?
+        var onEnd: (@Sendable (String?) -> Void)?
+    }
+
+    private let routes = LockedValue(Routes())
+    let arrived = DispatchSemaphore(value: 0)
+
+    func reply(_ reply: PluginWire.Reply) {
+        let onReply = routes.withLock { r -> (@Sendable (PluginWire.Reply) -> Void)? in
+            if r.onReply == nil { r.held.append(reply) }
+            return r.onReply
+        }
+        guard let onReply else {
+            arrived.signal()
+            return
+        }
+        onReply(reply)
+    }
+
+    /// A frame that does not decode ends the host: it is not speaking this daemon's wire.
+    func malformed(_ why: String) { end("it sent a malformed message: \(why)") }
+
+    func end(_ why: String?) {
+        guard let onEnd = routes.withLock({ r -> (@Sendable (String?) -> Void)? in
+            if r.ended == nil { r.ended = .some(why) } else { return nil }
+            return r.onEnd
+        }) else {
+            arrived.signal()
+            return
+        }
+        onEnd(why)
+    }
+
+    func take() -> ([PluginWire.Reply], String??) {
+        routes.withLock { r in
+            defer { r.held.removeAll() }
+            return (r.held, r.ended)
+        }
+    }
+
+    func attach(onReply: @escaping @Sendable (PluginWire.Reply) -> Void, onEnd: @escaping @Sendable (String?) -> Void) {
+        let endedAlready = routes.withLock { r -> String?? in
+            r.onReply = onReply
+            r.onEnd = onEnd
+            return r.ended
+        }
+        if let why = endedAlready { onEnd(why) }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, for log lines.
+    public var roundedMilliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+}

@@ -1,0 +1,319 @@
+import AdorchEngine
+import Foundation
+
+/// What the daemon and an isolated plugin's host (adorch-plugin-host) say to each other over
+/// their socketpair: the plugin's calls one way, its callbacks and the answers the other.
+/// docs/isolation.md describes the exchange; this is its one definition.
+///
+/// Each message is a frame: a 4-byte little-endian length, then the body, whose first byte
+/// is the message's tag. Numbers are little-endian, strings a 4-byte length and UTF-8, an
+/// optional a 0/1 byte before its value. Both ends are built from this file, so there is no
+/// version to negotiate: a host from another build is refused at its hello.
+public enum PluginWire {
+    /// The largest frame either side accepts: a payload over this is the plugin's fault.
+    public static let maxFrame = 16 << 20
+    /// Sent first by the host, so that a stray binary on the other end is not taken for one.
+    public static let magic: UInt32 = 0xAD0C_4801
+
+    /// Daemon → host.
+    public enum Call: Sendable, Equatable {
+        /// The first call: open the plugin, check its file, call its init.
+        case start(name: String, path: String, configJSON: String, insecurePlugins: Bool)
+        case load(LoadOrder)
+        /// `seq` pairs the answer with the call.
+        case show(seq: UInt64, ad: AdID, userID: String?)
+        case withdrawShow(AdID)
+        case notify(AdID, ViewerEvent)
+        case control(AdID, SessionControl)
+        case destroy(AdID)
+        case stats(seq: UInt64)
+        /// Answered from the plugin's queue: a host whose plugin is stuck in a call does not answer.
+        case ping(seq: UInt64)
+        /// Destroy what is left, deinit, exit.
+        case shutdown
+    }
+
+    /// Host → daemon.
+    public enum Reply: Sendable, Equatable {
+        case hello(magic: UInt32, pid: Int32)
+        /// The plugin's init returned 0: its description.
+        case started(PluginInfo)
+        /// The file or its init was refused: the reason, as the in-process loader says it.
+        case refused(String)
+        case report(AdID, PluginReport)
+        case shown(seq: UInt64, Bool)
+        case stats(seq: UInt64, String?)
+        case pong(seq: UInt64)
+        /// A line for the daemon's log: a swift-log level's raw value and the text.
+        case log(level: String, message: String)
+        /// The confinement applied, and what the kernel refused (said once, at start).
+        case confined(String)
+        case shutDown
+    }
+
+    public struct Malformed: Error, CustomStringConvertible {
+        public var description: String
+    }
+}
+
+// MARK: Encoding
+
+/// Builds one frame.
+struct WireWriter {
+    private(set) var bytes: [UInt8] = [0, 0, 0, 0]
+
+    init(tag: UInt8) { bytes.append(tag) }
+
+    mutating func u8(_ v: UInt8) { bytes.append(v) }
+    mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
+    mutating func u64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
+    mutating func i32(_ v: Int32) { u32(UInt32(bitPattern: v)) }
+    mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
+    mutating func bool(_ v: Bool) { u8(v ? 1 : 0) }
+    mutating func string(_ s: String) {
+        var s = s
+        s.withUTF8 { utf8 in
+            u32(UInt32(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
+    }
+    mutating func optional<T>(_ v: T?, _ write: (inout WireWriter, T) -> Void) {
+        bool(v != nil)
+        if let v { write(&self, v) }
+    }
+
+    /// The frame, its length filled in.
+    mutating func frame() -> [UInt8] {
+        let length = UInt32(bytes.count - 4).littleEndian
+        withUnsafeBytes(of: length) { for i in 0..<4 { bytes[i] = $0[i] } }
+        return bytes
+    }
+}
+
+/// Reads one frame's body; every read checks its bounds.
+struct WireReader {
+    private let body: ArraySlice<UInt8>
+    private var at: Int
+
+    init(_ body: ArraySlice<UInt8>) {
+        self.body = body
+        at = body.startIndex
+    }
+
+    private mutating func take(_ n: Int) throws(PluginWire.Malformed) -> ArraySlice<UInt8> {
+        guard n >= 0, body.endIndex - at >= n else { throw PluginWire.Malformed(description: "a frame ends early") }
+        defer { at += n }
+        return body[at..<(at + n)]
+    }
+
+    mutating func u8() throws(PluginWire.Malformed) -> UInt8 { try take(1).first! }
+    mutating func u32() throws(PluginWire.Malformed) -> UInt32 {
+        try take(4).reversed().reduce(0) { $0 << 8 | UInt32($1) }
+    }
+    mutating func u64() throws(PluginWire.Malformed) -> UInt64 {
+        try take(8).reversed().reduce(0) { $0 << 8 | UInt64($1) }
+    }
+    mutating func i32() throws(PluginWire.Malformed) -> Int32 { Int32(bitPattern: try u32()) }
+    mutating func i64() throws(PluginWire.Malformed) -> Int64 { Int64(bitPattern: try u64()) }
+    mutating func bool() throws(PluginWire.Malformed) -> Bool { try u8() != 0 }
+    mutating func string() throws(PluginWire.Malformed) -> String {
+        let count = Int(try u32())
+        return String(decoding: try take(count), as: UTF8.self)
+    }
+    mutating func optional<T>(_ read: (inout WireReader) throws(PluginWire.Malformed) -> T) throws(PluginWire.Malformed) -> T? {
+        try bool() ? try read(&self) : nil
+    }
+    func end() throws(PluginWire.Malformed) {
+        guard at == body.endIndex else { throw PluginWire.Malformed(description: "a frame has \(body.endIndex - at) bytes too many") }
+    }
+    mutating func named<T: RawRepresentable>(_: T.Type, _ what: String) throws(PluginWire.Malformed) -> T where T.RawValue == String {
+        let name = try string()
+        guard let value = T(rawValue: name) else { throw PluginWire.Malformed(description: "unknown \(what) \"\(name)\"") }
+        return value
+    }
+}
+
+extension PluginWire.Call {
+    public var frame: [UInt8] {
+        switch self {
+        case .start(let name, let path, let config, let insecure):
+            var w = WireWriter(tag: 1)
+            w.string(name); w.string(path); w.string(config); w.bool(insecure)
+            return w.frame()
+        case .load(let o):
+            var w = WireWriter(tag: 2)
+            w.u64(o.adID); w.string(o.plugin); w.string(o.slotID); w.string(o.format.rawValue)
+            w.string(o.entry.plugin); w.string(o.entry.adUnitID); w.string(o.entry.serverParameter)
+            w.i64(o.entry.timeout.nanosecondsClamped); w.u64(o.deadline.nanoseconds)
+            w.optional(o.reward) { w, r in w.string(r.name); w.i64(r.amount); w.string(r.extra) }
+            w.bool(o.testMode); w.string(o.targetingJSON)
+            w.i64(Int64(o.count)); w.i64(Int64(o.width)); w.i64(Int64(o.height))
+            w.string(o.variant); w.string(o.imageOptionsJSON)
+            w.optional(o.interactive) { w, i in w.string(i.creativeURL); w.string(i.adParametersJSON); w.string(i.slotType.rawValue) }
+            return w.frame()
+        case .show(let seq, let ad, let user):
+            var w = WireWriter(tag: 3)
+            w.u64(seq); w.u64(ad); w.optional(user) { $0.string($1) }
+            return w.frame()
+        case .withdrawShow(let ad):
+            var w = WireWriter(tag: 4)
+            w.u64(ad)
+            return w.frame()
+        case .notify(let ad, let event):
+            var w = WireWriter(tag: 5)
+            w.u64(ad); w.string(event.rawValue)
+            return w.frame()
+        case .control(let ad, let control):
+            var w = WireWriter(tag: 6)
+            w.u64(ad); w.string(control.rawValue)
+            return w.frame()
+        case .destroy(let ad):
+            var w = WireWriter(tag: 7)
+            w.u64(ad)
+            return w.frame()
+        case .stats(let seq):
+            var w = WireWriter(tag: 8)
+            w.u64(seq)
+            return w.frame()
+        case .ping(let seq):
+            var w = WireWriter(tag: 9)
+            w.u64(seq)
+            return w.frame()
+        case .shutdown:
+            var w = WireWriter(tag: 10)
+            return w.frame()
+        }
+    }
+
+    public init(body: ArraySlice<UInt8>) throws(PluginWire.Malformed) {
+        var r = WireReader(body)
+        switch try r.u8() {
+        case 1: self = .start(name: try r.string(), path: try r.string(), configJSON: try r.string(), insecurePlugins: try r.bool())
+        case 2:
+            let id = try r.u64(), plugin = try r.string(), slot = try r.string(), format = try r.named(AdFormat.self, "format")
+            let entry = WaterfallEntry(plugin: try r.string(), adUnitID: try r.string(), serverParameter: try r.string(),
+                                       timeout: .nanoseconds(try r.i64()))
+            let deadline = Moment(nanoseconds: try r.u64())
+            let reward = try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in
+                RewardModel(name: try r.string(), amount: try r.i64(), extra: try r.string())
+            }
+            var order = LoadOrder(adID: id, plugin: plugin, slotID: slot, format: format, entry: entry, deadline: deadline,
+                                  reward: reward, testMode: try r.bool(), targetingJSON: try r.string())
+            order.count = Int(try r.i64()); order.width = Int(try r.i64()); order.height = Int(try r.i64())
+            order.variant = try r.string(); order.imageOptionsJSON = try r.string()
+            order.interactive = try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in
+                InteractiveRequest(creativeURL: try r.string(), adParametersJSON: try r.string(),
+                                   slotType: try r.named(InteractiveRequest.SlotType.self, "slot type"))
+            }
+            self = .load(order)
+        case 3: self = .show(seq: try r.u64(), ad: try r.u64(), userID: try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.string() })
+        case 4: self = .withdrawShow(try r.u64())
+        case 5: self = .notify(try r.u64(), try r.named(ViewerEvent.self, "event"))
+        case 6: self = .control(try r.u64(), try r.named(SessionControl.self, "control"))
+        case 7: self = .destroy(try r.u64())
+        case 8: self = .stats(seq: try r.u64())
+        case 9: self = .ping(seq: try r.u64())
+        case 10: self = .shutdown
+        case let tag: throw PluginWire.Malformed(description: "unknown call tag \(tag)")
+        }
+        try r.end()
+    }
+}
+
+extension PluginWire.Reply {
+    public var frame: [UInt8] {
+        switch self {
+        case .hello(let magic, let pid):
+            var w = WireWriter(tag: 1)
+            w.u32(magic); w.i32(pid)
+            return w.frame()
+        case .started(let info):
+            var w = WireWriter(tag: 2)
+            w.string(info.name); w.string(info.path); w.string(info.declaredName); w.string(info.version); w.string(info.description)
+            w.u32(info.abiMajor); w.u32(info.abiMinor)
+            w.u32(UInt32(info.formats.count))
+            for format in info.formats { w.string(format.rawValue) }
+            return w.frame()
+        case .refused(let reason):
+            var w = WireWriter(tag: 3)
+            w.string(reason)
+            return w.frame()
+        case .report(let ad, let report):
+            var w = WireWriter(tag: 4)
+            w.u64(ad)
+            switch report {
+            // The plugin's own text: the daemon decodes it as an in-process load's is decoded.
+            case .loaded(let payload, _, _, _, _, _): w.u8(1); w.string(payload)
+            case .loadedInvalid(let reason): w.u8(2); w.string(reason)
+            case .failed(let code, let networkCode, let message): w.u8(3); w.string(code.rawValue); w.i64(networkCode); w.string(message)
+            case .mediaCached: w.u8(4)
+            case .other(let name, let detail): w.u8(5); w.string(name); w.optional(detail) { $0.string($1) }
+            case .reward(let transID): w.u8(6); w.optional(transID) { $0.string($1) }
+            case .destroyed: w.u8(7)
+            }
+            return w.frame()
+        case .shown(let seq, let shown):
+            var w = WireWriter(tag: 5)
+            w.u64(seq); w.bool(shown)
+            return w.frame()
+        case .stats(let seq, let text):
+            var w = WireWriter(tag: 6)
+            w.u64(seq); w.optional(text) { $0.string($1) }
+            return w.frame()
+        case .pong(let seq):
+            var w = WireWriter(tag: 7)
+            w.u64(seq)
+            return w.frame()
+        case .log(let level, let message):
+            var w = WireWriter(tag: 8)
+            w.string(level); w.string(message)
+            return w.frame()
+        case .confined(let text):
+            var w = WireWriter(tag: 9)
+            w.string(text)
+            return w.frame()
+        case .shutDown:
+            var w = WireWriter(tag: 10)
+            return w.frame()
+        }
+    }
+
+    public init(body: ArraySlice<UInt8>) throws(PluginWire.Malformed) {
+        var r = WireReader(body)
+        switch try r.u8() {
+        case 1: self = .hello(magic: try r.u32(), pid: try r.i32())
+        case 2:
+            let name = try r.string(), path = try r.string(), declared = try r.string(), version = try r.string(), text = try r.string()
+            let major = try r.u32(), minor = try r.u32()
+            let count = Int(try r.u32())
+            guard count <= AdFormat.allCases.count else { throw PluginWire.Malformed(description: "\(count) formats") }
+            var formats: [AdFormat] = []
+            for _ in 0..<count { formats.append(try r.named(AdFormat.self, "format")) }
+            self = .started(PluginInfo(name: name, path: path, declaredName: declared, version: version, description: text,
+                                       abiMajor: major, abiMinor: minor, formats: formats))
+        case 3: self = .refused(try r.string())
+        case 4:
+            let ad = try r.u64()
+            let report: PluginReport
+            switch try r.u8() {
+            case 1: report = decodePayload(try r.string())
+            case 2: report = .loadedInvalid(reason: try r.string())
+            case 3: report = .failed(try r.named(AdErrorCode.self, "error code"), networkCode: try r.i64(), message: try r.string())
+            case 4: report = .mediaCached
+            case 5: report = .other(name: try r.string(), detailJSON: try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.string() })
+            case 6: report = .reward(transID: try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.string() })
+            case 7: report = .destroyed
+            case let kind: throw PluginWire.Malformed(description: "unknown report kind \(kind)")
+            }
+            self = .report(ad, report)
+        case 5: self = .shown(seq: try r.u64(), try r.bool())
+        case 6: self = .stats(seq: try r.u64(), try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.string() })
+        case 7: self = .pong(seq: try r.u64())
+        case 8: self = .log(level: try r.string(), message: try r.string())
+        case 9: self = .confined(try r.string())
+        case 10: self = .shutDown
+        case let tag: throw PluginWire.Malformed(description: "unknown reply tag \(tag)")
+        }
+        try r.end()
+    }
+}
