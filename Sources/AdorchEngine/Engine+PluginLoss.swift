@@ -30,9 +30,17 @@ extension Engine {
         }
     }
 
-    /// Its host is back: loads may go to it again.
+    /// Its host is back: loads may go to it again, at once. The backoff its lost loads set
+    /// on its entries goes: the crash was not the network's answer, and the supervisor
+    /// already paced the restart.
     public mutating func pluginRestored(_ plugin: String, now: Moment) -> [Effect] {
         downPlugins.remove(plugin)
+        for slotID in slotOrder {
+            for index in slots[slotID]!.entries.indices where slots[slotID]!.config.waterfall[index].plugin == plugin {
+                slots[slotID]!.entries[index].backoffUntil = .zero
+                ads.timers.remove(.backoff(slot: slotID, entry: index))
+            }
+        }
         ads.wanting.formUnion(slotOrder)
         return advance(to: now)
     }
