@@ -201,6 +201,7 @@ static bool apply_landlock(const struct hidden *hidden, struct report *r) {
     if (abi < 0) {
         const char *why = errno == ENOSYS       ? "this kernel has no Landlock"
                           : errno == EOPNOTSUPP ? "Landlock is off (not in the kernel's lsm= list)"
+                          : errno == EPERM      ? "a seccomp filter around the process refuses its calls (systemd's SystemCallFilter=?)"
                                                 : strerror(errno);
         say(r, "landlock: refused: %s; the hidden paths stay readable", why);
         return false;
@@ -313,9 +314,10 @@ static bool apply_seccomp(struct report *r) {
         say(r, "seccomp: refused: libseccomp could not start a filter");
         return false;
     }
-    /* Every thread of the process, not only the caller; and the kernel's own error when it
-     * refuses the filter (libseccomp says ECANCELED otherwise). */
-    seccomp_attr_set(f.ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+    /* Every thread of the process, not only the caller: that needs seccomp(2), which libseccomp
+     * does without (through prctl) where the kernel or a filter around the process refuses it. */
+    bool every_thread = seccomp_attr_set(f.ctx, SCMP_FLTATR_CTL_TSYNC, 1) == 0;
+    /* The kernel's own error when it refuses the filter (libseccomp says ECANCELED otherwise). */
     seccomp_attr_set(f.ctx, SCMP_FLTATR_API_SYSRAWRC, 1);
     pid_t self = getpid();
     DENY_ALWAYS(&f, other_processes);
@@ -344,7 +346,10 @@ static bool apply_seccomp(struct report *r) {
            "userfaultfd, keyrings, modules, kexec, reboot, swap, acct, file handles",
         f.rules);
     if (f.failures > 0) say(r, "seccomp: %u rules missing (first: %s)", f.failures, f.first_failure);
-    return f.failures == 0;
+    unsigned threads = every_thread ? 1 : thread_count();
+    if (threads > 1)
+        say(r, "seccomp: on the calling thread only: seccomp(2) is refused, and %u threads already run", threads);
+    return f.failures == 0 && threads <= 1;
 }
 
 /* ---- All layers ------------------------------------------------------------------------ */
