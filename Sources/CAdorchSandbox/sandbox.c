@@ -196,7 +196,8 @@ static unsigned thread_count(void) {
     return n;
 }
 
-static bool apply_landlock(const struct hidden *hidden, struct report *r) {
+/* The ABI of the Landlock domain applied, or 0. */
+static int apply_landlock(const struct hidden *hidden, struct report *r) {
     int abi = (int)syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
     if (abi < 0) {
         const char *why = errno == ENOSYS       ? "this kernel has no Landlock"
@@ -204,12 +205,12 @@ static bool apply_landlock(const struct hidden *hidden, struct report *r) {
                           : errno == EPERM      ? "a seccomp filter around the process refuses its calls (systemd's SystemCallFilter=?)"
                                                 : strerror(errno);
         say(r, "landlock: refused: %s; the hidden paths stay readable", why);
-        return false;
+        return 0;
     }
     unsigned threads = thread_count();
     if (threads > 1) {
         say(r, "landlock: refused: %u threads already run, and Landlock would confine only the calling one", threads);
-        return false;
+        return 0;
     }
     uint64_t handled = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1; /* ABI 1: bits 0 to MAKE_SYM */
     if (abi >= 2) handled |= LANDLOCK_ACCESS_FS_REFER;
@@ -222,7 +223,7 @@ static bool apply_landlock(const struct hidden *hidden, struct report *r) {
     int ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
     if (ruleset < 0) {
         say(r, "landlock: refused: creating the ruleset (ABI %d): %s", abi, strerror(errno));
-        return false;
+        return 0;
     }
     struct landlock ll = {.ruleset = ruleset, .handled = handled, .hidden = hidden};
     allow_tree(&ll, "/", READ_RIGHTS);
@@ -237,7 +238,7 @@ static bool apply_landlock(const struct hidden *hidden, struct report *r) {
     close(ruleset);
     if (restricted != 0) {
         say(r, "landlock: refused: restrict_self (ABI %d): %s", abi, strerror(restrict_errno));
-        return false;
+        return 0;
     }
     say(r, "landlock: applied (ABI %d, %u rules): read and execute everywhere but the %zu hidden paths, "
            "write only below /tmp and to %s, %s, %s; %s",
@@ -246,7 +247,7 @@ static bool apply_landlock(const struct hidden *hidden, struct report *r) {
                  : "no signal or abstract-socket scoping below ABI 6 (seccomp still refuses signals to other processes)");
     if (ll.failures > 0)
         say(r, "landlock: %u paths got no rule, so stay out of reach (first: %s)", ll.failures, ll.first_failure);
-    return true;
+    return abi;
 }
 
 /* ---- seccomp --------------------------------------------------------------------------- */
@@ -308,7 +309,9 @@ static const char *const file_handles[] = {"open_by_handle_at", "name_to_handle_
 /* TIOCSTI types into a terminal, which the host's stderr may be when run by hand. */
 static const char *const ioctl_only[] = {"ioctl"};
 
-static bool apply_seccomp(struct report *r) {
+/* `refuse_truncate`: Landlock applied below ABI 3, which does not control truncate(2): the host
+ * could still empty a hidden file, which it cannot open, by its path. */
+static bool apply_seccomp(bool refuse_truncate, struct report *r) {
     struct filter f = {.ctx = seccomp_init(SCMP_ACT_ALLOW)};
     if (f.ctx == NULL) {
         say(r, "seccomp: refused: libseccomp could not start a filter");
@@ -319,6 +322,10 @@ static bool apply_seccomp(struct report *r) {
     bool every_thread = seccomp_attr_set(f.ctx, SCMP_FLTATR_CTL_TSYNC, 1) == 0;
     /* The kernel's own error when it refuses the filter (libseccomp says ECANCELED otherwise). */
     seccomp_attr_set(f.ctx, SCMP_FLTATR_API_SYSRAWRC, 1);
+    /* A system call of another architecture (int 0x80) has other numbers, which the rules do
+     * not name: it kills the host (libseccomp's default kills only the thread, leaving the host
+     * hung). */
+    seccomp_attr_set(f.ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
     pid_t self = getpid();
     DENY_ALWAYS(&f, other_processes);
     DENY(&f, signals, SCMP_A0_32(SCMP_CMP_NE, (uint32_t)self));
@@ -335,6 +342,7 @@ static bool apply_seccomp(struct report *r) {
     DENY_ALWAYS(&f, machine);
     DENY_ALWAYS(&f, file_handles);
     DENY(&f, ioctl_only, SCMP_A1_64(SCMP_CMP_EQ, TIOCSTI));
+    if (refuse_truncate) deny(&f, "truncate", EPERM, 0, NULL);
     int rc = seccomp_load(f.ctx);
     seccomp_release(f.ctx);
     if (rc != 0) {
@@ -343,8 +351,8 @@ static bool apply_seccomp(struct report *r) {
     }
     say(r, "seccomp: applied (%u rules): no ptrace, signals only to itself, no exec, fork or clone but threads, "
            "no Unix sockets (network sockets allowed), no mounts or namespaces, no bpf, perf, io_uring, "
-           "userfaultfd, keyrings, modules, kexec, reboot, swap, acct, file handles",
-        f.rules);
+           "userfaultfd, keyrings, modules, kexec, reboot, swap, acct, file handles%s",
+        f.rules, refuse_truncate ? ", truncate by path (Landlock below ABI 3 does not control it)" : "");
     if (f.failures > 0) say(r, "seccomp: %u rules missing (first: %s)", f.failures, f.first_failure);
     unsigned threads = every_thread ? 1 : thread_count();
     if (threads > 1)
@@ -405,14 +413,13 @@ unsigned adorch_sandbox_apply(const char *const *hidden_paths, size_t hidden_cou
         else
             hidden.paths[hidden.count++] = real;
     }
-    if (hidden.paths == NULL)
-        say(&r, "landlock: refused: out of memory");
-    else if (apply_landlock(&hidden, &r))
-        applied |= ADORCH_SANDBOX_LANDLOCK;
+    if (hidden.paths == NULL) say(&r, "landlock: refused: out of memory");
+    int landlock_abi = hidden.paths == NULL ? 0 : apply_landlock(&hidden, &r);
+    if (landlock_abi > 0) applied |= ADORCH_SANDBOX_LANDLOCK;
     for (size_t i = 0; i < hidden.count; i++) free(hidden.paths[i]);
     free(hidden.paths);
 
     /* Last, so that none of the set-up above meets the filter. */
-    if (apply_seccomp(&r)) applied |= ADORCH_SANDBOX_SECCOMP;
+    if (apply_seccomp(landlock_abi > 0 && landlock_abi < 3, &r)) applied |= ADORCH_SANDBOX_SECCOMP;
     return applied;
 }
