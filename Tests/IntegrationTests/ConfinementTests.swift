@@ -21,7 +21,8 @@ final class ConfinementTests: XCTestCase {
         "unix-socket-denied", "unix-socketpair-denied", "kill-parent-denied", "ptrace-parent-denied", "parent-memory-denied",
     ]
 
-    override func setUpWithError() throws {
+    /// Builds the program: a fraction of a second.
+    private func buildProgram() throws {
         try FileManager.default.createDirectory(at: Self.buildDir, withIntermediateDirectories: true)
         let sources = ["Tests/confinement/confinement_test.c", "Sources/CAdorchSandbox/sandbox.c"].map { packageRoot.appendingPathComponent($0).path }
         let build = try runCommand("/usr/bin/env", ["cc", "-std=gnu11", "-Wall", "-Wextra", "-O1",
@@ -33,6 +34,7 @@ final class ConfinementTests: XCTestCase {
     /// Runs the program in `mode` with a fresh folder under /tmp (the one tree the sandbox lets
     /// it write) and one outside it; its output.
     private func run(_ mode: String) throws -> String {
+        try buildProgram()
         let tag = UUID().uuidString.prefix(8)
         let work = URL(fileURLWithPath: "/tmp").appendingPathComponent("adorch-confinement-\(tag)")
         let outside = Self.buildDir.appendingPathComponent("outside-\(tag)")
@@ -77,6 +79,53 @@ final class ConfinementTests: XCTestCase {
         XCTAssertTrue(output.contains("report: landlock: refused: this kernel has no Landlock; the hidden paths stay readable"), output)
         XCTAssertTrue(output.contains("report: seccomp: refused: loading the filter: "), output)
         assertPassed(Self.kept + ["hidden-file-readable-without-landlock", "fork-works-without-seccomp"], output)
+    }
+
+    /// The Swift API over the C one, in a process of its own: this test binary again, running
+    /// only `testConfinedChild`, which confines itself from its command-line form. XCTest has
+    /// threads running by then, as a host that started Dispatch would: Landlock is refused,
+    /// saying why, and the seccomp filter reaches a thread that ran before it.
+    func testTheSwiftAPIConfinesAThreadedProcessButRefusesLandlockThere() throws {
+        let confinement = Confinement(hiddenPaths: ["/tmp/adorch-confinement-\(UUID().uuidString.prefix(8))"], addressSpaceBytes: 8 << 30)
+        let result = try runCommand(CommandLine.arguments[0], ["IntegrationTests.ConfinementTests/testConfinedChild"],
+                                    environment: [Self.childVariable: confinement.arguments.joined(separator: "\n")])
+        let output = result.stdout
+        XCTAssertTrue(output.contains("child: applied noNewPrivileges resourceLimits seccomp\n"), "\(output)\(result.stderr)")
+        XCTAssertTrue(output.contains("child: refused landlock\n"), output)
+        XCTAssertTrue(output.contains("threads already run, and Landlock would confine only the calling one"), output)
+        XCTAssertTrue(output.contains("child: address space 8192 MiB\n"), output)
+        XCTAssertTrue(output.contains("child: an earlier thread's Unix socket: EPERM\n"), output)
+    }
+
+    private static let childVariable = "ADORCH_CONFINEMENT_CHILD"
+
+    /// The child of testTheSwiftAPIConfinesAThreadedProcessButRefusesLandlockThere: skipped in
+    /// any other run, as it confines the process it runs in for good.
+    func testConfinedChild() throws {
+        guard let arguments = ProcessInfo.processInfo.environment[Self.childVariable] else {
+            throw XCTSkip("runs only as testTheSwiftAPIConfinesAThreadedProcessButRefusesLandlockThere's child")
+        }
+        @Sendable func say(_ line: String) { FileHandle.standardOutput.write(Data("child: \(line)\n".utf8)) }
+        let applied = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+        let earlier = Thread {
+            applied.wait()
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            say("an earlier thread's Unix socket: \(fd >= 0 ? "made" : errno == EPERM ? "EPERM" : String(cString: strerror(errno)))")
+            done.signal()
+        }
+        earlier.start()
+        let report = try Confinement(arguments: arguments.split(separator: "\n").map(String.init)).apply()
+        applied.signal()
+        done.wait()
+        report.lines.forEach { say("report: \($0)") }
+        let names: [(ConfinementReport.Layers, String)] = [
+            (.noNewPrivileges, "noNewPrivileges"), (.resourceLimits, "resourceLimits"), (.landlock, "landlock"), (.seccomp, "seccomp"),
+        ]
+        say("applied " + names.filter { report.applied.contains($0.0) }.map(\.1).joined(separator: " "))
+        say("refused " + names.filter { report.refused.contains($0.0) }.map(\.1).joined(separator: " "))
+        var limit = rlimit()
+        getrlimit(__rlimit_resource_t(RLIMIT_AS.rawValue), &limit)
+        say("address space \(limit.rlim_max >> 20) MiB")
     }
 
     func testTheArgumentsCarryTheConfinementToTheHostAndBack() throws {
