@@ -90,8 +90,11 @@ let package = Package(
         // dlopen, ABI checks, one serial queue per plugin, callbacks hopped to the engine queue.
         .target(
             name: "AdorchPluginHost",
-            dependencies: ["CAdorchPlugin", "AdorchEngine", "AdorchJSON", "AdorchLocking", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CAdorchPlugin", "AdorchEngine", "AdorchJSON", "AdorchLocking", "CAdorchSandbox", .product(name: "Logging", package: "swift-log")]
         ),
+        // The plugin host's confinement (docs/confinement.md): rlimits, no_new_privs, Landlock,
+        // and a seccomp filter through Debian's libseccomp (libseccomp-dev).
+        .target(name: "CAdorchSandbox", linkerSettings: [.linkedLibrary("seccomp")]),
         // Holds a plugin to plugin.h's contract: adorch-plugin-validate's checks.
         .target(name: "AdorchPluginValidator", dependencies: ["AdorchPluginHost", "AdorchLocking", "CAdorchPlugin", "AdorchEngine"]),
         // An isolated plugin's process (docs/isolation.md): adorchd starts one per plugin.

@@ -13,6 +13,8 @@ command -v python3 >/dev/null 2>&1 || apt_packages+=(python3 python3-pip)
 /usr/bin/python3 -c 'import ensurepip, venv, setuptools, wheel' >/dev/null 2>&1 || apt_packages+=(python3-venv python3-setuptools python3-wheel)
 # libsystemd for sd_notify, socket activation and the journal; pkg-config finds it.
 pkg-config --exists libsystemd 2>/dev/null || apt_packages+=(libsystemd-dev pkg-config)
+# libseccomp for the plugin host's system call filter (Sources/CAdorchSandbox).
+pkg-config --exists libseccomp 2>/dev/null || apt_packages+=(libseccomp-dev)
 # SQLite for the reward ledger (GRDB links the system's).
 pkg-config --exists sqlite3 2>/dev/null || apt_packages+=(libsqlite3-dev)
 # libadorch-client (clients/c) parses JSON with jansson; pkg-config finds it.
