@@ -14,6 +14,8 @@ CONFIGURATION ?= release
 BUILD_PATH ?= .build
 SYSCONFDIR ?= /etc
 BINDIR := $(PREFIX)/bin
+# adorch-plugin-host, which adorchd starts for each isolated plugin (docs/isolation.md).
+LIBEXECDIR := $(PREFIX)/libexec/adorch
 PLUGINDIR := $(PREFIX)/lib/adorch/plugins
 DOCDIR := $(PREFIX)/share/doc/adorch
 UNITDIR ?= $(PREFIX)/lib/systemd/system
@@ -110,6 +112,7 @@ install-files:
 	install -Dm755 $(BUILD_PATH)/$(CONFIGURATION)/adorchd $(DESTDIR)$(BINDIR)/adorchd
 	install -Dm755 $(BUILD_PATH)/$(CONFIGURATION)/adorchctl $(DESTDIR)$(BINDIR)/adorchctl
 	install -Dm755 $(BUILD_PATH)/$(CONFIGURATION)/adorch-plugin-validate $(DESTDIR)$(BINDIR)/adorch-plugin-validate
+	install -Dm755 $(BUILD_PATH)/$(CONFIGURATION)/adorch-plugin-host $(DESTDIR)$(LIBEXECDIR)/adorch-plugin-host
 	install -d $(DESTDIR)$(PLUGINDIR)
 	install -m644 $(BUILD_PATH)/$(CONFIGURATION)/libadorch-plugin-*.so $(DESTDIR)$(PLUGINDIR)/
 	install -Dm644 Sources/CAdorchPlugin/include/adorch/plugin.h $(DESTDIR)$(PREFIX)/include/adorch/plugin.h

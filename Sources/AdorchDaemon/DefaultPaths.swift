@@ -36,13 +36,16 @@ public enum DefaultPaths {
         return dirs
     }
 
-    /// Where adorch-plugin-host may be, after the folders of the running binary: the
-    /// package's libexec folder (it is not a command for people, so not on PATH).
-    public static let pluginHostDirs = ["/usr/libexec/adorch", "/usr/local/libexec/adorch"]
+    /// Where adorch-plugin-host may be: beside the running binary (a build), or in the
+    /// libexec folder of its prefix (`make install`, the package: it is not a command for
+    /// people, so not on PATH).
+    public static var pluginHostDirs: [String] {
+        executableDirs + executableDirs.map { URL(fileURLWithPath: $0 + "/../libexec/adorch").standardizedFileURL.path }
+    }
 
     /// The isolated plugins' host binary (docs/isolation.md), or nil if there is none.
     public static var pluginHost: String? {
-        (executableDirs + pluginHostDirs).map { $0 + "/adorch-plugin-host" }.first { access($0, X_OK) == 0 }
+        pluginHostDirs.map { $0 + "/adorch-plugin-host" }.first { access($0, X_OK) == 0 }
     }
 
     /// The socket of the system service (the socket unit's ListenStream=).

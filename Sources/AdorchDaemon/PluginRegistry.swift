@@ -96,7 +96,7 @@ final class PluginRegistry: @unchecked Sendable {
             return try LoadedPlugin(name: plugin.name, path: path, configJSON: plugin.configJSON, logger: logger, onReport: onReport)
         case .process:
             guard let executable = DefaultPaths.pluginHost else {
-                throw .refusedByHost(path: path, name: plugin.name, reason: "adorch-plugin-host is not installed beside adorchd nor in \(DefaultPaths.pluginHostDirs.joined(separator: ", "))")
+                throw .refusedByHost(path: path, name: plugin.name, reason: "adorch-plugin-host (isolation = \"process\") is in none of \(DefaultPaths.pluginHostDirs.joined(separator: ", "))")
             }
             var confinement = confinement
             confinement.addressSpaceBytes = plugin.memoryLimitBytes

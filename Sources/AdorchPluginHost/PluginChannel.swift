@@ -8,11 +8,15 @@ import Foundation
 /// backlog that the channel's own queue writes out, so an engine queue sending to a host
 /// that stopped reading is not held up (the watchdog ends such a host).
 ///
+/// The descriptor is closed by the reader when the channel ends, under the lock every write
+/// takes: a write can never reach another socket that reused the number, nor a reader
+/// another's frames (the reader thread keeps the channel alive until then).
+///
 /// @unchecked Sendable: it owns a file descriptor, a reader thread and a Dispatch queue;
-/// the backlog is behind its lock, the rest is immutable after init.
+/// the backlog and the descriptor's state are behind its lock, the rest is immutable after init.
 public final class PluginChannel: @unchecked Sendable {
     public let fd: Int32
-    private let backlog = LockedValue<(frames: [[UInt8]], flushing: Bool, closed: Bool)>(([], false, false))
+    private let backlog = LockedValue<(frames: [[UInt8]], flushing: Bool, closed: Bool, fdClosed: Bool)>(([], false, false, false))
     private let writer: DispatchQueue
 
     /// `fd` is a connected stream socket; the channel makes it non-blocking and owns it.
@@ -22,7 +26,10 @@ public final class PluginChannel: @unchecked Sendable {
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
     }
 
-    deinit { close(fd) }
+    deinit {
+        // Only a channel that never read: a reading one is kept alive by its reader until it closed the descriptor.
+        if !backlog.withLock({ $0.fdClosed }) { close(fd) }
+    }
 
     /// Queues `frame`; written at once when nothing is waiting before it.
     public func send(_ frame: [UInt8]) {
@@ -58,7 +65,7 @@ public final class PluginChannel: @unchecked Sendable {
             }
             guard var frame = next?[...] else { return }
             while !frame.isEmpty {
-                let written = Self.writeSome(fd, frame)
+                let written = backlog.withLock { $0.fdClosed ? -1 : Self.writeSome(fd, frame) }
                 if written < 0 { return shutdownSending() }  // the peer is gone: the reader sees it too
                 frame = frame.dropFirst(written)
                 if !frame.isEmpty {
@@ -84,7 +91,16 @@ public final class PluginChannel: @unchecked Sendable {
     public func startReading(name: String, onFrame: @escaping @Sendable (ArraySlice<UInt8>) -> Void,
                              onEnd: @escaping @Sendable (String?) -> Void) {
         let fd = fd
-        let thread = Thread {
+        let thread = Thread { [self] in
+            let onEnd: (String?) -> Void = { why in
+                self.backlog.withLock { state in
+                    state.closed = true
+                    state.fdClosed = true
+                    state.frames.removeAll()
+                    close(fd)
+                }
+                onEnd(why)
+            }
             var buffer: [UInt8] = []
             var chunk = [UInt8](repeating: 0, count: 64 << 10)
             var start = 0

@@ -1,5 +1,6 @@
 import AdorchEngine
 import AdorchLocking
+import CAdorchSandbox
 import Dispatch
 import Foundation
 import Logging
@@ -10,9 +11,13 @@ import Logging
 /// callback into a reply, until the daemon says stop or goes away.
 public enum PluginHostService {
     public static func run(_ arguments: PluginHostArguments) -> Never {
-        if getppid() != arguments.parent { exit(0) }
+        // The daemon gone is the end of the host, whatever the plugin is doing.
+        guard adorch_sandbox_die_with_parent(arguments.parent) != 0 else { exit(0) }
         closeInherited()
         signal(SIGPIPE, SIG_IGN)
+        // Before any thread starts: Landlock confines only the thread that applies it and
+        // those it starts later (docs/confinement.md).
+        let confined = arguments.confinement.apply()
 
         let channel = PluginChannel(fd: PluginHostArguments.channelFD, label: arguments.name)
         LoggingSystem.bootstrap { _ in ChannelLogHandler(channel: channel) }
@@ -26,6 +31,7 @@ public enum PluginHostService {
             _exit(0)
         })
         channel.send(PluginWire.Reply.hello(magic: PluginWire.magic, pid: getpid()).frame)
+        channel.send(PluginWire.Reply.confined(confined.description).frame)
         dispatchMain()
     }
 }
@@ -48,8 +54,7 @@ private final class Served: @unchecked Sendable {
         let reply: @Sendable (PluginWire.Reply) -> Void = { channel.send($0.frame) }
         guard let plugin else {
             guard case .start(let name, let path, let configJSON, let insecure) = call else { _exit(3) }
-            start(name: name, path: path, configJSON: configJSON, insecure: insecure, channel: channel,
-                  confinement: arguments.confinement, logger: logger)
+            start(name: name, path: path, configJSON: configJSON, insecure: insecure, channel: channel, logger: logger)
             return
         }
         switch call {
@@ -73,12 +78,10 @@ private final class Served: @unchecked Sendable {
         }
     }
 
-    private func start(name: String, path: String, configJSON: String, insecure: Bool, channel: PluginChannel,
-                       confinement: Confinement, logger: Logger) {
+    private func start(name: String, path: String, configJSON: String, insecure: Bool, channel: PluginChannel, logger: Logger) {
         do throws(PluginLoadError) {
-            // The file is checked before the confinement hides anything, as the daemon checks it.
+            // Checked again here, as the daemon checked it: the file could have changed since.
             if !insecure { try PluginFileTrust.check(path, owners: [0, geteuid()]) }
-            channel.send(PluginWire.Reply.confined(String(describing: confinement.apply())).frame)
             let loaded = try LoadedPlugin(name: name, path: path, configJSON: configJSON, logger: logger) { _, ad, report in
                 channel.send(PluginWire.Reply.report(ad, report).frame)
             }

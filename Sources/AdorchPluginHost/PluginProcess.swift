@@ -353,6 +353,8 @@ public final class PluginProcess: @unchecked Sendable {
         // must die of its signal at once (the daemon logs which), not wait on a backtrace.
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"
+        // What systemd handed the daemon is the daemon's: a host must not answer for it.
+        for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"] { environment[key] = nil }
         var envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { envp.forEach { free($0) } }
         var pid: pid_t = 0

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <linux/landlock.h>
 #include <sched.h>
+#include <signal.h>
 #include <seccomp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -422,4 +423,9 @@ unsigned adorch_sandbox_apply(const char *const *hidden_paths, size_t hidden_cou
     /* Last, so that none of the set-up above meets the filter. */
     if (apply_seccomp(landlock_abi > 0 && landlock_abi < 3, &r)) applied |= ADORCH_SANDBOX_SECCOMP;
     return applied;
+}
+
+int adorch_sandbox_die_with_parent(int parent) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return 0;
+    return getppid() == (pid_t)parent;
 }

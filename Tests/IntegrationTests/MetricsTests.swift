@@ -202,9 +202,10 @@ final class MetricsTests: XCTestCase {
         buffer = 1
           [[slots.waterfall]]
           plugin = "sim"
-          server_parameter = "fill=1 latency_ms=0 show_fail=1"
+          server_parameter = "fill=1 latency_ms=300 show_fail=1"
         """))
         defer { _ = d.stop() }
+        // The refill takes longer than the Show's retry: the retry finds no other ad.
         try d.waitFor("an ad ready in f") { (try d.slotStatus("f")["ready"]?.intValue ?? 0) >= 1 }
         let (error, _) = try d.callExpectingError("io.adorch.Ads.Show", ["slot": "f"])
         XCTAssertEqual(error, "io.adorch.Ads.NoAdReady")

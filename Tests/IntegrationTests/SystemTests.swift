@@ -43,7 +43,7 @@ final class SystemTests: XCTestCase {
         XCTAssertEqual(try String(contentsOf: out.appendingPathComponent("exit"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), "0")
         XCTAssertEqual(try String(contentsOf: out.appendingPathComponent("stderr"), encoding: .utf8), "", "nothing went to stderr: every line is in the journal")
         let ids = messageIDs
-        XCTAssertEqual(ids.count, 15)
+        XCTAssertEqual(ids.count, 17)
 
         let all = try entries(out.appendingPathComponent("all.json"))
         func with(_ id: String?) -> [[String: JSONValue]] { all.filter { $0["MESSAGE_ID"]?.stringValue == id } }

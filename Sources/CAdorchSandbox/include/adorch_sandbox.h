@@ -28,4 +28,9 @@ enum {
 unsigned adorch_sandbox_apply(const char *const *hidden_paths, size_t hidden_count,
                               uint64_t address_space_bytes, char *report, size_t report_size);
 
+/* Makes the calling process die with SIGKILL when its parent does (PR_SET_PDEATHSIG), and
+ * returns non-zero if its parent is still `parent` (the parent may have died before this
+ * took effect). A plugin host calls it first: nothing of a dead daemon's may run on. */
+int adorch_sandbox_die_with_parent(int parent);
+
 #endif
