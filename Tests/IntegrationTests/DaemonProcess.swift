@@ -129,6 +129,24 @@ final class DaemonProcess {
         return status & 0x7f == 0 ? (status >> 8) & 0xff : status & 0x7f
     }
 
+    /// For a daemon the test made end by itself: waits until its stdout reaches end of file
+    /// (its exit, an event), reaps it and says how it ended, "exit N" or "signal N".
+    func waitForExit(timeout: Duration = .seconds(10)) throws -> String {
+        let deadline = ContinuousClock.now + timeout.scaled
+        var ended = false
+        while !ended {
+            let left = Int((deadline - ContinuousClock.now).inSeconds * 1000)
+            var ready = pollfd(fd: stdout.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            let n = left > 0 ? poll(&ready, 1, Int32(left)) : 0
+            if n == 0 { throw diagnosis("still running \(timeout.scaled) after it should have ended") }
+            if n > 0 { ended = stdout.availableData.isEmpty }
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+        waitStatus = status
+        return howItEnded ?? "?"
+    }
+
     var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
 
     func client(timeout: Duration = .seconds(10)) throws -> VarlinkClient { try VarlinkClient(path: socket, timeout: timeout.scaled) }

@@ -127,6 +127,21 @@ final class SystemTests: XCTestCase {
         XCTAssertEqual(before.count, 7)
         XCTAssertEqual(before.map { $0["ready_ads"] }, after.map { $0["ready_ads"] }, "systemctl reload kept every ready ad")
         XCTAssertEqual(before.first?["ready_ads"]?.arrayValue?.count, 2)
+        // Issue 22: an in-process plugin's SIGSEGV kills adorchd; the unit's Restart=on-failure brings it back.
+        XCTAssertEqual(text("crash-policy.txt").split(separator: "\n").sorted(), ["Restart=on-failure", "RestartUSec=2s"])
+        // Killed (2) or, where a core pattern takes the dump, dumped (3): by SIGSEGV either way.
+        let crash = Dictionary(text("crash-exit.txt").split(separator: "\n").map { $0.split(separator: "=", maxSplits: 1).map(String.init) }
+            .filter { $0.count == 2 }.map { ($0[0], $0[1]) }, uniquingKeysWith: { $1 })
+        XCTAssertEqual(crash["ExecMainStatus"], "\(SIGSEGV)", text("crash-exit.txt") + text("crash-show.txt"))
+        XCTAssertTrue(["2", "3"].contains(crash["ExecMainCode"]) && ["signal", "core-dump"].contains(crash["Result"]), text("crash-exit.txt"))
+        XCTAssertEqual(crash["SubState"], "auto-restart", "systemd restarts it after RestartSec")
+        let crashRestarts = text("crash-restarts.txt").split(separator: " ").compactMap { Int($0) }
+        XCTAssertEqual(crashRestarts.count, 2, text("crash-restarts.txt"))
+        XCTAssertEqual(crashRestarts.last, crashRestarts.first.map { $0 + 1 }, "systemd restarted it once")
+        let crashPIDs = text("crash-pids.txt").split(separator: " ")
+        XCTAssertEqual(crashPIDs.count, 2, text("crash-pids.txt"))
+        XCTAssertNotEqual(crashPIDs.first, crashPIDs.last, "a new main process")
+        XCTAssertNotNil(JSONValue.parse(Data(text("crash-after.json").utf8))?["slots"], "the new daemon answers: " + text("crash-after.err"))
         XCTAssertEqual(text("stopped.txt").split(separator: "\n").sorted(),
                        ["ActiveState=inactive", "ExecMainCode=1", "ExecMainStatus=0", "Result=success"].sorted(),
                        "stopped cleanly with exit status 0")

@@ -89,6 +89,38 @@ $NS systemctl status --no-pager adorchd.service >"$out/status.txt" 2>&1 || true
 $NS adorchctl status --json >"$out/before-reload.json" 2>&1 || true
 $NS systemctl reload adorchd.service 2>"$out/reload.err" && echo ok >"$out/reload.txt" || echo failed >"$out/reload.txt"
 $NS adorchctl status --json >"$out/after-reload.json" 2>&1 || true
+# Issue 22: a plugin that crashes in process takes the daemon with it, and the shipped unit's
+# Restart=on-failure brings it back. A drop-in adds a slot whose sim entry segfaults at show.
+$NS systemctl show -p Restart -p RestartUSec adorchd.service >"$out/crash-policy.txt"
+restarts() { $NS systemctl show -p NRestarts --value adorchd.service; }
+main_pid() { $NS systemctl show -p MainPID --value adorchd.service; }
+crash_restarts=$(restarts) crash_pid=$(main_pid)
+$NS mkdir -p /etc/adorch/adorchd.toml.d
+$NS tee /etc/adorch/adorchd.toml.d/90-crash.toml >/dev/null <<'TOML'
+[[slots]]
+id = "crash_main"
+format = "interstitial"
+buffer = 1
+  [[slots.waterfall]]
+  plugin = "sim"
+  ad_unit_id = "sim-crash"
+  server_parameter = "latency_ms=5 misbehave=segv at=show"
+TOML
+$NS systemctl reload adorchd.service
+crash_ready() { $NS adorchctl slots --json | python3 -c 'import json,sys; sys.exit(0 if any(s["id"]=="crash_main" and s["ready"]>0 for s in json.load(sys.stdin)["slots"]) else 1)'; }
+await crash_ready || true
+$NS adorchctl show crash_main --json >"$out/crash-show.txt" 2>&1 || true
+# How it died, read while systemd waits RestartSec to start it again; then a new main
+# process, and one that answers.
+crashed() { [ "$($NS systemctl show -p SubState --value adorchd.service)" = auto-restart ]; }
+await crashed || true
+$NS systemctl show -p SubState -p Result -p ExecMainCode -p ExecMainStatus adorchd.service >"$out/crash-exit.txt"
+restarted() { local n p; n=$(restarts) p=$(main_pid); [ "$n" -gt "$crash_restarts" ] && [ "$p" != 0 ] && [ "$p" != "$crash_pid" ]; }
+await restarted || true
+echo "$crash_restarts $(restarts)" >"$out/crash-restarts.txt"
+echo "$crash_pid $(main_pid)" >"$out/crash-pids.txt"
+answers() { $NS adorchctl status --json >"$out/crash-after.json" 2>"$out/crash-after.err"; }
+await answers || true
 mainpid=$($NS systemctl show -p MainPID --value adorchd.service)
 echo "$mainpid" >"$out/mainpid.txt"
 # The service first, so that its exit status is read while the socket keeps the unit loaded.

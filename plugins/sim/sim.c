@@ -29,6 +29,23 @@
  *   script=opt_in_complete   interactive sessions: the viewer's path through the choice card
  *                            (see "Interactive sessions" below; default opt_in_complete)
  *   step_ms=20               interactive sessions: time between two of the viewer's steps
+ *   misbehave=segv|abort|spin|balloon|snoop   a fault at one call (with at=, which it needs):
+ *                            segv dereferences a bad pointer (a real SIGSEGV); abort calls
+ *                            abort(); spin takes sim's mutex and busy-loops holding it
+ *                            forever, so the scheduler thread stops too; balloon allocates and
+ *                            touches memory without end, and goes on asking when malloc fails,
+ *                            until the process is killed; snoop, a compromised plugin, tries
+ *                            open(2) on each snoop= path, logs each result as a warning line
+ *                            `sim snoop: open(/path) = EACCES` (the errno's name, or `ok`),
+ *                            and then goes on as usual
+ *   at=load:3                the call that misbehaves: load, show, notify or destroy, and
+ *                            optionally which one (default 1: the first). Counted per server
+ *                            parameter, in this process: the 3rd ad_load of an object made
+ *                            with this parameter (other entries' loads do not count); a
+ *                            restarted process (or deinit and init) counts from 0 again, so
+ *                            it fills a couple of ads, then fails again
+ *   snoop=/var/lib/adorch,/etc/adorch/reward.key   misbehave=snoop: the paths to try, comma-
+ *                            separated, without spaces
  *
  * On a show, sim reports will_present and then presented, as an SDK's delegate would.
  *
@@ -50,7 +67,10 @@
  * misbehave=twice sends a second terminal event after the first.
  *
  * The plugin's own config (init's config_json) understands {"fail_init": true}: init then
- * fails, to show how the host treats a plugin that cannot start.
+ * fails, to show how the host treats a plugin that cannot start. It also takes misbehave,
+ * at and snoop as strings, as above, for every entry of the plugin; there at=init works too
+ * (init has no server parameter), and the count is of all such calls in this process, e.g.
+ * {"misbehave": "segv", "at": "init"} or {"misbehave": "abort", "at": "show:2"}.
  *
  * Threads: ad_* run on the host's plugin queue (ad_show on any host thread: sim declares
  * ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD); completions fire from one scheduler
@@ -58,7 +78,11 @@
  * callbacks are made while holding it, so a destroyed ad can never be reported (unless
  * misbehave=after_destroy asks for exactly that).
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* strerrorname_np: snoop names the errno, as the log line promises */
+#endif
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -66,10 +90,28 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "adorch/plugin.h"
 
 enum misbehaviour { MB_NONE, MB_NEVER, MB_TWICE, MB_AFTER_DESTROY, MB_EMPTY_PAYLOAD, MB_LEAK };
+
+/* The faults of misbehave= that strike at one chosen call, rather than bend the contract. */
+enum fault_kind { FAULT_NONE, FAULT_SEGV, FAULT_ABORT, FAULT_SPIN, FAULT_BALLOON, FAULT_SNOOP };
+static const char *const FAULT_NAMES[] = {
+    [FAULT_SEGV] = "segv", [FAULT_ABORT] = "abort", [FAULT_SPIN] = "spin", [FAULT_BALLOON] = "balloon", [FAULT_SNOOP] = "snoop"};
+
+enum sim_call { CALL_INIT, CALL_LOAD, CALL_SHOW, CALL_NOTIFY, CALL_DESTROY, CALL_KINDS };
+static const char *const CALL_NAMES[CALL_KINDS] = {"init", "load", "show", "notify", "destroy"};
+
+#define SIM_SNOOP_CHARS 1024
+
+typedef struct sim_fault {
+    enum fault_kind kind;
+    enum sim_call at;
+    uint64_t nth; /* strikes at the nth such call, counted from 1 */
+    char snoop[SIM_SNOOP_CHARS]; /* FAULT_SNOOP: the paths, comma-separated */
+} sim_fault;
 
 /* One step of a scripted viewer: an event and its detail (NULL: none; "time" for
  * completed: the time spent, computed when it happens). */
@@ -125,6 +167,8 @@ typedef struct sim_config {
     double price;
     uint64_t seed;
     enum misbehaviour misbehave;
+    sim_fault fault;
+    uint64_t calls[CALL_KINDS]; /* calls on this config's objects, what its fault counts */
     uint32_t block_ms;
     int tracks, show_fail, dislike, reward_by_network;
     const char *script; /* a name from SCRIPTS */
@@ -190,11 +234,14 @@ static struct {
     sim_job **heap; /* min-heap of jobs by due_ns */
     size_t heap_len, heap_cap;
     char stats[1024];
+    sim_fault fault; /* the plugin config's, for every entry */
+    uint64_t calls[CALL_KINDS]; /* in this process, never reset: what the plugin config's fault counts */
+    void *ballast; /* misbehave=balloon: every chunk, linked through its first word, so none can be optimised away */
     struct {
         uint64_t creates, loads, shows, notifies, destroys, live;
         uint64_t loaded_reports, failed_reports, events_reported;
         uint64_t second_loads, second_shows, show_unloaded, stale_objects;
-        uint64_t misbehaviours;
+        uint64_t misbehaviours, ballooned_bytes;
     } n;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
@@ -235,6 +282,47 @@ static int parse_unit(const char *s, double *out) {
     return 0;
 }
 
+/* misbehave= (a fault's name), at= or snoop=, from the server parameter or the plugin config:
+ * 0 taken, -1 a bad value, 1 none of these (misbehave= then names a contract breach, or nothing). */
+static int parse_fault_key(sim_fault *f, const char *key, const char *val) {
+    if (!strcmp(key, "misbehave")) {
+        f->kind = FAULT_NONE;
+        for (int k = FAULT_SEGV; k <= FAULT_SNOOP; k++)
+            if (!strcmp(val, FAULT_NAMES[k])) f->kind = (enum fault_kind)k;
+        return f->kind == FAULT_NONE;
+    }
+    if (!strcmp(key, "at")) {
+        const char *colon = strchr(val, ':');
+        size_t len = colon ? (size_t)(colon - val) : strlen(val);
+        uint32_t nth = 1;
+        if (colon && (parse_u32(colon + 1, &nth) || nth == 0)) return -1;
+        for (int call = 0; call < CALL_KINDS; call++)
+            if (strlen(CALL_NAMES[call]) == len && !strncmp(val, CALL_NAMES[call], len)) {
+                f->at = (enum sim_call)call;
+                f->nth = nth;
+                return 0;
+            }
+        return -1;
+    }
+    if (!strcmp(key, "snoop")) {
+        if (!*val || strlen(val) >= sizeof f->snoop) return -1;
+        strcpy(f->snoop, val);
+        return 0;
+    }
+    return 1;
+}
+
+/* What is wrong with a fault's keys taken together, or NULL. at=init only in the plugin config. */
+static const char *fault_problem(const sim_fault *f, int init_possible) {
+    if (f->kind == FAULT_NONE)
+        return f->nth || f->snoop[0] ? "at and snoop go with misbehave=segv, abort, spin, balloon or snoop" : NULL;
+    if (!f->nth) return "this misbehave needs at: init, load, show, notify or destroy";
+    if (f->at == CALL_INIT && !init_possible) return "at=init needs the plugin config: init has no server parameter";
+    if (f->kind == FAULT_SNOOP && !f->snoop[0]) return "misbehave=snoop needs snoop=PATH,...";
+    if (f->kind != FAULT_SNOOP && f->snoop[0]) return "snoop goes with misbehave=snoop";
+    return NULL;
+}
+
 static void parse_config(sim_config *c, const char *text) {
     c->fill = 1.0;
     c->latency_lo_ms = 10;
@@ -254,8 +342,11 @@ static void parse_config(sim_config *c, const char *text) {
         }
         *eq = '\0';
         const char *key = tok, *val = eq + 1;
-        int bad = 0;
-        if (!strcmp(key, "fill")) {
+        int bad = 0, fault = parse_fault_key(&c->fault, key, val);
+        if (!strcmp(key, "misbehave")) c->misbehave = MB_NONE;
+        if (fault <= 0) {
+            bad = fault;
+        } else if (!strcmp(key, "fill")) {
             bad = parse_unit(val, &c->fill);
         } else if (!strcmp(key, "latency_ms")) {
             char *dots = strstr(val, "..");
@@ -320,8 +411,7 @@ static void parse_config(sim_config *c, const char *text) {
             else if (!strcmp(val, "after_destroy")) c->misbehave = MB_AFTER_DESTROY;
             else if (!strcmp(val, "empty_payload")) c->misbehave = MB_EMPTY_PAYLOAD;
             else if (!strcmp(val, "leak")) c->misbehave = MB_LEAK;
-            else if (!strcmp(val, "none")) c->misbehave = MB_NONE;
-            else bad = 1;
+            else if (strcmp(val, "none")) bad = 1;
         } else {
             snprintf(c->parse_error, sizeof c->parse_error, "unknown key '%s'", key);
             break;
@@ -332,6 +422,8 @@ static void parse_config(sim_config *c, const char *text) {
         }
     }
     free(copy);
+    const char *problem = c->parse_error[0] ? NULL : fault_problem(&c->fault, 0);
+    if (problem) snprintf(c->parse_error, sizeof c->parse_error, "%s", problem);
 }
 
 /* Configs live until deinit: an entry's parameter rarely changes, and keeping each one
@@ -375,6 +467,98 @@ static const char *message_for(int64_t code) {
     case 50001: return "ad server error";
     default: return "simulated error";
     }
+}
+
+/* ---- faults: misbehave=segv|abort|spin|balloon|snoop ---------------------------------- */
+
+/* The string value of "key" in the plugin config, a flat JSON object: 0 found, 1 absent, -1
+ * not a plain string that fits (these values are words and paths: no escapes to undo). */
+static int json_string_of(const char *json, const char *key, char *out, size_t size) {
+    char quoted[32];
+    snprintf(quoted, sizeof quoted, "\"%s\"", key);
+    const char *p = json;
+    /* The key is the quoted word a colon follows: the same word as a value ("snoop") is not. */
+    do {
+        if (!p || !(p = strstr(p, quoted))) return 1;
+        p += strlen(quoted);
+        p += strspn(p, " \t\r\n");
+    } while (*p != ':');
+    p++;
+    p += strspn(p, " \t\r\n");
+    if (*p++ != '"') return -1;
+    const char *end = strchr(p, '"');
+    if (!end || memchr(p, '\\', (size_t)(end - p)) || (size_t)(end - p) >= size) return -1;
+    memcpy(out, p, (size_t)(end - p));
+    out[end - p] = '\0';
+    return 0;
+}
+
+/* Never returns. The lock is let go, so stats_json can show the bytes grow; the memory never is. */
+__attribute__((noreturn)) static void balloon(void) {
+    enum { CHUNK = 1 << 20 };
+    pthread_mutex_unlock(&g.lock);
+    for (;;) {
+        void **chunk = malloc(CHUNK);
+        if (!chunk) continue; /* the leak never stops: ask again, until the process is killed */
+        memset(chunk, 0xa5, CHUNK); /* touched: resident, not merely reserved */
+        pthread_mutex_lock(&g.lock);
+        *chunk = g.ballast;
+        g.ballast = chunk;
+        g.n.ballooned_bytes += CHUNK;
+        pthread_mutex_unlock(&g.lock);
+    }
+}
+
+/* The compromised plugin: what it could open, one warning line per path. Called with the lock held. */
+static void snoop(const char *paths) {
+    char list[SIM_SNOOP_CHARS], *save = NULL;
+    snprintf(list, sizeof list, "%s", paths);
+    for (char *path = strtok_r(list, ",", &save); path; path = strtok_r(NULL, ",", &save)) {
+        /* O_NONBLOCK: a FIFO among the paths must not hang the call. */
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), err = errno;
+        char result[32] = "ok";
+        if (fd >= 0) close(fd);
+        else if (strerrorname_np(err)) snprintf(result, sizeof result, "%s", strerrorname_np(err));
+        else snprintf(result, sizeof result, "errno %d", err);
+        char line[SIM_SNOOP_CHARS + 64];
+        snprintf(line, sizeof line, "sim snoop: open(%s) = %s", path, result);
+        g.host->log(g.host, ADORCH_LOG_WARNING, line);
+    }
+}
+
+/* `f` strikes if this is its call, the nth time round (`calls` counts them). Called with the
+ * lock held; returns, with it held, only from snoop. */
+static void strike(const sim_fault *f, enum sim_call call, uint64_t calls) {
+    if (f->kind == FAULT_NONE || f->at != call || calls != f->nth) return;
+    g.n.misbehaviours++;
+    switch (f->kind) {
+    case FAULT_SEGV:
+        /* A store through a bad pointer, as a buggy SDK makes: the kernel's SIGSEGV, not raise(). */
+        {
+            int *volatile bad = (int *)(uintptr_t)16; /* volatile: no compiler sees through it */
+            *bad = 1;
+        }
+        break;
+    case FAULT_ABORT:
+        abort();
+    case FAULT_SPIN:
+        /* The lock stays held: every other call, and the scheduler thread, wait on it for good. */
+        for (volatile uint64_t spins = 0;; spins++) {}
+    case FAULT_BALLOON:
+        balloon();
+    case FAULT_SNOOP:
+        snoop(f->snoop);
+        break;
+    case FAULT_NONE:
+        break;
+    }
+}
+
+/* Counts a call of this kind, per process and per config, and lets a fault waiting for it
+ * strike. Called with the lock held. */
+static void strike_at(enum sim_call call, sim_config *c) {
+    strike(&g.fault, call, ++g.calls[call]);
+    if (c && !c->parse_error[0]) strike(&c->fault, call, ++c->calls[call]);
 }
 
 /* ---- the scheduler ---------------------------------------------------------------- */
@@ -564,6 +748,23 @@ static int32_t sim_init(const adorch_host *host, const char *config_json) {
         host->log(host, ADORCH_LOG_ERROR, "sim: init refused on purpose (fail_init)");
         return 1;
     }
+    sim_fault fault = {0};
+    static const char *const FAULT_KEYS[] = {"misbehave", "at", "snoop"};
+    char problem[160] = "";
+    for (size_t i = 0; i < sizeof FAULT_KEYS / sizeof FAULT_KEYS[0] && !problem[0]; i++) {
+        char value[SIM_SNOOP_CHARS];
+        int found = json_string_of(config_json, FAULT_KEYS[i], value, sizeof value);
+        if (found < 0 || (found == 0 && parse_fault_key(&fault, FAULT_KEYS[i], value) != 0))
+            snprintf(problem, sizeof problem, "bad value for \"%s\"", FAULT_KEYS[i]);
+    }
+    const char *why = problem[0] ? NULL : fault_problem(&fault, 1);
+    if (why) snprintf(problem, sizeof problem, "%s", why);
+    if (problem[0]) {
+        char line[256];
+        snprintf(line, sizeof line, "sim: config: %s", problem);
+        host->log(host, ADORCH_LOG_ERROR, line);
+        return 1;
+    }
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -572,6 +773,7 @@ static int32_t sim_init(const adorch_host *host, const char *config_json) {
     pthread_mutex_lock(&g.lock);
     g.host = host;
     g.running = 1;
+    g.fault = fault;
     memset(&g.n, 0, sizeof g.n);
     pthread_mutex_unlock(&g.lock);
     if (pthread_create(&g.thread, NULL, scheduler_main, NULL) != 0) {
@@ -579,6 +781,9 @@ static int32_t sim_init(const adorch_host *host, const char *config_json) {
         g.running = 0;
         return 1;
     }
+    pthread_mutex_lock(&g.lock);
+    strike_at(CALL_INIT, NULL);
+    pthread_mutex_unlock(&g.lock);
     host->log(host, ADORCH_LOG_INFO, "sim: simulated network ready");
     return 0;
 }
@@ -614,6 +819,7 @@ static void sim_deinit(void) {
         free(c->server_parameter);
         free(c);
     }
+    memset(&g.fault, 0, sizeof g.fault);
     g.host = NULL;
 }
 
@@ -722,6 +928,7 @@ static int32_t sim_ad_load(adorch_ad *opaque) {
         return ADORCH_ERROR_INTERNAL;
     }
     g.n.loads++;
+    strike_at(CALL_LOAD, ad->config);
     if (++ad->loads > 1) {
         /* The host broke docs/rules.md, "Fresh object per load": one load per object. Count it and refuse. */
         g.n.second_loads++;
@@ -847,6 +1054,7 @@ static int32_t sim_ad_show(adorch_ad *opaque, const char *context_json) {
         rc = ADORCH_ERROR_INTERNAL;
     } else {
         g.n.shows++;
+        strike_at(CALL_SHOW, ad->config);
         if (++ad->shows > 1) {
             g.n.second_shows++; /* docs/rules.md, "adValid": a shown ad is never shown again */
             g.host->log(g.host, ADORCH_LOG_ERROR, "sim: contract violation: second ad_show of one object");
@@ -883,6 +1091,7 @@ static void sim_ad_notify(adorch_ad *opaque, uint32_t event, const char *detail_
     pthread_mutex_lock(&g.lock);
     if (is_live(ad)) {
         g.n.notifies++;
+        strike_at(CALL_NOTIFY, ad->config);
         if (event == ADORCH_EVENT_PAUSE && !ad->paused) {
             /* Video, audio and timers stop: the viewer's next step waits for resume. */
             ad->paused = 1;
@@ -916,6 +1125,7 @@ static void sim_ad_destroy(adorch_ad *opaque) {
         pthread_mutex_unlock(&g.lock);
         return;
     }
+    strike_at(CALL_DESTROY, ad->config);
     for (int i = 0; i < SIM_MAX_JOBS_PER_AD; i++)
         if (ad->jobs[i]) {
             ad->jobs[i]->cancelled = 1;
@@ -951,11 +1161,12 @@ static const char *sim_stats_json(void) {
              ",\"destroys\":%" PRIu64 ",\"live\":%" PRIu64 ",\"loaded_reports\":%" PRIu64
              ",\"failed_reports\":%" PRIu64 ",\"second_loads\":%" PRIu64 ",\"second_shows\":%" PRIu64
              ",\"show_unloaded\":%" PRIu64 ",\"stale_objects\":%" PRIu64 ",\"contract_violations\":%" PRIu64
-             ",\"misbehaviours\":%" PRIu64 ",\"events_reported\":%" PRIu64 ",\"paused\":%" PRIu64 "}",
+             ",\"misbehaviours\":%" PRIu64 ",\"events_reported\":%" PRIu64 ",\"paused\":%" PRIu64
+             ",\"ballooned_bytes\":%" PRIu64 "}",
              g.n.creates, g.n.loads, g.n.shows, g.n.notifies, g.n.destroys, g.n.live, g.n.loaded_reports,
              g.n.failed_reports, g.n.second_loads, g.n.second_shows, g.n.show_unloaded, g.n.stale_objects,
              g.n.second_loads + g.n.second_shows + g.n.show_unloaded + g.n.stale_objects, g.n.misbehaviours,
-             g.n.events_reported, paused);
+             g.n.events_reported, paused, g.n.ballooned_bytes);
     pthread_mutex_unlock(&g.lock);
     return g.stats;
 }
