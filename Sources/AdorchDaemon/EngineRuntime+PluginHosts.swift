@@ -9,9 +9,10 @@ import Logging
 // says when it comes back, and the journal says all of it.
 
 extension EngineRuntime {
-    /// What an isolated plugin may not open: everything of the daemon's that is secret.
+    /// What an isolated plugin may not open: everything of the daemon's that is secret (the
+    /// config and its drop-ins hold every plugin's own config, keys included).
     func confinement(of config: DaemonConfig) -> Confinement {
-        let hidden = [stateDir, config.rewardKeyFile, options.configPath].compactMap { $0 }.filter { !$0.isEmpty }
+        let hidden = [stateDir, config.rewardKeyFile, options.configPath, options.configPath.map { $0 + ".d" }].compactMap { $0 }.filter { !$0.isEmpty }
         return Confinement(hiddenPaths: hidden.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 },
                            addressSpaceBytes: nil)
     }
@@ -32,7 +33,7 @@ extension EngineRuntime {
     func pluginDown(_ name: String, exit: PluginExit) {
         dispatchPrecondition(condition: .onQueue(queue))
         let moment = now()
-        apply(engine.pluginLost(name, reason: exit.reason, now: moment))
+        apply(engine.pluginLost(name, reason: "its plugin host died: \(exit.reason)", now: moment))
         apply(sessions.endAll(where: { _, plugin in plugin == name }, reason: "plugin_fault: plugin \(name)'s host died: \(exit.reason)", now: moment))
         var metadata: Logger.Metadata = ["plugin": "\(name)"]
         if let signal = exit.signal { metadata["signal"] = "\(PluginExit.signalName(signal))" }

@@ -140,8 +140,18 @@ final class EngineRuntime: @unchecked Sendable {
         let wanted = Set(next.plugins.map(\.name))
         let removed = next.plugins.isEmpty ? [] : plugins.loaded.keys.filter { !wanted.contains($0) }
         plugins.confinement = confinement(of: next)
+        // A plugin whose section changed (isolation, limits, its config) stops, its ads with
+        // it, and starts again as the section now says.
+        let changed = next.plugins.filter { plugin in plugins.configs[plugin.name].map { $0 != plugin } ?? false }.map(\.name).sorted()
+        for name in changed {
+            let why = "a reload changed [plugins.\(name)], so it was started again"
+            apply(engine.pluginLost(name, reason: why, now: now()))
+            apply(sessions.endAll(where: { _, plugin in plugin == name }, reason: why, now: now()))
+            plugins.remove(name)
+        }
         // A plugin that is down (its host restarting, or disabled after its crashes) is started again.
         plugins.load(next.plugins.filter { plugins[$0.name] == nil }, dirs: next.pluginDir)
+        for name in plugins.loaded.keys.sorted() where engine.isDown(name) { apply(engine.pluginRestored(name, now: now())) }
         if !next.plugins.isEmpty { plugins.forgetRefusals(except: wanted) }
         apply(engine.setAvailablePlugins(Set(plugins.loaded.keys).subtracting(removed), now: now()))
         apply(engine.reconfigure(slots: next.slots, settings: next.scheduler, now: now()))

@@ -1,10 +1,12 @@
-// An isolated plugin's host died (docs/isolation.md, "When a plugin crashes"): its loads
-// fail as plugin_fault, its ads end, and no load goes to it until its host is back.
+// An isolated plugin's host died (docs/isolation.md, "When a plugin crashes"), or a reload
+// restarts a plugin: its loads fail as plugin_fault, its ads end, and no load goes to it
+// until it is back.
 
 extension Engine {
-    /// Every ad of `plugin` ends: loads in flight fail as plugin_fault (their waterfalls go
-    /// on to the next entry), ready and shown ads end, as its objects died with its host. No
-    /// destroy is sent: there is no object left to destroy, and a new host never knew them.
+    /// Every ad of `plugin` ends: loads in flight fail as plugin_fault with `reason` (their
+    /// waterfalls go on to the next entry), ready and shown ads end, as its objects died with
+    /// its host. No destroy is sent: there is no object left to destroy (a plugin a reload
+    /// restarts destroys its own at its shutdown), and its next instance never knew them.
     public mutating func pluginLost(_ plugin: String, reason: String, now: Moment) -> [Effect] {
         downPlugins.insert(plugin)
         var effects: [Effect] = []
@@ -12,7 +14,7 @@ extension Engine {
         for id in theirs {
             guard let ad = ads[id] else { continue }
             if ad.isLoading {
-                effects += pluginReported(.failed(.pluginFault, networkCode: 0, message: "its plugin host died: \(reason)"),
+                effects += pluginReported(.failed(.pluginFault, networkCode: 0, message: reason),
                                           for: id, from: plugin, now: now)
             } else {
                 effects += end(id, as: .pluginLost, now: now)
@@ -44,6 +46,9 @@ extension Engine {
         ads.wanting.formUnion(slotOrder)
         return advance(to: now)
     }
+
+    /// Whether `plugin` is down: lost, and not restored since.
+    public func isDown(_ plugin: String) -> Bool { downPlugins.contains(plugin) }
 
     /// Whether loads may go to `plugin` now: configured, loaded, and its host not down.
     func canLoad(from plugin: String) -> Bool { availablePlugins.contains(plugin) && !downPlugins.contains(plugin) }

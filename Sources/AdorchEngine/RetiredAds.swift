@@ -50,8 +50,8 @@ struct RetiredAd: Sendable {
     enum Reason: String, Sendable {
         case failed, timedOut = "timed out", expired, replaced, closed, ended = "shown and done", removed
         case failedToDisplay = "failed to display"
-        /// Its plugin's host process died (PluginProcess): the object died with it.
-        case pluginLost = "its plugin host died"
+        /// Its plugin stopped under it: its host process died (PluginProcess), or a reload restarted it.
+        case pluginLost = "its plugin stopped"
     }
 
     var slot: String

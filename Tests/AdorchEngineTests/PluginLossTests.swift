@@ -33,7 +33,7 @@ final class PluginLossTests: XCTestCase {
         _ = engine.pluginReported(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil), for: loads(shown.1)[0].adID, from: "a", now: start)
 
         let at = start + .milliseconds(10)
-        let effects = engine.pluginLost("a", reason: "killed by SIGSEGV", now: at)
+        let effects = engine.pluginLost("a", reason: "its plugin host died: killed by SIGSEGV", now: at)
         let failed = effects.compactMap { if case .emit(let e) = $0, e.kind == .adFailed { e } else { nil } }
         XCTAssertEqual(failed.map(\.adID), [ofA[1].adID], "the load in flight failed")
         XCTAssertEqual(failed.first?.errorCode, .pluginFault)

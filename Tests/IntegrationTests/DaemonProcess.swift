@@ -271,7 +271,7 @@ func adorchctl(as uid: Int, groups: [Int] = [], _ daemon: DaemonProcess, _ argum
         + [productsDirectory.appendingPathComponent("adorchctl").path] + arguments + ["--socket", daemon.socket])
 }
 
-func simConfig(slots: String, scheduler: String = "", daemon: String = "") -> String {
+func simConfig(slots: String, scheduler: String = "", daemon: String = "", sim: String = "") -> String {
     """
     [daemon]
     \(daemon)
@@ -280,6 +280,7 @@ func simConfig(slots: String, scheduler: String = "", daemon: String = "") -> St
     \(scheduler)
 
     [plugins.sim]
+    \(sim)
 
     \(slots)
     """

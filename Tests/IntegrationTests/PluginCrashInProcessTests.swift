@@ -6,6 +6,9 @@ import XCTest
 /// process. A crash there is fatal (plugins/README.md, "When a plugin crashes in process"):
 /// these tests hold the documentation to what really happens, and sim's faults to their word.
 final class PluginCrashInProcessTests: XCTestCase {
+    /// sim dlopened into the daemon, not into a host of its own (the default).
+    private let inProcess = #"isolation = "in-process""#
+
     /// A preloaded slot of one sim entry with `parameter`.
     private func slot(_ id: String, _ parameter: String) -> String {
         """
@@ -26,7 +29,7 @@ final class PluginCrashInProcessTests: XCTestCase {
     /// no one, and every slot's ready ads die with it.
     func testASegfaultInAPluginKillsTheDaemonBySIGSEGV() throws {
         let daemon = try DaemonProcess(config: simConfig(slots: slot("crash_main", "latency_ms=5 misbehave=segv at=show")
-            + slot("healthy_main", "latency_ms=5 seed=2")))
+            + slot("healthy_main", "latency_ms=5 seed=2"), sim: inProcess))
         try daemon.waitFor("both slots full") { try daemon.allSlotsFull() }
 
         let client = try daemon.client()
@@ -38,7 +41,7 @@ final class PluginCrashInProcessTests: XCTestCase {
 
     /// The same at the 2nd show of the entry, counted in this process: the first Show is served.
     func testAFaultStrikesAtTheNthCall() throws {
-        let daemon = try DaemonProcess(config: simConfig(slots: slot("crash_main", "latency_ms=5 misbehave=abort at=show:2")))
+        let daemon = try DaemonProcess(config: simConfig(slots: slot("crash_main", "latency_ms=5 misbehave=abort at=show:2"), sim: inProcess))
         try daemon.waitFor("crash_main full") { try daemon.allSlotsFull() }
         XCTAssertNotNil(try daemon.call("io.adorch.Ads.Show", ["slot": "crash_main", "user_id": "u1"])["ad"]?["id"])
         try daemon.waitFor("crash_main full again") { try daemon.allSlotsFull() }
@@ -55,6 +58,7 @@ final class PluginCrashInProcessTests: XCTestCase {
         let missing = state.appendingPathComponent("no-such-file").path
         let daemon = try DaemonProcess(config: """
             [plugins.sim]
+            \(inProcess)
             config = { misbehave = "snoop", at = "init", snoop = "\(state.path)" }
 
             """ + slot("snoop_main", "latency_ms=5 misbehave=snoop at=load snoop=\(missing)"), stateDir: state)
@@ -71,7 +75,7 @@ final class PluginCrashInProcessTests: XCTestCase {
     /// and nothing crashes.
     func testAFaultWithoutItsCallIsRefusedByName() throws {
         let daemon = try DaemonProcess(config: simConfig(slots: slot("bad_main", "latency_ms=5 misbehave=segv")
-            + slot("init_main", "latency_ms=5 misbehave=segv at=init")))
+            + slot("init_main", "latency_ms=5 misbehave=segv at=init"), sim: inProcess))
         try daemon.waitFor("both entries refused") {
             daemon.log.contains("this misbehave needs at: init, load, show, notify or destroy")
                 && daemon.log.contains("at=init needs the plugin config: init has no server parameter")

@@ -97,6 +97,10 @@ main_pid() { $NS systemctl show -p MainPID --value adorchd.service; }
 crash_restarts=$(restarts) crash_pid=$(main_pid)
 $NS mkdir -p /etc/adorch/adorchd.toml.d
 $NS tee /etc/adorch/adorchd.toml.d/90-crash.toml >/dev/null <<'TOML'
+# In the daemon's own process: the reload restarts sim there, and its crash is the daemon's.
+[plugins.sim]
+isolation = "in-process"
+
 [[slots]]
 id = "crash_main"
 format = "interstitial"
