@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-/// adorch-plugin-validate's two isolations against a plugin that crashes or spins in ad_load:
+/// adorch-plugin-validate's two isolations against a plugin that crashes or hangs in ad_load:
 /// isolated, each is a failed check naming the check and the signal, then the summary; in
 /// process, the crash still ends the validator with the crash note.
 final class PluginValidatorIsolationTests: XCTestCase {
@@ -17,12 +17,19 @@ final class PluginValidatorIsolationTests: XCTestCase {
 
     override func tearDown() { try? FileManager.default.removeItem(at: build) }
 
-    /// A plugin that keeps the contract up to its first ad_load, which does `MISBEHAVE`. It
-    /// says so on stderr at init, to show that the plugin's own output passes through.
+    /// A plugin that keeps the contract (its loads find no fill) but for MISBEHAVE in ad_load
+    /// and AT_EXIT as the process exits. It says so on stderr at init, to show that the
+    /// plugin's own output passes through.
     private static let misbehavingPlugin = """
         #include <stdio.h>
         #include <stdlib.h>
+        #include <unistd.h>
         #include "adorch/plugin.h"
+        #ifndef AT_EXIT
+        #define AT_EXIT
+        #endif
+
+        __attribute__((destructor)) static void misbehaving_at_exit(void) { AT_EXIT; }
 
         static int32_t misbehaving_init(const adorch_host *host, const char *config_json) {
             (void)host, (void)config_json;
@@ -37,7 +44,7 @@ final class PluginValidatorIsolationTests: XCTestCase {
         static int32_t misbehaving_ad_load(adorch_ad *ad) {
             (void)ad;
             MISBEHAVE;
-            return 0;
+            return ADORCH_ERROR_NO_FILL;
         }
         static int32_t misbehaving_ad_show(adorch_ad *ad, const char *context_json) {
             (void)ad, (void)context_json;
@@ -58,14 +65,15 @@ final class PluginValidatorIsolationTests: XCTestCase {
         };
         """
 
-    /// The fixture built with cc, ad_load doing `misbehave` (a C statement); the plugin's path.
-    private func plugin(_ name: String, misbehave: String) throws -> String {
+    /// The fixture built with cc, ad_load doing `misbehave` and the exit `atExit` (C
+    /// statements); the plugin's path.
+    private func plugin(_ name: String, misbehave: String, atExit: String = "") throws -> String {
         let source = build.appendingPathComponent("\(name).c")
         try Self.misbehavingPlugin.write(to: source, atomically: true, encoding: .utf8)
         let output = build.appendingPathComponent("libadorch-plugin-\(name).so").path
         let run = try runCommand("/usr/bin/env", ["cc", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
                                                   "-I", packageRoot.appendingPathComponent("Sources/CAdorchPlugin/include").path,
-                                                  "-DMISBEHAVE=\(misbehave)", source.path, "-o", output])
+                                                  "-DMISBEHAVE=\(misbehave)", "-DAT_EXIT=\(atExit)", source.path, "-o", output])
         guard run.status == 0 else { throw TestFailure("cc \(name).c: \(run.stderr)") }
         return output
     }
@@ -109,6 +117,18 @@ final class PluginValidatorIsolationTests: XCTestCase {
         XCTAssertEqual(report.checks.last, Report.Check(name: loadCheck, outcome: "fail", detail: "the plugin crashed its host (SIGSEGV)"))
     }
 
+    /// A crash after the last check, as the host exits, still fails the run.
+    func testACrashAsTheIsolatedHostExitsFailsTheRun() throws {
+        let crashing = try plugin("exit", misbehave: "(void)0", atExit: "*(volatile int *)8 = 1")
+        // Each refused load is waited for until its deadline: a short one keeps this quick.
+        let run = try validate(crashing, ["--iterations", "0", "--timeout-ms", "100"])
+        XCTAssertEqual(run.status, 1, run.stdout)
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.dropLast().last, "FAIL  after the checks: the plugin crashed its host (SIGSEGV)", run.stdout)
+        XCTAssertEqual(lines.filter { $0.hasPrefix("FAIL") }.count, 1, "every check passed before: \(run.stdout)")
+        XCTAssertTrue(lines.last?.hasSuffix(" passed, 1 failed, 5 skipped") ?? false, run.stdout)
+    }
+
     func testInProcessTheCrashStillEndsTheValidatorWithItsCrashNote() throws {
         let crashing = try plugin("segv", misbehave: "*(volatile int *)8 = 1")
         let run = try validate(crashing, ["--isolation", "in-process"])
@@ -117,12 +137,14 @@ final class PluginValidatorIsolationTests: XCTestCase {
         XCTAssertFalse(run.stdout.contains(" checks: "), "no summary after a crash: \(run.stdout)")
     }
 
-    /// A plugin that never returns from ad_load is killed once nothing came from its host for
-    /// the request's deadline and the margin after it, and fails the check like a crash.
+    /// A plugin stuck in ad_load is killed once nothing came from its host for the request's
+    /// deadline and the margin after it, and fails the check like a crash. It sleeps there
+    /// rather than spin (the same to the watch, without burning a shared core), and for 30 s,
+    /// not forever: if the watch failed, the run would end without the line, not hang.
     func testAnIsolatedPluginThatStopsAnsweringIsKilledAndFailsItsCheck() throws {
-        let spinning = try plugin("spin", misbehave: "for (;;) {}")
+        let stuck = try plugin("stuck", misbehave: "sleep(30)")
         let started = ContinuousClock.now
-        let run = try validate(spinning, ["--timeout-ms", "300"])
+        let run = try validate(stuck, ["--timeout-ms", "300"])
         let took = ContinuousClock.now - started
         XCTAssertEqual(run.status, 1, run.stdout)
         let lines = run.stdout.split(separator: "\n").map(String.init)
