@@ -129,6 +129,20 @@ final class PluginValidatorIsolationTests: XCTestCase {
         XCTAssertTrue(lines.last?.hasSuffix(" passed, 1 failed, 5 skipped") ?? false, run.stdout)
     }
 
+    /// --address-space-mb reaches the isolated host: a load that allocates 2 GB fails there
+    /// under a 1 GB limit (the fixture aborts on it), and not without a limit.
+    func testTheAddressSpaceLimitHoldsInTheIsolatedHost() throws {
+        try XCTSkipIf(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__sanitizer_get_current_allocated_bytes") != nil,
+                      "under a sanitizer the validator sets no limit: its shadow memory alone is over any")
+        let big = try plugin("big", misbehave: "void *big = malloc((size_t)2 << 30); if (!big) abort(); free(big)")
+        let quick = ["--iterations", "0", "--timeout-ms", "100"]
+        let limited = try validate(big, quick + ["--address-space-mb", "1024"])
+        XCTAssertEqual(limited.status, 1, limited.stdout)
+        XCTAssertTrue(limited.stdout.contains("FAIL  \(loadCheck): the plugin crashed its host (SIGABRT)\n"), limited.stdout)
+        let unlimited = try validate(big, quick + ["--address-space-mb", "0"])
+        XCTAssertEqual(unlimited.status, 0, unlimited.stdout)
+    }
+
     func testInProcessTheCrashStillEndsTheValidatorWithItsCrashNote() throws {
         let crashing = try plugin("segv", misbehave: "*(volatile int *)8 = 1")
         let run = try validate(crashing, ["--isolation", "in-process"])
