@@ -23,10 +23,13 @@ final class PluginUnderTest: @unchecked Sendable {
     private var slowest: [String: Duration] = [:]
     private var overBound: [(function: String, took: Duration)] = []
     let bound: Duration
+    /// Told after every call into the plugin returns (RunWatcher.progressed).
+    private let returned: @Sendable () -> Void
 
-    init(library: PluginLibrary, bound: Duration) {
+    init(library: PluginLibrary, bound: Duration, returned: @escaping @Sendable () -> Void) {
         self.library = library
         self.bound = bound
+        self.returned = returned
         host = .allocate(capacity: 1)
         host.initialize(to: adorch_host(
             struct_size: UInt32(MemoryLayout<adorch_host>.size), abi_major: PluginABI.major, abi_minor: PluginABI.minor,
@@ -118,6 +121,7 @@ final class PluginUnderTest: @unchecked Sendable {
         if took > slowest[function] ?? .zero { slowest[function] = took }
         if took > bound { overBound.append((function, took)) }
         timingLock.unlock()
+        returned()
         return result
     }
 }

@@ -9,15 +9,18 @@ public final class Validator {
     let path: String
     let options: ValidatorOptions
     let report: (CheckResult) -> Void
+    let watcher: RunWatcher
     var results: [CheckResult] = []
     var plugin: PluginUnderTest!
     /// The slowest completion seen: how long a load may still call back after a destroy.
     var slowestCompletion: Duration = .zero
 
-    /// `report` hears each result as soon as its check ends.
-    public init(path: String, options: ValidatorOptions, report: @escaping (CheckResult) -> Void = { _ in }) {
+    /// `report` hears each result as soon as its check ends; `watcher`, each check as it
+    /// starts and that calls into the plugin return.
+    public init(path: String, options: ValidatorOptions, watcher: RunWatcher = .crashNote, report: @escaping (CheckResult) -> Void = { _ in }) {
         self.path = path
         self.options = options
+        self.watcher = watcher
         self.report = report
     }
 
@@ -55,7 +58,7 @@ public final class Validator {
             add("entry", .fail, error.description)
             return false
         }
-        plugin = PluginUnderTest(library: library, bound: options.callBound)
+        plugin = PluginUnderTest(library: library, bound: options.callBound, returned: watcher.progressed)
         let info = library.info(name: "validated")
         let e = library.entry.pointee
         var notes: [String] = []
@@ -179,7 +182,7 @@ public final class Validator {
 
     func setCheck(_ name: String) {
         plugin?.ledger.setCheck(name)
-        CrashNote.set(name)
+        watcher.checkStarted(name)
     }
 
     func add(_ name: String, _ outcome: CheckResult.Outcome, _ detail: String) {

@@ -1,8 +1,9 @@
+import AdorchPluginHost
 import Foundation
 import XCTest
 
 /// adorch-plugin-validate, the real executable, against the real plugins: the well-behaved
-/// ones pass clean, and each of sim's misbehaviour switches fails the check for its rule.
+/// ones pass clean in either isolation, and each of sim's misbehaviour switches fails the check for its rule.
 final class PluginValidatorTests: XCTestCase {
     private struct Report: Decodable {
         struct Check: Decodable {
@@ -30,7 +31,14 @@ final class PluginValidatorTests: XCTestCase {
         }
     }
 
+    /// In each isolation: the checks are the same whether the plugin runs in a confined child or in the validator.
     private func assertPassesClean(_ plugin: String, _ arguments: [String] = [], minimumChecks: Int, file: StaticString = #filePath, line: UInt = #line) throws {
+        for isolation in PluginIsolation.allCases {
+            try assertPassesCleanOnce(plugin, arguments + ["--isolation", isolation.rawValue], minimumChecks: minimumChecks, file: file, line: line)
+        }
+    }
+
+    private func assertPassesCleanOnce(_ plugin: String, _ arguments: [String], minimumChecks: Int, file: StaticString, line: UInt) throws {
         let (report, status) = try validate(plugin, arguments)
         XCTAssertEqual(status, 0, "\(plugin): \(report.failed.map { "\($0.name): \($0.detail)" })", file: file, line: line)
         XCTAssertTrue(report.passed, file: file, line: line)
