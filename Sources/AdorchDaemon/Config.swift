@@ -37,24 +37,12 @@ public struct PluginConfig: Sendable, Equatable {
     public var path: String?
     /// The section's `config` table as JSON, handed to the plugin's init.
     public var configJSON: String
-    public var isolation: PluginIsolation = .process
+    public var isolation = PluginIsolation.default
     /// RLIMIT_AS of an isolated plugin's host.
-    public var memoryLimitBytes: UInt64 = PluginConfig.defaultMemoryLimitBytes
+    public var memoryLimitBytes: UInt64 = Confinement.defaultAddressSpaceMB << 20
     /// An isolated plugin whose queue leaves the heartbeat unanswered this long is killed.
     public var hangTimeout: Duration = HostSettings.defaultHangTimeout
     public var crashPolicy = PluginSupervisor.Policy()
-
-    /// Room for the plugin, its SDK's threads and glibc's malloc arenas (64 MiB of address
-    /// space each), far below what one process may take of the host's memory.
-    public static let defaultMemoryLimitBytes: UInt64 = 2 << 30
-}
-
-/// Where a plugin runs (docs/isolation.md).
-public enum PluginIsolation: String, Sendable, CaseIterable {
-    /// A host process of its own: a crash costs that plugin's loads, never the daemon.
-    case process
-    /// dlopened into the daemon: one round trip cheaper, and a crash is the daemon's.
-    case inProcess = "in-process"
 }
 
 /// A config the daemon refuses to start on: which file, where, and what was expected.

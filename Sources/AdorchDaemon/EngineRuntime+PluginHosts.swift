@@ -36,7 +36,7 @@ extension EngineRuntime {
         apply(engine.pluginLost(name, reason: "its plugin host died: \(exit.reason)", now: moment))
         apply(sessions.endAll(where: { _, plugin in plugin == name }, reason: "plugin_fault: plugin \(name)'s host died: \(exit.reason)", now: moment))
         var metadata: Logger.Metadata = ["plugin": "\(name)"]
-        if let signal = exit.signal { metadata["signal"] = "\(PluginExit.signalName(signal))" }
+        if let signal = exit.signal { metadata["signal"] = "\(signalName(signal))" }
         let state = plugins.supervisor.crashed(name, exit: exit.reason, now: moment)
         let crashes = plugins.supervisor.records[name]?.crashes ?? 0
         switch state {

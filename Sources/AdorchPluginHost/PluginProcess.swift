@@ -47,12 +47,6 @@ public struct PluginExit: Sendable, Equatable, CustomStringConvertible {
         self.signal = signal
         self.reason = reason
     }
-
-    public static func signalName(_ signal: Int32) -> String {
-        let names: [Int32: String] = [SIGSEGV: "SIGSEGV", SIGABRT: "SIGABRT", SIGBUS: "SIGBUS", SIGILL: "SIGILL", SIGFPE: "SIGFPE",
-                                      SIGKILL: "SIGKILL", SIGTERM: "SIGTERM", SIGSYS: "SIGSYS", SIGXCPU: "SIGXCPU", SIGTRAP: "SIGTRAP"]
-        return names[signal] ?? "signal \(signal)"
-    }
 }
 
 /// An isolated plugin: its own adorch-plugin-host process, which dlopens it exactly as the
@@ -382,7 +376,7 @@ public final class PluginProcess: @unchecked Sendable {
         if let killedFor { return PluginExit(signal: SIGKILL, reason: killedFor) }
         if let signal {
             let core = status & 0x80 != 0 ? " (core dumped)" : ""
-            return PluginExit(signal: signal, reason: "killed by \(PluginExit.signalName(signal))\(core)")
+            return PluginExit(signal: signal, reason: "killed by \(signalName(signal))\(core)")
         }
         let code = (status >> 8) & 0xff
         let why = channelError.map { " after its channel broke: \($0)" } ?? ""
