@@ -1,6 +1,3 @@
-import AdorchEngine
-import Glibc
-
 /// A request's load_uid (plugin.h, ABI 1.3): 128 random bits as 32 lowercase hex digits, so
 /// that a network's trans_id built from it never repeats, across loads or daemon runs.
 public func newLoadUID() -> String {
@@ -9,13 +6,4 @@ public func newLoadUID() -> String {
         let hex = String(generator.next() as UInt64, radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
     }.joined()
-}
-
-extension Moment {
-    /// Now on CLOCK_MONOTONIC, the clock of a request's deadline_monotonic_ns.
-    public static func monotonicNow() -> Moment {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Moment(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
-    }
 }

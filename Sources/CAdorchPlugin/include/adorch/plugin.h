@@ -163,16 +163,14 @@ typedef enum ADORCH_CLOSED_ENUM adorch_error {
 /* Events. Plugin->host through host->event; host->plugin through ad_notify. */
 typedef enum ADORCH_CLOSED_ENUM adorch_event {
     ADORCH_EVENT_MEDIA_CACHED = 1, /* plugin->host: the video is cached and plays without stalls */
-    ADORCH_EVENT_IMPRESSION = 2,   /* the viewer saw the ad (counted once per ad, whichever of
-                                    * the app and a self-tracking plugin reports it first) */
+    ADORCH_EVENT_IMPRESSION = 2,   /* the viewer saw the ad (counted once per ad, app's or plugin's) */
     ADORCH_EVENT_CLICK = 3,        /* the viewer clicked the ad */
     ADORCH_EVENT_CLOSE = 4,        /* the viewer closed the ad; its object ends after this */
     ADORCH_EVENT_COMPLETE = 5,     /* the video played to its end */
     ADORCH_EVENT_SKIP = 6,         /* the viewer skipped the video */
     ADORCH_EVENT_REWARD = 7,       /* plugin->host: the network granted the reward; detail may
-                                    * carry its {"trans_id": "..."}, unique across daemon runs:
-                                    * the network's own, or built from request.load_uid (1.3),
-                                    * never from the ad id alone, which restarts with the daemon */
+                                    * carry its {"trans_id": "..."}, unique across daemon runs
+                                    * (1.3: from request.load_uid, never from the ad id alone) */
     ADORCH_EVENT_SHOW_FAILED = 8,  /* plugin->host: the ad could not be presented */
     ADORCH_EVENT_WILL_PRESENT = 9, /* plugin->host: the ad is about to be presented */
     ADORCH_EVENT_PRESENTED = 10,   /* plugin->host: the ad is on screen */
@@ -246,9 +244,7 @@ typedef struct adorch_request {
     const char *ad_parameters_json; /* interactive: the ad's AdParameters, as a JSON object */
     const char *slot_type;          /* interactive: "preroll" or "midroll" */
     /* ABI 1.3; present when struct_size covers it. */
-    const char *load_uid;           /* this load's own id, 32 lowercase hex digits (128 random
-                                     * bits): unique across loads and daemon runs, unlike the
-                                     * ad id; e.g. a network's trans_id is "mynet-" load_uid */
+    const char *load_uid;           /* this load's id: 32 hex digits, random, never repeated */
 } adorch_request;
 
 /* What the host gives the plugin at init. The functions are thread-safe. */
@@ -269,7 +265,7 @@ struct adorch_host {
      * host does not ad_notify it of them; false or absent: the host does). A plugin that
      * tracks them reports ADORCH_EVENT_IMPRESSION through host->event once, when its network
      * counts the view (after ad_show returned 0: at PRESENTED or later), and CLICK for each
-     * click; the host counts each once per ad (1.3: stated in full). For a rewarded
+     * click; the host counts each once per ad (1.3). For a rewarded
      * ad, "reward_by": "network" says the plugin reports ADORCH_EVENT_REWARD itself;
      * otherwise the host grants the reward when the app reports the video complete. */
     void (*loaded)(const adorch_host *host, adorch_ad_id ad, const char *payload_json);
