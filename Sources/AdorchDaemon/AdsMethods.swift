@@ -46,7 +46,7 @@ struct AdsMethods {
                 switch result {
                 case .success: replier.reply([:])
                 case .failure(.adNotValid(let reason)):
-                    replier.fail(VarlinkError("io.adorch.Ads.AdNotValid", ["ad_id": .string(p.adID), "message": .string(reason)]))
+                    replier.fail(VarlinkError("io.adorch.Ads.AdNotValid", ["ad_id": .string(p.adID), "message": .string("ad \(p.adID) \(reason)")]))
                 }
             }
         }

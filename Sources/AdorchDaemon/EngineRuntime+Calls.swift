@@ -56,7 +56,7 @@ extension EngineRuntime {
     func report(_ event: ViewerEvent, adID: String, caller: UInt32?, denied: @escaping @Sendable (String) -> Void,
                 completion: @escaping @Sendable (Result<Void, ReportError>) -> Void) {
         guard let id = ids.internal(adID) else {
-            return completion(.failure(.adNotValid(reason: "\(adID) is not an ad id of this daemon run")))
+            return completion(.failure(.adNotValid(reason: "is not an ad id of this daemon run")))
         }
         queue.async { [self] in
             // Root may always; an ad no one holds (already destroyed) is left to the engine to judge.

@@ -271,11 +271,7 @@ final class EngineRuntime: @unchecked Sendable {
 
     // MARK: Helpers
 
-    func now() -> Moment {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Moment(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
-    }
+    func now() -> Moment { Moment.monotonicNow() }
 
     /// The wall-clock time of a monotonic moment, for apps (reads only the clock: any thread).
     func wallTime(_ moment: Moment) -> Date { Date(timeIntervalSinceNow: (moment - now()).seconds) }

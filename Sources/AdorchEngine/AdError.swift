@@ -71,6 +71,7 @@ public enum ShowError: Error, Equatable, Sendable {
 
 /// Why a viewer report was refused.
 public enum ReportError: Error, Equatable, Sendable {
-    /// Unknown, never shown, already ended, or the event was already reported.
+    /// Unknown, never shown, already ended, or the event was already reported. `reason` is
+    /// what is wrong with the ad, to follow its app-facing id ("has ended (closed)").
     case adNotValid(reason: String)
 }

@@ -87,7 +87,11 @@ extension Engine {
         case (.reward(let transID), _):
             return grant(id, networkTransID: transID)
 
-        case (.other(let name, let detail), _):
+        case (.other(let name, let detail), let state):
+            // A self-tracking plugin's impression or click counts, once, when the ad is on screen.
+            if case .shown = state, let viewerEvent = ViewerEvent.allCases.first(where: { $0.vocabularyName == name }) {
+                countOnce(viewerEvent, of: id)
+            }
             var event = EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: name)
             event.detailJSON = detail
             return [.emit(event)]

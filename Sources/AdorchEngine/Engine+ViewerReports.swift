@@ -4,16 +4,16 @@ extension Engine {
     /// An app reports what its viewer did with a shown ad.
     public mutating func report(_ event: ViewerEvent, for id: AdID, now: Moment) -> (Result<Void, ReportError>, [Effect]) {
         guard let ad = ads[id] else {
-            let reason = retired[id].map { "ad \(id) has ended (\($0.reason.rawValue))" } ?? "no ad \(id) is known"
+            let reason = retired[id].map { "has ended (\($0.reason.rawValue))" } ?? "is not known"
             return (.failure(.adNotValid(reason: reason)), [])
         }
         guard case .shown = ad.state, showing[id] == nil else {
             let why = showing[id] == nil ? "has not been shown" : "is still being presented: its Show has not answered"
-            return (.failure(.adNotValid(reason: "ad \(id) \(why)")), [])
+            return (.failure(.adNotValid(reason: why)), [])
         }
         if event.once, ad.reported.contains(event) {
             slots[ad.slot]?.counters.duplicateReports += 1
-            return (.failure(.adNotValid(reason: "ad \(id) already reported \(event.rawValue)")), [])
+            return (.failure(.adNotValid(reason: "already reported \(event.rawValue)")), [])
         }
         if event == .click, ad.reported.contains(.click) {
             // One click per ad is billed; later ones are accepted and dropped.
@@ -21,11 +21,7 @@ extension Engine {
             return (.success(()), [])
         }
         ads[id]!.reported.insert(event)
-        switch event {
-        case .impression: slots[ad.slot]?.counters.impressions += 1
-        case .click: slots[ad.slot]?.counters.clicks += 1
-        default: break
-        }
+        countOnce(event, of: id)
         var effects: [Effect] = [.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, viewerEvent: event))]
         // A plugin that tracks impressions and clicks itself is not told again: never both.
         if !(ad.tracksItself && (event == .impression || event == .click)) {
@@ -37,6 +33,13 @@ extension Engine {
         return (.success(()), effects)
     }
 
+
+    /// plugin.h, ADORCH_EVENT_IMPRESSION: an impression or click counts once per ad, whichever
+    /// of the app and a self-tracking plugin reports it first.
+    mutating func countOnce(_ event: ViewerEvent, of id: AdID) {
+        guard event == .impression || event == .click, let ad = ads[id], ads[id]!.counted.insert(event).inserted else { return }
+        if event == .impression { slots[ad.slot]?.counters.impressions += 1 } else { slots[ad.slot]?.counters.clicks += 1 }
+    }
 
     // MARK: Rewards
 

@@ -62,7 +62,10 @@ struct AdRecord: Sendable {
     /// The uid a Show or Load handed this ad to: only it may report on it, and it counts
     /// against that uid's open ads until it ends.
     var holder: UInt32?
+    /// What the app reported: a second report of a `once` event is refused.
     var reported: Set<ViewerEvent> = []
+    /// The impression and click counted in the slot's counters, from the app or the plugin.
+    var counted: Set<ViewerEvent> = []
 
     var expiresAt: Moment? {
         if case .ready(let expiresAt) = state { expiresAt } else { nil }

@@ -88,6 +88,8 @@ public final class LoadedPlugin: @unchecked Sendable {
             guard initialized else { return }
             let report = sink.takeUnretainedValue()
             let strings = CStringArena()
+            // plugin.h, rule 3: the deadline is the one clock; timeout_ms is what is left of it now.
+            let timeout = order.deadline - Moment.monotonicNow()
             var reward = adorch_reward(
                 user_id: strings.dup(""), reward_name: strings.dup(order.reward?.name ?? ""),
                 reward_amount: order.reward?.amount ?? 0, extra: strings.dup(order.reward?.extra ?? "")
@@ -98,13 +100,14 @@ public final class LoadedPlugin: @unchecked Sendable {
                     slot_id: strings.dup(order.slotID), ad_unit_id: strings.dup(order.entry.adUnitID),
                     server_parameter: strings.dup(order.entry.serverParameter),
                     targeting_json: strings.dup(order.targetingJSON), width: UInt32(order.width), height: UInt32(order.height),
-                    count: UInt32(order.count), timeout_ms: order.entry.timeout.millisecondsUInt32,
+                    count: UInt32(order.count), timeout_ms: max(timeout, .zero).millisecondsUInt32,
                     deadline_monotonic_ns: order.deadline.nanoseconds, test_mode: order.testMode ? 1 : 0,
                     reward: order.reward == nil ? nil : rewardPointer, variant: strings.dup(order.variant),
                     image_options_json: strings.dup(order.imageOptionsJSON),
                     creative_url: strings.dup(order.interactive?.creativeURL ?? ""),
                     ad_parameters_json: strings.dup(order.interactive?.adParametersJSON ?? "{}"),
-                    slot_type: strings.dup(order.interactive?.slotType.rawValue ?? "")
+                    slot_type: strings.dup(order.interactive?.slotType.rawValue ?? ""),
+                    load_uid: strings.dup(newLoadUID())
                 )
                 return entry.pointee.ad_create(order.adID, &request)
             }
@@ -259,7 +262,7 @@ private func sink(_ host: UnsafePointer<adorch_host>?) -> CallbackSink? {
 
 /// Decodes a loaded payload: it must be a JSON object; `expires_in_s`, `price` and
 /// `tracks_impressions` are read.
-func decodePayload(_ text: String) -> PluginReport {
+public func decodePayload(_ text: String) -> PluginReport {
     if text.isEmpty { return .loadedInvalid(reason: "loaded with an empty payload") }
     guard case .object(let object)? = JSONValue.parse(Data(text.utf8)) else {
         return .loadedInvalid(reason: "loaded with a payload that is not a JSON object")

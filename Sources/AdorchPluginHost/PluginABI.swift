@@ -7,6 +7,8 @@ import CAdorchPlugin
 public enum PluginABI {
     public static let major = UInt32(ADORCH_PLUGIN_ABI_MAJOR)
     public static let minor = UInt32(ADORCH_PLUGIN_ABI_MINOR)
+    /// How long before its deadline a plugin answers at the latest (rule 3, 1.3).
+    public static let deadlineMargin = Duration.milliseconds(Int64(ADORCH_DEADLINE_MARGIN_MS))
 
     public static func minor(introducing format: adorch_format) -> UInt32 {
         switch format {

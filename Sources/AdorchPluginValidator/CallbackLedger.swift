@@ -23,6 +23,8 @@ struct AdRecord {
     var loadRefused = false
     var completions: [Completion] = []
     var events: [UInt32] = []
+    /// Each event's latest detail, for the checks that read one (a reward's trans_id).
+    var details: [UInt32: String] = [:]
 }
 
 enum Completion {
@@ -97,6 +99,16 @@ final class CallbackLedger: @unchecked Sendable {
         return live[id]
     }
 
+    /// Waits until `id`'s record is `satisfied`, or `deadline` passes; returns its record.
+    func waitFor(_ id: UInt64, until deadline: Date, _ satisfied: (AdRecord) -> Bool) -> AdRecord? {
+        condition.lock()
+        defer { condition.unlock() }
+        while let record = live[id], !satisfied(record) {
+            if !condition.wait(until: deadline) { break }
+        }
+        return live[id]
+    }
+
     /// Waits until every one of `ids` has a completion or `deadline` passes.
     func waitForCompletions(_ ids: [UInt64], until deadline: Date) {
         condition.lock()
@@ -133,6 +145,7 @@ final class CallbackLedger: @unchecked Sendable {
         defer { condition.unlock() }
         if let problem = misdirected(id, what: "event \(event)") { return violateLocked(problem.0, problem.1, ad: id) }
         live[id]?.events.append(event)
+        if let detail { live[id]?.details[event] = detail }
         condition.broadcast()
     }
 

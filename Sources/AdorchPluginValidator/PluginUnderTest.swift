@@ -1,3 +1,4 @@
+import AdorchEngine
 import AdorchLocking
 import AdorchPluginHost
 import CAdorchPlugin
@@ -151,10 +152,8 @@ struct Request: Sendable {
             return UnsafePointer(p)
         }
         var reward = adorch_reward(user_id: dup(""), reward_name: dup("coins"), reward_amount: 10, extra: dup(""))
-        let timeoutMS = UInt32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let deadlineNS = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec) + UInt64(timeoutMS) * 1_000_000
+        let timeoutMS = timeout.millisecondsUInt32
+        let deadlineNS = (Moment.monotonicNow() + .milliseconds(timeoutMS)).nanoseconds
         return withUnsafePointer(to: &reward) { rewardPointer in
             var request = adorch_request(
                 struct_size: UInt32(MemoryLayout<adorch_request>.size), format: format, slot_id: dup(slotID),
@@ -162,7 +161,7 @@ struct Request: Sendable {
                 width: width, height: height, count: count, timeout_ms: timeoutMS, deadline_monotonic_ns: deadlineNS,
                 test_mode: 1, reward: format == adorch_format.ADORCH_FORMAT_REWARDED.rawValue ? rewardPointer : nil,
                 variant: dup(variant), image_options_json: dup("{}"), creative_url: dup(creativeURL),
-                ad_parameters_json: dup(adParametersJSON), slot_type: dup(slotType)
+                ad_parameters_json: dup(adParametersJSON), slot_type: dup(slotType), load_uid: dup(newLoadUID())
             )
             return body(&request)
         }

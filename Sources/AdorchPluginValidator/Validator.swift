@@ -38,10 +38,13 @@ public final class Validator {
         }
         if let format = formats.first(where: claimed.contains) {
             anyThreadShow(format)
+            deadlineMargin(format)
             resources(format)
         }
+        if let format = formats.first(where: { claimed.contains($0) && $0 != .interactive }) { selfTrackedImpressions(format) }
         plugin.deinitialize()
         Thread.sleep(forTimeInterval: seconds(options.grace))
+        if claimed.contains(.rewarded), options.formats.isEmpty || options.formats.contains(.rewarded) { transIDAcrossRestart() }
         callbackRules()
         callTimes()
         return results

@@ -22,6 +22,9 @@ public struct ValidatorOptions: Sendable {
     public var callBound: Duration = .milliseconds(50)
     /// Each request's deadline.
     public var timeout: Duration = .seconds(2)
+    /// The deadline of the check that holds a plugin to answering before it (plugin.h, rule 3),
+    /// when shorter than `timeout`: short enough that a slow network's plugin must give up.
+    public var shortTimeout: Duration = .milliseconds(500)
     /// How long to keep listening after a destroy or deinit for a report that must not come.
     public var grace: Duration = .milliseconds(200)
     public var threads = 4

@@ -395,10 +395,10 @@ final class PreloadTests: XCTestCase {
             if case .failure(.adNotValid(let reason)) = h.engine.report(.click, for: id, now: h.now).0 { return reason }
             return nil
         }
-        XCTAssertEqual(reason(shown[0]), "no ad \(shown[0]) is known", "the oldest went first")
-        XCTAssertEqual(reason(shown[1]), "no ad \(shown[1]) is known")
-        XCTAssertEqual(reason(shown[4]), "ad \(shown[4]) has ended (shown and done)")
-        XCTAssertEqual(reason(shown[2]), "ad \(shown[2]) has ended (shown and done)")
+        XCTAssertEqual(reason(shown[0]), "is not known", "the oldest went first")
+        XCTAssertEqual(reason(shown[1]), "is not known")
+        XCTAssertEqual(reason(shown[4]), "has ended (shown and done)")
+        XCTAssertEqual(reason(shown[2]), "has ended (shown and done)")
     }
 
     func testNextWakeupIsNeverInThePast() {
@@ -503,21 +503,50 @@ final class ViewerReportTests: XCTestCase {
         h.fill(h.loads[0].adID)
         guard case .success(let ad) = h.show("s") else { return XCTFail("no ad") }
         XCTAssertNil(refusal(h.reportViewer(.impression, ad.id)))
-        XCTAssertEqual(refusal(h.reportViewer(.impression, ad.id)), "ad \(ad.id) already reported impression")
+        XCTAssertEqual(refusal(h.reportViewer(.impression, ad.id)), "already reported impression")
         XCTAssertEqual(h.status("s").counters.duplicateReports, 1, "a refused repeat counts as a duplicate report")
         XCTAssertNil(refusal(h.reportViewer(.click, ad.id)))
         XCTAssertNil(refusal(h.reportViewer(.click, ad.id)))
         XCTAssertEqual(h.effects.filter { if case .notify(ad.id, _, .click) = $0 { true } else { false } }.count, 1, "one click per ad")
         XCTAssertEqual(h.status("s").counters.duplicateReports, 2, "and so does a second click")
         XCTAssertNil(refusal(h.reportViewer(.close, ad.id)))
-        XCTAssertEqual(refusal(h.reportViewer(.click, ad.id)), "ad \(ad.id) has ended (closed)")
+        XCTAssertEqual(refusal(h.reportViewer(.click, ad.id)), "has ended (closed)")
+    }
+
+    /// plugin.h, ADORCH_EVENT_IMPRESSION: a self-tracking plugin's impression and click count in
+    /// the slot's counters once per ad, whichever side reports first; one before the Show does not.
+    func testSelfTrackedImpressionsAndClicksCountOncePerAdWhoeverReportsFirst() {
+        var h = Harness(slots: [slot(buffer: 3)])
+        var filled: [AdID] = []
+        while filled.count < 3, let load = h.loads.first(where: { !filled.contains($0.adID) }) {
+            h.report(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil, tracksItself: true), load.adID)
+            filled.append(load.adID)
+        }
+        for id in filled { h.report(.other(name: "impression"), id) }
+        XCTAssertEqual(h.status("s").counters.impressions, 0, "an impression of an ad not on screen is not one")
+        guard case .success(let first) = h.show("s"), case .success(let second) = h.show("s") else { return XCTFail("no ads") }
+        // The plugin first, twice, then the app: one impression.
+        h.report(.other(name: "impression"), first.id)
+        h.report(.other(name: "impression"), first.id)
+        XCTAssertEqual(h.status("s").counters.impressions, 1)
+        XCTAssertNil(refusal(h.reportViewer(.impression, first.id)), "the app's report is still taken")
+        XCTAssertEqual(h.status("s").counters.impressions, 1)
+        // The app first, then the plugin: one more.
+        XCTAssertNil(refusal(h.reportViewer(.impression, second.id)))
+        h.report(.other(name: "impression"), second.id)
+        XCTAssertEqual(h.status("s").counters.impressions, 2)
+        h.report(.other(name: "click"), second.id)
+        XCTAssertNil(refusal(h.reportViewer(.click, second.id)))
+        XCTAssertEqual(h.status("s").counters.clicks, 1)
+        XCTAssertEqual(h.status("s").counters.duplicateReports, 0, "no side reported anything twice")
+        XCTAssertEqual(h.events.filter { $0.adID == first.id && $0.message == "impression" }.count, 3, "subscribers hear each of the plugin's three reports, counted or not")
     }
 
     func testReportsForAdsNotShownAreRefused() {
         var h = Harness(slots: [slot()])
         let id = h.loads[0].adID
-        XCTAssertEqual(refusal(h.reportViewer(.impression, id)), "ad \(id) has not been shown")
-        XCTAssertEqual(refusal(h.reportViewer(.impression, 4242)), "no ad 4242 is known")
+        XCTAssertEqual(refusal(h.reportViewer(.impression, id)), "has not been shown")
+        XCTAssertEqual(refusal(h.reportViewer(.impression, 4242)), "is not known")
     }
 }
 

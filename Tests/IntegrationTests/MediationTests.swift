@@ -117,6 +117,59 @@ final class MediationTests: XCTestCase {
         XCTAssertEqual(counters?["duplicate_reports"]?.intValue, 4, "per ad, the second click and the refused second impression")
     }
 
+    /// plugin.h, ADORCH_EVENT_IMPRESSION: a self-tracking plugin's impression counts in the
+    /// slot's impressions once per ad, whether it comes before or after the app's report.
+    func testASelfTrackedImpressionCountsOnceWhoeverReportsIt() throws {
+        let daemon = try DaemonProcess(config: simConfig(slots: slot("self_tracks", buffer: 2, [("sim", "latency_ms=5 tracks=1", 1000)])))
+        try daemon.waitFor("full") { try daemon.allSlotsFull() }
+        let events = try daemon.client(timeout: .seconds(5))
+        _ = try events.call("io.adorch.Ads.Subscribe", ["slots": ["self_tracks"]], more: true)
+        func impressions() throws -> Int64? { try daemon.slotStatus("self_tracks")["counters"]?["impressions"]?.intValue }
+        func readImpressions(of id: String, _ count: Int) throws {
+            var seen = 0
+            while seen < count {
+                guard let event = try events.nextReply().parameters["event"] else { continue }
+                if event["ad_id"]?.stringValue == id, event["name"]?.stringValue == "impression" { seen += 1 }
+            }
+        }
+        // The plugin first: sim reports the impression once the ad is presented.
+        let first = try XCTUnwrap(try daemon.call("io.adorch.Ads.Show", ["slot": "self_tracks"])["ad"]?["id"]?.stringValue)
+        try readImpressions(of: first, 1)
+        XCTAssertEqual(try impressions(), 1)
+        XCTAssertNil(try daemon.client().call("io.adorch.Ads.Report", ["ad_id": .string(first), "event": "impression"]).error,
+                     "the app's report is taken")
+        XCTAssertEqual(try impressions(), 1, "and not counted again")
+        // The app first, or the plugin: the two reports of the second ad count once.
+        try daemon.waitFor("ready") { try daemon.slotStatus("self_tracks")["ready"]?.intValue ?? 0 > 0 }
+        let second = try XCTUnwrap(try daemon.call("io.adorch.Ads.Show", ["slot": "self_tracks"])["ad"]?["id"]?.stringValue)
+        XCTAssertNil(try daemon.client().call("io.adorch.Ads.Report", ["ad_id": .string(second), "event": "impression"]).error)
+        try readImpressions(of: second, 2)
+        XCTAssertEqual(try impressions(), 2)
+        XCTAssertEqual(try daemon.slotStatus("self_tracks")["counters"]?["duplicate_reports"]?.intValue, 0)
+    }
+
+    /// plugin.h, rule 5: no host callback calls into the plugin before it returns. sim makes
+    /// every callback holding its one mutex, and counts any call into it from inside one.
+    func testHostCallbacksNeverCallBackIntoThePlugin() throws {
+        let daemon = try DaemonProcess(config: simConfig(slots: slot("a", buffer: 2, [("sim", "latency_ms=1 tracks=1", 1000)])
+            + slot("b", buffer: 2, [("sim", "latency_ms=1 dislike=1 seed=3", 1000)])))
+        try daemon.waitFor("full") { try daemon.allSlotsFull() }
+        for round in 0..<10 {
+            for slot in ["a", "b"] {
+                try daemon.waitFor("\(slot) ready") { try daemon.slotStatus(slot)["ready"]?.intValue ?? 0 > 0 }
+                let id = try XCTUnwrap(try daemon.call("io.adorch.Ads.Show", ["slot": .string(slot)])["ad"]?["id"])
+                for event in ["impression", "click", "close"] where round % 2 == 0 || event != "close" {
+                    _ = try daemon.client().call("io.adorch.Ads.Report", ["ad_id": id, "event": .string(event)])
+                }
+            }
+        }
+        try daemon.waitFor("refilled") { try daemon.allSlotsFull() }
+        let stats = try daemon.simStats()
+        XCTAssertGreaterThanOrEqual(stats["loaded_reports"]?.intValue ?? 0, 24, "\(stats)")
+        XCTAssertGreaterThanOrEqual(stats["events_reported"]?.intValue ?? 0, 40, "\(stats)")
+        XCTAssertEqual(stats["reentrant_calls"]?.intValue, 0, "\(stats)")
+    }
+
     /// Acceptance 5: a plugin stuck inside a call delays nothing else, and its loads time out.
     func testAPluginBlockedInACallStallsOnlyItself() throws {
         let daemon = try DaemonProcess(config: """

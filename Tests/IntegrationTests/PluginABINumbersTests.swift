@@ -36,4 +36,16 @@ final class PluginABINumbersTests: XCTestCase {
         XCTAssertEqual(PluginABI.minor(introducing: .ADORCH_EVENT_ADS_AVAILABLE), 1)
         XCTAssertEqual(PluginABI.minor(introducing: .ADORCH_FORMAT_INTERACTIVE), 1)
     }
+
+    /// 1.3 grew the request at its end (the evolution rule), and its margin is the one the
+    /// guide and the validator name.
+    func testOneThreeAddedLoadUIDAtTheRequestsEndAndTheDeadlineMargin() {
+        XCTAssertGreaterThanOrEqual(PluginABI.minor, 3)
+        XCTAssertEqual(MemoryLayout<adorch_request>.offset(of: \.load_uid), MemoryLayout<adorch_request>.size - MemoryLayout<UnsafePointer<CChar>>.size)
+        XCTAssertGreaterThan(MemoryLayout<adorch_request>.offset(of: \.load_uid)!, MemoryLayout<adorch_request>.offset(of: \.slot_type)!)
+        XCTAssertEqual(PluginABI.deadlineMargin, .milliseconds(50))
+        let uids = (0..<1000).map { _ in newLoadUID() }
+        XCTAssertEqual(Set(uids).count, 1000)
+        XCTAssertTrue(uids.allSatisfy { $0.count == 32 && $0.allSatisfy(\.isHexDigit) && $0 == $0.lowercased() }, "\(uids.prefix(3))")
+    }
 }

@@ -41,7 +41,7 @@ final class PluginAndCtlTests: XCTestCase {
         XCTAssertEqual(try runCommand(ctl, ["report", id, "impression"], environment: env).status, 0)
         let twice = try runCommand(ctl, ["report", id, "impression"], environment: env)
         XCTAssertEqual(twice.status, 1)
-        XCTAssertTrue(twice.stderr.contains("io.adorch.Ads.AdNotValid: ad "), twice.stderr)
+        XCTAssertTrue(twice.stderr.contains("io.adorch.Ads.AdNotValid: ad \(id) already reported impression"), twice.stderr)
 
         let rewarded = try runCommand(ctl, ["show", "rewarded_main"], environment: env)
         XCTAssertEqual(rewarded.status, 1)

@@ -46,7 +46,9 @@ final class PluginKitTests: XCTestCase {
         let validate = try runCommand(prefix.appendingPathComponent("bin/adorch-plugin-validate").path, [plugin, "--iterations", "2000", "--call-bound-ms", String(validatorCallBoundMs)])
         XCTAssertEqual(validate.status, 0, validate.stdout)
         XCTAssertTrue(validate.stdout.contains("PASS  entry: mynet 0.1.0, ABI \(abi), formats interstitial"), validate.stdout)
-        XCTAssertNotNil(validate.stdout.firstMatch(of: /(\d+) checks: \1 passed, 0 failed, 0 skipped\n$/), validate.stdout)
+        // All run but the one for plugins that track impressions themselves, which mynet does not.
+        XCTAssertNotNil(validate.stdout.firstMatch(of: /(\d+) checks: \d+ passed, 0 failed, 1 skipped\n$/), validate.stdout)
+        XCTAssertTrue(validate.stdout.contains("SKIP  impressions: a self-tracking plugin reports each once: the payload leaves impressions to the host"), validate.stdout)
 
         // Installed where the daemon looks for plugins, and served.
         let pluginDir = prefix.appendingPathComponent("lib/adorch/plugins")

@@ -97,6 +97,30 @@ final class PluginValidatorTests: XCTestCase {
         }
     }
 
+    /// plugin.h's answers, held to the plugin: an answer ADORCH_DEADLINE_MARGIN_MS before the
+    /// deadline (rule 3), a self-tracked impression reported once, and a trans_id that does not
+    /// repeat across two runs of the plugin (ADORCH_EVENT_REWARD, request.load_uid).
+    func testTheValidatorHoldsPluginsToTheHeadersAnswers() throws {
+        let deadline = "deadline: answered 50 ms before it"
+        let impressions = "impressions: a self-tracking plugin reports each once"
+        let transID = "rewards: trans_id unique across a host restart"
+        let cases: [(parameter: String, check: String, outcome: String, says: String)] = [
+            ("tracks=1 reward=network", impressions, "pass", "one IMPRESSION"),
+            ("tracks=1 reward=network", transID, "pass", "run's ad 1: sim-"),
+            ("latency_ms=5", deadline, "pass", "deadline 500 ms: loaded after"),
+            ("latency_ms=700 give_up=1", deadline, "pass", "failed 5 (network code 10002: timeout) after "),
+            ("latency_ms=700", deadline, "fail", "no loaded or failed by 450 ms, its 500 ms deadline less the margin"),
+            ("tracks=1 impression_twice=1", impressions, "fail", "IMPRESSION 2 times for one ad: the host counts one"),
+            ("reward=network ad_id_trans_id=1", transID, "fail", "got trans_id sim-1-1 in both runs"),
+        ]
+        for c in cases {
+            let (report, _) = try validate(plugin("sim"), ["--format", "rewarded", "--iterations", "0", "--server-parameter", c.parameter])
+            let check = report.check(c.check)
+            XCTAssertEqual(check?.outcome, c.outcome, "\(c.parameter): \(check?.detail ?? "no check \(c.check)")")
+            XCTAssertEqual(check?.detail.contains(c.says), true, "\(c.parameter): \(check?.detail ?? "no check \(c.check)")")
+        }
+    }
+
     /// The text output: one line per check, a summary, and the exit status.
     func testLinesOnePerCheckAndAClearSummary() throws {
         let validator = productsDirectory.appendingPathComponent("adorch-plugin-validate").path
@@ -105,7 +129,8 @@ final class PluginValidatorTests: XCTestCase {
         let lines = run.stdout.split(separator: "\n").map(String.init)
         XCTAssertTrue(lines.contains("FAIL  rewarded: payload: the payload is empty (it must be a JSON object)"), run.stdout)
         XCTAssertTrue(lines.dropLast().allSatisfy { $0.hasPrefix("PASS  ") || $0.hasPrefix("FAIL  ") || $0.hasPrefix("SKIP  ") }, run.stdout)
-        XCTAssertEqual(lines.last?.hasSuffix("passed, 1 failed, 1 skipped"), true, run.stdout)
+        // Skipped: the resources, and the impression and trans_id checks, which need a valid payload.
+        XCTAssertEqual(lines.last?.hasSuffix("passed, 1 failed, 3 skipped"), true, run.stdout)
         XCTAssertTrue(lines.contains("SKIP  resources after 0 cycles: asked for no cycles (--iterations 0)"), run.stdout)
     }
 

@@ -161,7 +161,9 @@ final class RewardIntegrationTests: XCTestCase {
         let ad = try XCTUnwrap(try daemon.call("io.adorch.Ads.Show", ["slot": "r", "user_id": "u9", "reward": ["name": "gems", "amount": 3]])["ad"]?["id"]?.stringValue)
         _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": .string(ad), "event": "complete"])
         let reward = try waitForReward(events, ad: ad)
-        XCTAssertEqual(reward["detail"]?["trans_id"]?.stringValue?.hasPrefix("sim-77-"), true, "the network's own transaction id")
+        // The network's own transaction id, built from the request's load_uid (plugin.h, ADORCH_EVENT_REWARD).
+        let transID = try XCTUnwrap(reward["detail"]?["trans_id"]?.stringValue)
+        XCTAssertNotNil(transID.wholeMatch(of: /sim-[0-9a-f]{32}/), transID)
         XCTAssertEqual(reward["detail"]?["reward_name"]?.stringValue, "gems")
         XCTAssertEqual(reward["detail"]?["reward_amount"]?.intValue, 3)
         XCTAssertEqual(try daemon.slotStatus("r")["counters"]?["rewards"]?.intValue, 1)

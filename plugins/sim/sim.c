@@ -22,10 +22,17 @@
  *   block_ms=3000            ad_load blocks the plugin queue this long, like a stuck SDK call
  *   tracks=1                 the payload says the plugin tracks impressions and clicks itself
  *                            (it then reports the impression itself once the ad is presented)
+ *   give_up=1                a load whose latency would pass its deadline gives up instead,
+ *                            reporting ADORCH_ERROR_TIMEOUT twice ADORCH_DEADLINE_MARGIN_MS
+ *                            before it (the margin is the latest; its timer may run late)
+ *   impression_twice=1       with tracks=1, the impression is reported twice (the host counts one)
+ *   ad_id_trans_id=1         with reward=network, the trans_id is built from the ad id alone, as
+ *                            a plugin written before ABI 1.3 might: it repeats across daemon runs
  *   show_fail=1              ad_show fails (docs/rules.md, "Show")
  *   dislike=1                after presenting, the viewer "dislikes" the ad, with reasons
  *   reward=network           rewarded ads: sim decides the reward itself, reporting it (with
- *                            its own trans_id) when told the video completed; default host
+ *                            its own trans_id, "sim-" and the request's load_uid) when told the
+ *                            video completed; default host
  *   script=opt_in_complete   interactive sessions: the viewer's path through the choice card
  *                            (see "Interactive sessions" below; default opt_in_complete)
  *   step_ms=20               interactive sessions: time between two of the viewer's steps
@@ -76,7 +83,10 @@
  * ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD); completions fire from one scheduler
  * thread started by init and joined by deinit. One mutex guards all state, and host
  * callbacks are made while holding it, so a destroyed ad can never be reported (unless
- * misbehave=after_destroy asks for exactly that).
+ * misbehave=after_destroy asks for exactly that). That relies on plugin.h's rule 5: a host
+ * that called back into sim from inside a callback would deadlock on that mutex, so every
+ * entry point first checks that its thread is not inside one, and counts it if it is
+ * (stats_json's "reentrant_calls").
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* strerrorname_np: snoop names the errno, as the log line promises */
@@ -170,7 +180,7 @@ typedef struct sim_config {
     sim_fault fault;
     uint64_t calls[CALL_KINDS]; /* calls on this config's objects, what its fault counts */
     uint32_t block_ms;
-    int tracks, show_fail, dislike, reward_by_network;
+    int tracks, show_fail, dislike, reward_by_network, give_up, impression_twice, ad_id_trans_id;
     const char *script; /* a name from SCRIPTS */
     const sim_step *steps;
     uint32_t step_ms;
@@ -209,6 +219,8 @@ typedef struct sim_ad {
     char slot_id[96];
     char creative_url[512]; /* interactive: echoed in the fetch's payload, JSON-escaped */
     char slot_type[16];
+    char load_uid[33]; /* ABI 1.3: the request's, for a trans_id unique across host runs; "" before */
+    uint64_t deadline_ns;
     uint64_t rng;
     uint32_t loads, shows;
     int loaded; /* the host was told loaded */
@@ -244,6 +256,18 @@ static struct {
         uint64_t misbehaviours, ballooned_bytes;
     } n;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+/* Set on a thread while it is inside a host callback (plugin.h, rule 5: the host never calls
+ * back into the plugin from one); entry points count a call made under it and refuse it
+ * rather than deadlock on g.lock, which that thread holds. */
+static __thread int in_host_callback;
+static uint64_t reentrant_calls; /* atomic: counted without g.lock, which may be held */
+
+static int reentered(void) {
+    if (!in_host_callback) return 0;
+    __atomic_add_fetch(&reentrant_calls, 1, __ATOMIC_RELAXED);
+    return 1;
+}
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -323,6 +347,17 @@ static const char *fault_problem(const sim_fault *f, int init_possible) {
     return NULL;
 }
 
+/* The server parameter's 0/1 keys, or NULL for another key. */
+static int *flag_for(sim_config *c, const char *key) {
+    if (!strcmp(key, "tracks")) return &c->tracks;
+    if (!strcmp(key, "show_fail")) return &c->show_fail;
+    if (!strcmp(key, "dislike")) return &c->dislike;
+    if (!strcmp(key, "give_up")) return &c->give_up;
+    if (!strcmp(key, "impression_twice")) return &c->impression_twice;
+    if (!strcmp(key, "ad_id_trans_id")) return &c->ad_id_trans_id;
+    return NULL;
+}
+
 static void parse_config(sim_config *c, const char *text) {
     c->fill = 1.0;
     c->latency_lo_ms = 10;
@@ -397,10 +432,10 @@ static void parse_config(sim_config *c, const char *text) {
             bad = parse_u32(val, &c->step_ms);
         } else if (!strcmp(key, "block_ms")) {
             bad = parse_u32(val, &c->block_ms);
-        } else if (!strcmp(key, "tracks") || !strcmp(key, "show_fail") || !strcmp(key, "dislike")) {
+        } else if (flag_for(c, key)) {
             uint32_t v = 0;
             bad = parse_u32(val, &v) || v > 1;
-            *(!strcmp(key, "tracks") ? &c->tracks : !strcmp(key, "show_fail") ? &c->show_fail : &c->dislike) = (int)v;
+            *flag_for(c, key) = (int)v;
         } else if (!strcmp(key, "reward")) {
             if (!strcmp(val, "network")) c->reward_by_network = 1;
             else if (!strcmp(val, "host")) c->reward_by_network = 0;
@@ -675,6 +710,7 @@ static void run_step(sim_ad *ad) {
 
 static void run_job(sim_job *job) {
     const adorch_host *h = g.host;
+    in_host_callback = 1;
     switch (job->kind) {
     case JOB_LOADED:
     case JOB_STRAY_LOADED:
@@ -705,6 +741,7 @@ static void run_job(sim_job *job) {
         }
         break;
     }
+    in_host_callback = 0;
 }
 
 static void *scheduler_main(void *arg) {
@@ -789,6 +826,7 @@ static int32_t sim_init(const adorch_host *host, const char *config_json) {
 }
 
 static void sim_deinit(void) {
+    if (reentered()) return;
     pthread_mutex_lock(&g.lock);
     g.running = 0;
     pthread_cond_signal(&g.wake);
@@ -876,6 +914,7 @@ static const char *format_name(uint32_t format) {
 }
 
 static adorch_ad *sim_ad_create(adorch_ad_id id, const adorch_request *request) {
+    if (reentered()) return NULL;
     pthread_mutex_lock(&g.lock);
     sim_config *config = config_for(request->server_parameter);
     sim_ad *ad = config ? calloc(1, sizeof *ad) : NULL;
@@ -899,6 +938,9 @@ static adorch_ad *sim_ad_create(adorch_ad_id id, const adorch_request *request) 
             json_escape(ad->creative_url, sizeof ad->creative_url, request->creative_url);
             snprintf(ad->slot_type, sizeof ad->slot_type, "%s", request->slot_type);
         }
+        if (ADORCH_STRUCT_HAS(request, adorch_request, load_uid))
+            snprintf(ad->load_uid, sizeof ad->load_uid, "%s", request->load_uid);
+        ad->deadline_ns = request->deadline_monotonic_ns;
         ad->rng = config->seed * 0x9E3779B97F4A7C15ull + ++config->creates;
         ad->next = g.live;
         if (g.live) g.live->prev = ad;
@@ -912,6 +954,7 @@ static adorch_ad *sim_ad_create(adorch_ad_id id, const adorch_request *request) 
 }
 
 static int32_t sim_ad_load(adorch_ad *opaque) {
+    if (reentered()) return ADORCH_ERROR_INTERNAL;
     sim_ad *ad = opaque;
     pthread_mutex_lock(&g.lock);
     uint32_t block_ms = is_live(ad) ? ad->config->block_ms : 0;
@@ -947,6 +990,15 @@ static int32_t sim_ad_load(adorch_ad *opaque) {
     uint64_t latency = c->latency_lo_ms;
     if (c->latency_hi_ms > c->latency_lo_ms)
         latency += rng_next(&ad->rng) % (uint64_t)(c->latency_hi_ms - c->latency_lo_ms + 1);
+    /* plugin.h, rule 3: an answer that would come too late is a timeout, reported in time:
+     * the margin is the latest, so aim a margin earlier still, for a timer that runs late. */
+    uint64_t margin_ns = 2 * ADORCH_DEADLINE_MARGIN_MS * 1000000ull, now = now_ns();
+    if (c->give_up && now + latency * 1000000ull + margin_ns > ad->deadline_ns) {
+        uint64_t left_ms = ad->deadline_ns > now + margin_ns ? (ad->deadline_ns - now - margin_ns) / 1000000ull : 0;
+        schedule(ad, ad->id, JOB_FAILED, left_ms, ADORCH_ERROR_TIMEOUT, 10002, message_for(10002));
+        pthread_mutex_unlock(&g.lock);
+        return 0;
+    }
 
     double draw = rng_unit(&ad->rng), acc = 0.0;
     for (int i = 0; i < c->n_errors; i++) {
@@ -1046,6 +1098,7 @@ static int32_t sim_ad_load(adorch_ad *opaque) {
 
 static int32_t sim_ad_show(adorch_ad *opaque, const char *context_json) {
     (void)context_json;
+    if (reentered()) return ADORCH_ERROR_NOT_READY;
     sim_ad *ad = opaque;
     int32_t rc = 0;
     pthread_mutex_lock(&g.lock);
@@ -1077,6 +1130,8 @@ static int32_t sim_ad_show(adorch_ad *opaque, const char *context_json) {
             schedule(ad, ad->id, JOB_EVENT, 0, ADORCH_EVENT_WILL_PRESENT, 0, NULL);
             schedule(ad, ad->id, JOB_EVENT, 5, ADORCH_EVENT_PRESENTED, 0, NULL);
             if (ad->config->tracks) schedule(ad, ad->id, JOB_EVENT, 6, ADORCH_EVENT_IMPRESSION, 0, NULL);
+            if (ad->config->tracks && ad->config->impression_twice)
+                schedule(ad, ad->id, JOB_EVENT, 7, ADORCH_EVENT_IMPRESSION, 0, NULL);
             if (ad->config->dislike)
                 schedule(ad, ad->id, JOB_EVENT, 8, ADORCH_EVENT_DISLIKE, 0, "{\"reasons\":[\"not interested\",\"seen it too often\"]}");
         }
@@ -1087,6 +1142,7 @@ static int32_t sim_ad_show(adorch_ad *opaque, const char *context_json) {
 
 static void sim_ad_notify(adorch_ad *opaque, uint32_t event, const char *detail_json) {
     (void)detail_json;
+    if (reentered()) return;
     sim_ad *ad = opaque;
     pthread_mutex_lock(&g.lock);
     if (is_live(ad)) {
@@ -1108,7 +1164,12 @@ static void sim_ad_notify(adorch_ad *opaque, uint32_t event, const char *detail_
         if (event == ADORCH_EVENT_COMPLETE && ad->format == ADORCH_FORMAT_REWARDED && ad->config->reward_by_network) {
             /* The network verifies the view and grants the reward, with its own transaction id. */
             char detail[128];
-            snprintf(detail, sizeof detail, "{\"trans_id\":\"sim-%" PRIu64 "-%" PRIu64 "\"}", ad->config->seed, ad->id);
+            /* plugin.h, ADORCH_EVENT_REWARD: unique across daemon runs, which the ad id is not;
+             * a host older than 1.3 gives no load_uid, and the ad id is the best there is. */
+            if (ad->load_uid[0] && !ad->config->ad_id_trans_id)
+                snprintf(detail, sizeof detail, "{\"trans_id\":\"sim-%s\"}", ad->load_uid);
+            else
+                snprintf(detail, sizeof detail, "{\"trans_id\":\"sim-%" PRIu64 "-%" PRIu64 "\"}", ad->config->seed, ad->id);
             schedule(ad, ad->id, JOB_EVENT, 2, ADORCH_EVENT_REWARD, 0, detail);
         }
     } else {
@@ -1118,6 +1179,7 @@ static void sim_ad_notify(adorch_ad *opaque, uint32_t event, const char *detail_
 }
 
 static void sim_ad_destroy(adorch_ad *opaque) {
+    if (reentered()) return;
     sim_ad *ad = opaque;
     pthread_mutex_lock(&g.lock);
     if (!is_live(ad)) {
@@ -1153,6 +1215,7 @@ static void sim_ad_destroy(adorch_ad *opaque) {
 }
 
 static const char *sim_stats_json(void) {
+    if (reentered()) return "{}";
     pthread_mutex_lock(&g.lock);
     uint64_t paused = 0;
     for (sim_ad *a = g.live; a; a = a->next) paused += a->paused ? 1 : 0;
@@ -1162,11 +1225,11 @@ static const char *sim_stats_json(void) {
              ",\"failed_reports\":%" PRIu64 ",\"second_loads\":%" PRIu64 ",\"second_shows\":%" PRIu64
              ",\"show_unloaded\":%" PRIu64 ",\"stale_objects\":%" PRIu64 ",\"contract_violations\":%" PRIu64
              ",\"misbehaviours\":%" PRIu64 ",\"events_reported\":%" PRIu64 ",\"paused\":%" PRIu64
-             ",\"ballooned_bytes\":%" PRIu64 "}",
+             ",\"ballooned_bytes\":%" PRIu64 ",\"reentrant_calls\":%" PRIu64 "}",
              g.n.creates, g.n.loads, g.n.shows, g.n.notifies, g.n.destroys, g.n.live, g.n.loaded_reports,
              g.n.failed_reports, g.n.second_loads, g.n.second_shows, g.n.show_unloaded, g.n.stale_objects,
              g.n.second_loads + g.n.second_shows + g.n.show_unloaded + g.n.stale_objects, g.n.misbehaviours,
-             g.n.events_reported, paused, g.n.ballooned_bytes);
+             g.n.events_reported, paused, g.n.ballooned_bytes, __atomic_load_n(&reentrant_calls, __ATOMIC_RELAXED));
     pthread_mutex_unlock(&g.lock);
     return g.stats;
 }

@@ -55,9 +55,15 @@
  *   2. Completion exactly once: each ad_load ends with exactly one host->loaded or
  *      host->failed. A second report, a report after the deadline, or a report for a
  *      destroyed ad is ignored by the host and counted against the plugin.
- *   3. Deadlines: every request carries one; after it the host destroys the object and
- *      counts a timeout. A plugin should give up its own work when it passes.
+ *   3. Deadlines: every request carries one, deadline_monotonic_ns (timeout_ms is the same
+ *      moment, counted from the ad_create call). A plugin that has no answer by then gives up
+ *      and reports host->failed with ADORCH_ERROR_TIMEOUT itself, at least
+ *      ADORCH_DEADLINE_MARGIN_MS before the deadline (1.3). At the deadline the host destroys
+ *      the object and counts a timeout; a report that reaches it later is ignored and
+ *      counted against the plugin.
  *   4. After ad_destroy returns, the plugin must not report anything for that ad id.
+ *   5. No re-entry (stated in 1.3, true of every 1.x host): a host callback never calls into
+ *      the plugin before it returns, so a plugin may hold its own lock while calling the host.
  *
  * Interactive sessions (ADORCH_FORMAT_INTERACTIVE, ABI 1.1; docs/rules.md, "Interactive sessions")
  * reuse the ad calls, one object per session, never reused:
@@ -83,11 +89,16 @@ extern "C" {
 
 /* The ABI this header describes. */
 #define ADORCH_PLUGIN_ABI_MAJOR 1
-#define ADORCH_PLUGIN_ABI_MINOR 2
+#define ADORCH_PLUGIN_ABI_MINOR 3
 /* History: 1.0 the ad formats 1-6; 1.1 interactive sessions (format 7, request fields
  * creative_url, ad_parameters_json and slot_type, events 14-26), video progress events
  * 27-30 and ADORCH_ERROR_MALFORMED; 1.2 the entry's flags, with
- * ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD. */
+ * ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD; 1.3 the request field load_uid,
+ * ADORCH_DEADLINE_MARGIN_MS, and rules 3 and 5 and the impression rule stated in full. */
+
+/* 1.3: how long before deadline_monotonic_ns a plugin that gives up reports
+ * ADORCH_ERROR_TIMEOUT at the latest, so that its report reaches the host in time (rule 3). */
+#define ADORCH_DEADLINE_MARGIN_MS 50
 
 /* Non-zero if the struct at `ptr` (one that starts with struct_size) is long enough to
  * hold `field`: how one side finds out whether the other side's minor version has it. */
@@ -152,13 +163,14 @@ typedef enum ADORCH_CLOSED_ENUM adorch_error {
 /* Events. Plugin->host through host->event; host->plugin through ad_notify. */
 typedef enum ADORCH_CLOSED_ENUM adorch_event {
     ADORCH_EVENT_MEDIA_CACHED = 1, /* plugin->host: the video is cached and plays without stalls */
-    ADORCH_EVENT_IMPRESSION = 2,   /* the viewer saw the ad (counted once per ad) */
+    ADORCH_EVENT_IMPRESSION = 2,   /* the viewer saw the ad (counted once per ad, app's or plugin's) */
     ADORCH_EVENT_CLICK = 3,        /* the viewer clicked the ad */
     ADORCH_EVENT_CLOSE = 4,        /* the viewer closed the ad; its object ends after this */
     ADORCH_EVENT_COMPLETE = 5,     /* the video played to its end */
     ADORCH_EVENT_SKIP = 6,         /* the viewer skipped the video */
     ADORCH_EVENT_REWARD = 7,       /* plugin->host: the network granted the reward; detail may
-                                    * carry its {"trans_id": "..."} */
+                                    * carry its {"trans_id": "..."}, unique across daemon runs
+                                    * (1.3: from request.load_uid, never from the ad id alone) */
     ADORCH_EVENT_SHOW_FAILED = 8,  /* plugin->host: the ad could not be presented */
     ADORCH_EVENT_WILL_PRESENT = 9, /* plugin->host: the ad is about to be presented */
     ADORCH_EVENT_PRESENTED = 10,   /* plugin->host: the ad is on screen */
@@ -220,8 +232,8 @@ typedef struct adorch_request {
     uint32_t width;                 /* requested width in points, 0 if not applicable */
     uint32_t height;                /* requested height in points, 0 if not applicable */
     uint32_t count;                 /* how many ads (native), 1 otherwise; at most 10 */
-    uint32_t timeout_ms;            /* the host waits this long after ad_load returns */
-    uint64_t deadline_monotonic_ns; /* the same deadline on CLOCK_MONOTONIC, in nanoseconds */
+    uint32_t timeout_ms;            /* the deadline in ms from the ad_create call, rounded down */
+    uint64_t deadline_monotonic_ns; /* the deadline on CLOCK_MONOTONIC in ns: it wins (rule 3) */
     int32_t test_mode;              /* non-zero: ask the network for test ads */
     const adorch_reward *reward;    /* the reward model for rewarded ads, NULL otherwise */
     const char *variant;            /* native: "feed", "banner" or "interstitial"; "" otherwise */
@@ -231,6 +243,8 @@ typedef struct adorch_request {
     const char *creative_url;       /* interactive: the creative (asset) URL the app was given */
     const char *ad_parameters_json; /* interactive: the ad's AdParameters, as a JSON object */
     const char *slot_type;          /* interactive: "preroll" or "midroll" */
+    /* ABI 1.3; present when struct_size covers it. */
+    const char *load_uid;           /* this load's id: 32 hex digits, random, never repeated */
 } adorch_request;
 
 /* What the host gives the plugin at init. The functions are thread-safe. */
@@ -248,7 +262,10 @@ struct adorch_host {
      * "price", "advertiser", "extra_assets", "has_video". The host reads three keys when present:
      * "expires_in_s" (number, the ad's lifetime), "price" (number, its eCPM) and
      * "tracks_impressions" (true: the plugin counts impressions and clicks itself, so the
-     * host does not ad_notify it of them; false or absent: the host does). For a rewarded
+     * host does not ad_notify it of them; false or absent: the host does). A plugin that
+     * tracks them reports ADORCH_EVENT_IMPRESSION through host->event once, when its network
+     * counts the view (after ad_show returned 0: at PRESENTED or later), and CLICK for each
+     * click; the host counts each once per ad (1.3). For a rewarded
      * ad, "reward_by": "network" says the plugin reports ADORCH_EVENT_REWARD itself;
      * otherwise the host grants the reward when the app reports the video complete. */
     void (*loaded)(const adorch_host *host, adorch_ad_id ad, const char *payload_json);
