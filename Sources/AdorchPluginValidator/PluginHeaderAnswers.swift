@@ -95,7 +95,7 @@ extension Validator {
         let reward = adorch_event.ADORCH_EVENT_REWARD.rawValue
         var problems: [String] = [], transIDs: [(ad: UInt64, transID: String)] = []
         for run in 1...2 {
-            let host = PluginUnderTest(library: plugin.library, bound: options.callBound)
+            let host = PluginUnderTest(library: plugin.library, bound: options.callBound, returned: watcher.progressed)
             host.ledger.setCheck(check)
             guard host.initialize(configJSON: options.configJSON) == 0 else {
                 problems.append("run \(run): init failed")
