@@ -12,7 +12,9 @@ extension EngineRuntime {
     /// What an isolated plugin may not open: everything of the daemon's that is secret (the
     /// config and its drop-ins hold every plugin's own config, keys included).
     func confinement(of config: DaemonConfig) -> Confinement {
-        let hidden = [stateDir, config.rewardKeyFile, options.configPath, options.configPath.map { $0 + ".d" }].compactMap { $0 }.filter { !$0.isEmpty }
+        let credentials = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"]  // systemd's reward-key credential
+        let hidden = [stateDir, config.rewardKeyFile, options.configPath, options.configPath.map { $0 + ".d" }, credentials]
+            .compactMap { $0 }.filter { !$0.isEmpty }
         return Confinement(hiddenPaths: hidden.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 },
                            addressSpaceBytes: nil)
     }

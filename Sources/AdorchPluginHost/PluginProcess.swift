@@ -310,10 +310,12 @@ public final class PluginProcess: @unchecked Sendable {
             return (s.killedFor, s.stopping, Array(s.shows.values), Array(s.stats.values), s.shutDown)
         }
         let exit = Self.reap(pid, killedFor: killedFor, channelError: channelError)
+        // The exit first: the owner ends the plugin's ads before it hears the Shows that
+        // were waiting were not presented (they then answer nothing that is still open).
+        if !stopping { onExit(ObjectIdentifier(self), exit) }
         for answer in shows { answer(false) }
         for answer in stats { answer(nil) }
         done?.signal()
-        if !stopping { onExit(ObjectIdentifier(self), exit) }
     }
 
     // MARK: The process
