@@ -50,6 +50,7 @@ extension EngineRuntime {
             logger.error("plugin \(name): its host process died: \(exit.reason); its loads failed as plugin_fault and its ads ended (crash \(crashes))",
                          metadata: metadata.merging(MessageID.pluginCrashed.metadata) { $1 })
             logger.critical("plugin \(name) disabled: \(reason)", metadata: metadata.merging(MessageID.pluginDisabled.metadata) { $1 })
+            apply(engine.pluginDisabled(name, now: moment))
         case .running, .starting:
             break
         }

@@ -151,10 +151,11 @@ final class EngineRuntime: @unchecked Sendable {
         }
         // A plugin that is down (its host restarting, or disabled after its crashes) is started again.
         plugins.load(next.plugins.filter { plugins[$0.name] == nil }, dirs: next.pluginDir)
-        for name in plugins.loaded.keys.sorted() where engine.isDown(name) { apply(engine.pluginRestored(name, now: now())) }
         if !next.plugins.isEmpty { plugins.forgetRefusals(except: wanted) }
         apply(engine.setAvailablePlugins(Set(plugins.loaded.keys).subtracting(removed), now: now()))
         apply(engine.reconfigure(slots: next.slots, settings: next.scheduler, now: now()))
+        // Back after the new slots are in place: their first loads use the new waterfalls.
+        for name in plugins.loaded.keys.sorted() where engine.isDown(name) { apply(engine.pluginRestored(name, now: now())) }
         sessions.budgets = next.scheduler.budgets
         let interactive = Set(next.slots.filter { $0.format == .interactive }.map(\.id))
         apply(sessions.endAll(where: { slot, plugin in !interactive.contains(slot) || removed.contains(plugin) },

@@ -47,6 +47,12 @@ extension Engine {
         return advance(to: now)
     }
 
+    /// A lost plugin that will not come back before a reload (its supervisor disabled it):
+    /// no longer available, so a slot it alone fills says it cannot be filled.
+    public mutating func pluginDisabled(_ plugin: String, now: Moment) -> [Effect] {
+        setAvailablePlugins(availablePlugins.subtracting([plugin]), now: now)
+    }
+
     /// Whether `plugin` is down: lost, and not restored since.
     public func isDown(_ plugin: String) -> Bool { downPlugins.contains(plugin) }
 

@@ -363,6 +363,7 @@ public final class PluginProcess: @unchecked Sendable {
     private static func reap(_ pid: pid_t, killedFor: String?, channelError: String?) -> PluginExit {
         var status: Int32 = 0
         var waited = waitpid(pid, &status, WNOHANG)
+        var lingered = false
         if waited == 0 {
             // Its end closed: it is exiting. A short grace for that, then no more.
             for _ in 0..<200 where waited == 0 {
@@ -370,12 +371,16 @@ public final class PluginProcess: @unchecked Sendable {
                 waited = waitpid(pid, &status, WNOHANG)
             }
             if waited == 0 {
+                lingered = true
                 Glibc.kill(pid, SIGKILL)
                 waited = waitpid(pid, &status, 0)
             }
         }
         let signal: Int32? = waited == pid && (status & 0x7f) != 0 && (status & 0x7f) != 0x7f ? status & 0x7f : nil
         if let killedFor { return PluginExit(signal: SIGKILL, reason: killedFor) }
+        if lingered {
+            return PluginExit(signal: SIGKILL, reason: "its channel \(channelError.map { "broke (\($0))" } ?? "closed") and it did not exit within 1 s: killed")
+        }
         if let signal {
             let core = status & 0x80 != 0 ? " (core dumped)" : ""
             return PluginExit(signal: signal, reason: "killed by \(signalName(signal))\(core)")

@@ -92,7 +92,10 @@ final class PluginCrashIsolationTests: XCTestCase {
         let ctl = try runCommand(productsDirectory.appendingPathComponent("adorchctl").path, ["status", "--socket", daemon.socket])
         let line = ctl.stdout.split(separator: "\n").first { $0.hasPrefix("crashy ") }.map(String.init) ?? ""
         XCTAssertTrue(line.contains("disabled") && line.contains("2 crashes within"), "adorchctl status says why: \(ctl.stdout)")
-        XCTAssertEqual(try daemon.callExpectingError("io.adorch.Ads.Show", ["slot": "crashy"]).0, "io.adorch.Ads.NoAdReady")
+        let (refused, why) = try daemon.callExpectingError("io.adorch.Ads.Show", ["slot": "crashy"])
+        XCTAssertEqual(refused, "io.adorch.Ads.NoAdReady")
+        XCTAssertEqual(why["message"]?.stringValue, "crashy cannot be filled: no plugin its waterfall names is loaded (crashy)",
+                       "a slot only a disabled plugin fills says so, not that it is being refilled")
 
         let (latencies, failures) = steady.stop()
         XCTAssertTrue(daemon.isRunning)
