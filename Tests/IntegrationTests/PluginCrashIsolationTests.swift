@@ -12,14 +12,17 @@ final class PluginCrashIsolationTests: XCTestCase {
     func testAnAbortingPluginCostsOnlyItsOwnAds() throws { try crash("abort", dies: "killed by SIGABRT") }
     func testASpinningPluginIsKilledByTheWatchdog() throws { try crash("spin", dies: "stopped answering") }
     func testABallooningPluginIsKilledAtItsLimit() throws {
-        // It lets go of sim's lock, so loads go on until the watchdog's kill: one slower than that is in flight then.
-        try crash("balloon", dies: "stopped answering", also: "it reached its address-space limit", latency: 2000)
+        // It lets go of sim's lock, so loads go on until the watchdog's kill: one slower than
+        // that is in flight then. The watchdog waits long enough for it to reach its limit.
+        try crash("balloon", dies: "stopped answering", also: "it reached its address-space limit", latency: 4000, hangTimeoutMs: 2000,
+                  memoryMB: 512)
     }
 
     /// The crashing plugin: sim under another name, from a copy of its file (one file is one
     /// plugin), faulting in the first ad_notify of each of its processes: an app's Report on
     /// a shown ad is its end, while the Show's refill is still loading (`latency` ms).
-    private func crash(_ misbehaviour: String, dies: String, also: String? = nil, latency: Int = 300) throws {
+    private func crash(_ misbehaviour: String, dies: String, also: String? = nil, latency: Int = 300, hangTimeoutMs: Int = 500,
+                       memoryMB: Int = 1024) throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-crashy-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         addTeardownBlock { try? FileManager.default.removeItem(at: dir) }
@@ -30,14 +33,14 @@ final class PluginCrashIsolationTests: XCTestCase {
             [plugins.sim]
             [plugins.crashy]
             path = "\(crashy)"
-            hang_timeout_ms = 500
-            memory_limit_mb = 1024
+            hang_timeout_ms = \(hangTimeoutMs)
+            memory_limit_mb = \(memoryMB)
             crash_budget = 2
 
             [[slots]]
             id = "steady"
             format = "interstitial"
-            buffer = 2
+            buffer = 4
               [[slots.waterfall]]
               plugin = "sim"
               server_parameter = "latency_ms=1..3"
@@ -115,7 +118,7 @@ final class PluginCrashIsolationTests: XCTestCase {
     }
 }
 
-/// Shows on the steady slot every 20 ms on a connection of their own, timing each.
+/// Shows on the steady slot every 50 ms on a connection of their own, timing each.
 private final class SteadyShows: @unchecked Sendable {
     // @unchecked Sendable: the results are behind `lock`; the thread is the only caller of the client.
     private let socket: String
@@ -144,7 +147,7 @@ private final class SteadyShows: @unchecked Sendable {
                     latencies.append(took)
                     if let outcome { failures.append(outcome) }
                 }
-                Thread.sleep(forTimeInterval: 0.02)
+                Thread.sleep(forTimeInterval: 0.05)
             }
         }.start()
     }
