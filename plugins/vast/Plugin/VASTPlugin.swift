@@ -121,9 +121,12 @@ private func httpGet(_ session: URLSession, _ userAgent: String, _ text: String,
         completion(.success(data ?? Data()))
     }
     task.resume()
+    // The answer is given up on at the timeout, but the task is not cancelled: Foundation's
+    // URLSession on Linux can crash the process when a cancel races the task's own end
+    // (swift-corelibs-foundation #3296, "a task that in not in the registry"). The request's
+    // timeoutInterval ends it soon after.
     DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000))) {
         guard claim() else { return }
-        task.cancel()
         completion(.failure(.timeout))
     }
 }
@@ -232,7 +235,8 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
                 defer { state = PluginState() }
                 return state.session
             }
-            session?.invalidateAndCancel()
+            // Not invalidateAndCancel: cancelling tasks in flight can crash (see httpGet).
+            session?.finishTasksAndInvalidate()
         },
         ad_create: { id, request in
             guard let request else { return nil }
