@@ -8,8 +8,8 @@ struct AdorchBenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "adorch-bench",
         abstract: "adorch's benchmarks: they print numbers beside the targets; they never fail on a slow machine.",
-        discussion: "`all` runs the five parts in order (what `make bench` does); each part also runs on its own.",
-        subcommands: [All.self, Control.self, Day.self, Footprint.self, Scale.self, Wire.self, Load.self, Subscribe.self, SoakCommand.self, CyclesCommand.self]
+        discussion: "`all` runs the six parts in order (what `make bench` does); each part also runs on its own.",
+        subcommands: [All.self, Control.self, Day.self, Footprint.self, Scale.self, Wire.self, Isolation.self, Load.self, Subscribe.self, SoakCommand.self, CyclesCommand.self]
     )
 }
 
@@ -33,7 +33,7 @@ func emit(_ section: BenchSection) {
 }
 
 struct All: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Every part: redis, the day and its family, the footprint, the scale, the wire.")
+    static let configuration = CommandConfiguration(abstract: "Every part: redis, the day and its family, the footprint, the scale, the wire, plugin isolation.")
     @OptionGroup var daemon: DaemonOptions
     @OptionGroup var day: DayOptions
 
@@ -44,6 +44,7 @@ struct All: ParsableCommand {
         emit(try benchmarks.footprint())
         emit(try benchmarks.scaling())
         emit(WireBenchmark(iterations: daemon.smoke ? 2_000 : 200_000).run())
+        emit(try benchmarks.isolation())
     }
 }
 
@@ -82,6 +83,12 @@ struct Wire: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Decoding a Show call and encoding its reply: Foundation's Codable against adorch's own code.")
     @Option(help: "Messages timed per row.") var iterations = 200_000
     func run() { emit(WireBenchmark(iterations: iterations).run()) }
+}
+
+struct Isolation: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show + Report through an isolated plugin against in process; a killed host replaced.")
+    @OptionGroup var daemon: DaemonOptions
+    func run() throws { emit(try daemon.benchmarks.isolation()) }
 }
 
 /// The load generator alone, against a daemon someone else started: for profiling one call
