@@ -162,7 +162,7 @@ let package = Package(
         // against redis, its footprint and how Show scales.
         .target(
             name: "AdorchBench",
-            dependencies: ["AdorchEngine", "AdorchLocking", "AdorchVarlink", "CAdorchLoad", "CAdorchMallocCount", .product(name: "TOMLKit", package: "TOMLKit")]
+            dependencies: ["AdorchEngine", "AdorchLocking", "AdorchPluginHost", "AdorchVarlink", "CAdorchLoad", "CAdorchMallocCount", .product(name: "TOMLKit", package: "TOMLKit")]
         ),
         .executableTarget(
             name: "adorch-bench",

@@ -1,3 +1,4 @@
+import AdorchVarlink
 import Foundation
 
 /// A real adorchd for a benchmark: its own folder, socket and NOTIFY_SOCKET, stopped by PID.
@@ -31,9 +32,15 @@ public final class BenchDaemon {
         for key in ["WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "JOURNAL_STREAM"] { environment[key] = nil }
         environment["NOTIFY_SOCKET"] = listener.path
         process.environment = environment
-        // Its log lines are formatted and written as in production, to a sink that costs nothing.
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        // Its log lines are formatted and written as in production, to a sink that costs nothing,
+        // unless ADORCH_BENCH_LOG names a file to append them to (to see why a figure is what it is).
+        let log = environment["ADORCH_BENCH_LOG"].flatMap { path -> FileHandle? in
+            if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+            return FileHandle(forWritingAtPath: path)
+        }
+        log?.seekToEndOfFile()
+        process.standardOutput = log ?? FileHandle.nullDevice
+        process.standardError = log ?? FileHandle.nullDevice
         let started = ContinuousClock.now
         try process.run()
         let ready = try listener.read(until: "READY=1", timeout: .seconds(30)) { $0.split(separator: "\n").contains("READY=1") }
@@ -72,12 +79,43 @@ public final class BenchDaemon {
     }
 
     /// User + system CPU time used so far, over all threads.
-    public var cpuTime: Duration {
-        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
-        // Fields after the command (which may hold spaces) start at the last ')'.
-        let fields = stat[(stat.lastIndex(of: ")").map { stat.index(after: $0) } ?? stat.startIndex)...].split(separator: " ")
+    public var cpuTime: Duration { Self.cpuTime(of: pid) }
+
+    /// User + system CPU time a process used so far, over all threads; zero once it is gone.
+    public static func cpuTime(of pid: Int32) -> Duration {
+        let fields = statFields(of: pid)
         let ticks = (Int(fields[safe: 11] ?? "") ?? 0) + (Int(fields[safe: 12] ?? "") ?? 0)
         return .milliseconds(ticks * 1000 / Int(sysconf(Int32(_SC_CLK_TCK))))
+    }
+
+    /// /proc/PID/stat after the command: the state is field 0, the parent's pid field 1.
+    static func statFields(of pid: Int32) -> [Substring] {
+        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+        // The command (which may hold spaces) ends at the last ')'.
+        return stat[(stat.lastIndex(of: ")").map { stat.index(after: $0) } ?? stat.startIndex)...].split(separator: " ")
+    }
+
+    /// Its child processes, the isolated plugins' hosts, found by their parent in /proc (this
+    /// kernel has no /proc/PID/task/TID/children).
+    public var children: [Int32] { Self.children(of: pid) }
+
+    static func children(of parent: Int32) -> [Int32] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { Int32($0) }.filter {
+            statFields(of: $0)[safe: 1].flatMap { Int32($0) } == parent
+        }.sorted()
+    }
+
+    /// Whether `pid` is still a process that has not exited: a zombie nobody reaped has.
+    public static func isRunning(_ pid: Int32) -> Bool {
+        guard let state = statFields(of: pid).first else { return false }
+        return state != "Z" && state != "X"
+    }
+
+    /// io.adorch.Manager.GetStatus's plugins, by name.
+    public func pluginStatus() throws -> [String: JSONValue] {
+        let status = try VarlinkClient(path: socket, timeout: .seconds(10)).call("io.adorch.Manager.GetStatus")
+        guard status.error == nil else { throw BenchError("GetStatus: \(status.error!) \(status.parameters)") }
+        return Dictionary((status.parameters["plugins"]?.arrayValue ?? []).compactMap { p in p["name"]?.stringValue.map { ($0, p) } }) { a, _ in a }
     }
 
     /// Context switches over all threads: each is a wakeup (or a preemption).

@@ -1,3 +1,4 @@
+import AdorchPluginHost
 import Foundation
 
 /// How big a run of the daemon benchmarks is: `standard` for `make bench`, `smoke` for
@@ -15,13 +16,15 @@ public struct ServiceScale: Sendable {
     public var manySlots: Int
     public var manySubscribers: Int
     public var scaleRequests: Int
+    /// The isolation part's hosts killed and replaced, each in a fresh daemon.
+    public var crashTrials: Int
 
     public static let standard = ServiceScale(requests: 20_000, connections: [1, 16, 64, 256], idleWindow: .seconds(60), starts: 5,
                                               footprintSlots: 1000, footprintBuffer: 10, fewSlots: 10, manySlots: 10_000,
-                                              manySubscribers: 1000, scaleRequests: 5_000)
+                                              manySubscribers: 1000, scaleRequests: 5_000, crashTrials: 9)
     public static let smoke = ServiceScale(requests: 500, connections: [1, 16], idleWindow: .seconds(2), starts: 2,
                                            footprintSlots: 50, footprintBuffer: 4, fewSlots: 10, manySlots: 200,
-                                           manySubscribers: 20, scaleRequests: 300)
+                                           manySubscribers: 20, scaleRequests: 300, crashTrials: 2)
 }
 
 /// One table of a benchmark part, with its targets (nil: measured, no target).
@@ -57,7 +60,8 @@ public struct ServiceBenchmarks {
     /// ads are let go after 5 s (apps here never send close) so a long run stays bounded.
     /// `showBuffer`, if given, is slot s0's buffer: the one the Show loop takes from, deep
     /// enough that one client at full speed never finds it empty and times an error instead.
-    func config(slots: Int, buffer: Int, showBuffer: Int? = nil, loadsInFlight: Int = 8) -> String {
+    /// `isolation` nil: the daemon's default.
+    func config(slots: Int, buffer: Int, showBuffer: Int? = nil, loadsInFlight: Int = 8, isolation: PluginIsolation? = nil) -> String {
         var toml = """
             [scheduler]
             shown_lifetime_s = 5
@@ -65,6 +69,7 @@ public struct ServiceBenchmarks {
 
             [plugins.sim]
             path = "\(pluginDir)/libadorch-plugin-sim.so"
+            \(isolation.map { "isolation = \"\($0.rawValue)\"" } ?? "")
 
             """
         for i in 0..<slots {
@@ -239,7 +244,7 @@ public struct ServiceBenchmarks {
         ], rows: [few, many, one, crowd])
     }
 
-    private func ms(_ value: Double) -> String { String(format: value < 1 ? "%.3f" : "%.2f", value) }
+    func ms(_ value: Double) -> String { String(format: value < 1 ? "%.3f" : "%.2f", value) }
     private func mib(_ bytes: Int) -> String { String(format: "%.1f MB", Double(bytes) / 1_000_000) }
 }
 

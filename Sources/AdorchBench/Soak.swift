@@ -5,7 +5,8 @@ import Foundation
 import Synchronization
 
 /// The soak: many clients mixing Show, Report, Subscribe and reconnects for a long time, while
-/// plugins misbehave in every way sim can, one plugin blocks in its calls, the hostile clients
+/// plugins misbehave in every way sim can, one plugin blocks in its calls, an isolated one
+/// crashes over and over (`crashingPlugin`), the hostile clients
 /// of docs/rules.md, "Fair serving", attack as other uids (`SoakAttackers`), and the daemon is reloaded on a timer. It watches what a slow leak or a lost reply would show: requests
 /// answered, errors by kind, RSS and open fds over time, and the daemon's exit.
 public struct Soak {
@@ -17,11 +18,14 @@ public struct Soak {
     public var sampleEvery: Duration
     /// Each client's pause between two calls, on average: apps are not a loop.
     public var thinkTime: Duration
+    /// The crashing plugin faults at this call of each of its slots' kind (at=load:N, at=show:N)
+    /// in each host: fewer calls, more frequent crashes.
+    public var crashAt: Int
 
     public init(adorchd: String, pluginDir: String, duration: Duration, clients: Int, reloadEvery: Duration,
-                sampleEvery: Duration, thinkTime: Duration) {
+                sampleEvery: Duration, thinkTime: Duration, crashAt: Int) {
         (self.adorchd, self.pluginDir, self.duration, self.clients) = (adorchd, pluginDir, duration, clients)
-        (self.reloadEvery, self.sampleEvery, self.thinkTime) = (reloadEvery, sampleEvery, thinkTime)
+        (self.reloadEvery, self.sampleEvery, self.thinkTime, self.crashAt) = (reloadEvery, sampleEvery, thinkTime, crashAt)
     }
 
     /// What the clients saw, merged.
@@ -47,6 +51,10 @@ public struct Soak {
         public var rss: Int
         public var fds: Int
         public var threads: Int
+        /// The daemon's live child processes: its isolated plugins' hosts.
+        public var hosts: Int
+        /// The crashing plugin's crashes so far.
+        public var crashes: Int
     }
 
     public struct Result: Sendable {
@@ -57,14 +65,15 @@ public struct Soak {
 
     /// Runs the soak, printing a line per sample as it goes; the result's report is the summary.
     public func run(progress: (String) -> Void) throws -> Result {
-        let stuckDir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-soak-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: stuckDir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: stuckDir) }
-        // A second copy of sim is a second plugin (its own file, globals and queue): the one that blocks.
-        let stuckPath = stuckDir.appendingPathComponent("libadorch-plugin-stuck.so").path
-        try FileManager.default.copyItem(atPath: "\(pluginDir)/libadorch-plugin-sim.so", toPath: stuckPath)
+        let copies = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-soak-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: copies, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: copies) }
+        // Copies of sim are other plugins (each its own file, globals, queue and host): the one that blocks, the one that crashes.
+        for copy in [Self.blockingPlugin, Self.crashingPlugin] {
+            try FileManager.default.copyItem(atPath: "\(pluginDir)/libadorch-plugin-sim.so", toPath: copies.appendingPathComponent("libadorch-plugin-\(copy).so").path)
+        }
 
-        let daemon = try BenchDaemon(adorchd: adorchd, config: config(stuckPath: stuckPath, variant: 0))
+        let daemon = try BenchDaemon(adorchd: adorchd, config: config(copies: copies.path, variant: 0))
         daemon.discardNotifications()
         // The baseline once the daemon has settled: it still holds the readiness check's
         // connection for a moment after start, and counting that once failed a short soak.
@@ -90,11 +99,15 @@ public struct Soak {
             }
         }
 
-        progress("    time      calls  calls/s   errors   lost    RSS MB    fds  threads")
+        progress("    time      calls  calls/s   errors   lost    RSS MB    fds  threads  hosts  crashes")
         let started = ContinuousClock.now
         var samples: [Sample] = []
         var nextReload = started + reloadEvery, variant = 0, previousCalls = 0
         var crashed: String?
+        var crashes: [String: CrashTally] = [:]
+        func countCrashes() {
+            for (name, plugin) in (try? daemon.pluginStatus()) ?? [:] { crashes[name, default: CrashTally()].observe(Int(plugin["crashes"]?.intValue ?? 0)) }
+        }
         while ContinuousClock.now - started < duration {
             // Wake every second at least: a crash is seen at once.
             let wake = min(nextReload, (samples.last.map { started + $0.at } ?? started) + sampleEvery, started + duration,
@@ -105,9 +118,10 @@ public struct Soak {
                 crashed = "adorchd died during the soak (\(daemon.process.terminationReason == .uncaughtSignal ? "signal" : "exit") \(daemon.process.terminationStatus))"
                 break
             }
+            countCrashes()
             if ContinuousClock.now >= nextReload {
                 variant += 1
-                try config(stuckPath: stuckPath, variant: variant).write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+                try config(copies: copies.path, variant: variant).write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
                 let outcome: String?
                 do {
                     let reply = try VarlinkClient(path: daemon.socket, timeout: .seconds(30)).call("io.adorch.Manager.Reload")
@@ -125,10 +139,12 @@ public struct Soak {
             if samples.isEmpty || at - samples.last!.at >= sampleEvery || at >= duration {
                 let calls = state.tally.withLock { $0.calls }
                 let (errors, lost) = state.tally.withLock { ($0.errors, $0.lost) }
-                let sample = Sample(at: at, calls: calls, rss: daemon.memory.resident, fds: daemon.openFileDescriptors, threads: daemon.threads)
+                let sample = Sample(at: at, calls: calls, rss: daemon.memory.resident, fds: daemon.openFileDescriptors, threads: daemon.threads,
+                                    hosts: daemon.children.filter(BenchDaemon.isRunning).count, crashes: crashes[Self.crashingPlugin]?.total ?? 0)
                 let seconds = Double((at - (samples.last?.at ?? .zero)).components.seconds) + 1e-9
-                progress(String(format: "%7.0fs %10d %8.0f %8d %6d %9.1f %6d %8d", Double(at.components.seconds), calls,
-                                Double(calls - previousCalls) / seconds, errors, lost, Double(sample.rss) / 1e6, sample.fds, sample.threads))
+                progress(String(format: "%7.0fs %10d %8.0f %8d %6d %9.1f %6d %8d %6d %8d", Double(at.components.seconds), calls,
+                                Double(calls - previousCalls) / seconds, errors, lost, Double(sample.rss) / 1e6, sample.fds, sample.threads,
+                                sample.hosts, sample.crashes))
                 previousCalls = calls
                 samples.append(sample)
             }
@@ -145,25 +161,31 @@ public struct Soak {
         }
 
         // Every client has closed its connections: the daemon's fds go back to what it had
-        // before any client came, as soon as it has seen each close.
+        // before any client came, as soon as it has seen each close; its hosts settle to one
+        // per isolated plugin that is up, each named in its status.
         var endFDs = daemon.openFileDescriptors
+        var hosts = crashed == nil ? HostCensus(daemon) : nil
         let closeDeadline = ContinuousClock.now + .seconds(10)
-        while crashed == nil, endFDs > baselineFDs, ContinuousClock.now < closeDeadline {
+        while crashed == nil, endFDs > baselineFDs || hosts?.unaccounted.isEmpty == false, ContinuousClock.now < closeDeadline {
             Thread.sleep(forTimeInterval: 0.05)
             endFDs = daemon.openFileDescriptors
+            hosts = HostCensus(daemon)
         }
         var extraFiles = daemon.openFiles
         for file in baselineFiles { extraFiles.firstIndex(of: file).map { _ = extraFiles.remove(at: $0) } }
         // Fewer than the baseline is no leak; more is, and extraFiles names them.
-        let simStats = crashed == nil ? (try? pluginStats(daemon.socket)) ?? "(no status)" : "(daemon gone)"
+        let simStats = crashed == nil ? (try? pluginStats(daemon)) ?? "(no status)" : "(daemon gone)"
+        countCrashes()
         let exit = crashed ?? daemon.stopReportingExit()
+        let leftOver = hosts?.leftOver(after: daemon) ?? []
         let final = state.tally.withLock { $0 }
         return summarize(final, samples: samples, baselineFDs: baselineFDs, endFDs: endFDs, extraFiles: extraFiles, exit: exit,
-                         crashed: crashed != nil, pluginStats: simStats, attackers: attackerReport)
+                         crashed: crashed != nil, pluginStats: simStats, attackers: attackerReport,
+                         hosts: HostReport(census: hosts, leftOver: leftOver, crashes: crashes.mapValues(\.total)))
     }
 
     private func summarize(_ t: Tally, samples: [Sample], baselineFDs: Int, endFDs: Int, extraFiles: [String], exit: String, crashed: Bool,
-                           pluginStats: String, attackers: String) -> Result {
+                           pluginStats: String, attackers: String, hosts: HostReport) -> Result {
         // RSS after warm-up: the first sample past a quarter of the run (at most two minutes in).
         let warmupEnd = min(duration / 4, .seconds(120))
         let warm = samples.first { $0.at >= warmupEnd } ?? samples.first
@@ -178,6 +200,7 @@ public struct Soak {
         if !t.failedReloads.isEmpty { failures.append("\(t.failedReloads.count) reloads failed") }
         if endFDs > baselineFDs { failures.append("fds \(endFDs) at the end, \(baselineFDs) before (new: \(extraFiles.joined(separator: ", ")))") }
         if judgesRSS, growth >= 10 { failures.append(String(format: "RSS grew %.1f %% after warm-up", growth)) }
+        failures += hosts.failures
         let report = """
             soak: \(Int(seconds)) s, \(clients) clients, a reload every \(reloadEvery.components.seconds) s
             calls: \(t.calls) (\(Int(Double(t.calls) / seconds))/s); replies: \(kinds)
@@ -188,6 +211,7 @@ public struct Soak {
             \(String(format: "%.1f", Double(last?.rss ?? 0) / 1e6)) MB at the end: \(String(format: "%+.1f", growth)) % \
             \(judgesRSS ? "(limit +10 %)" : "(not judged: a run under 10 minutes is all warm-up)")
             fds: \(baselineFDs) before the clients, peak \(samples.map(\.fds).max() ?? 0), \(endFDs) after they left
+            hosts: peak \(samples.map(\.hosts).max() ?? 0) live; \(hosts.summary)
             plugins: \(pluginStats)
             \(attackers)
             adorchd: \(exit)
@@ -196,19 +220,21 @@ public struct Soak {
         return Result(report: report, passed: failures.isEmpty, samples: samples)
     }
 
-    /// sim's and stuck's own counters: their live objects and the contract violations they saw.
-    private func pluginStats(_ socket: String) throws -> String {
-        let status = try VarlinkClient(path: socket, timeout: .seconds(10)).call("io.adorch.Manager.GetStatus")
-        return (status.parameters["plugins"]?.arrayValue ?? []).compactMap { plugin -> String? in
-            guard let name = plugin["name"]?.stringValue, let stats = plugin["stats"] else { return nil }
-            let fields = ["creates", "destroys", "live", "violations", "misbehaviours"].compactMap { key in stats[key]?.intValue.map { "\(key) \($0)" } }
-            return "\(name): \(fields.joined(separator: ", "))"
+    /// Each plugin's state and crashes, and sim's own counters: its live objects and the
+    /// contract violations it saw.
+    private func pluginStats(_ daemon: BenchDaemon) throws -> String {
+        try daemon.pluginStatus().sorted { $0.key < $1.key }.map { name, plugin in
+            let stats = ["creates", "destroys", "live", "violations", "misbehaviours"].compactMap { key in plugin["stats"]?[key]?.intValue.map { "\(key) \($0)" } }
+            let crashes = plugin["crashes"]?.intValue.map { ["crashes \($0)"] + (plugin["last_crash"]?.stringValue.map { ["last: \($0)"] } ?? []) } ?? []
+            return "\(name) (\(plugin["state"]?.stringValue ?? "?")): \((stats + crashes).joined(separator: ", "))"
         }.joined(separator: "; ")
     }
 
     /// Slots for every misbehaviour of sim, one fed by the blocking plugin, and a rewarded one.
-    /// `variant` changes with each reload: a buffer changes, and a slot comes and goes.
-    func config(stuckPath: String, variant: Int) -> String {
+    /// `variant` changes with each reload: a buffer changes, a slot comes and goes, and the
+    /// crashing plugin's section changes (so the reload replaces its host). `copies` holds
+    /// the copies of sim: stuck's and the crashing plugin's.
+    func config(copies: String, variant: Int) -> String {
         func slot(_ id: String, format: String = "interstitial", buffer: Int = 3, _ entries: [(plugin: String, parameter: String, timeoutMS: Int)],
                   extra: String = "") -> String {
             var text = "[[slots]]\nid = \"\(id)\"\nformat = \"\(format)\"\nbuffer = \(buffer)\n\(extra)"
@@ -226,8 +252,9 @@ public struct Soak {
 
             [plugins.sim]
             path = "\(pluginDir)/libadorch-plugin-sim.so"
-            [plugins.stuck]
-            path = "\(stuckPath)"
+            [plugins.\(Self.blockingPlugin)]
+            path = "\(copies)/libadorch-plugin-\(Self.blockingPlugin).so"
+            \(crashingPluginSection(path: "\(copies)/libadorch-plugin-\(Self.crashingPlugin).so", variant: variant))
 
 
             """
@@ -240,10 +267,13 @@ public struct Soak {
         toml += slot("empty_payload", [("sim", "\(fast) misbehave=empty_payload", 1000), ("sim", "\(fast) seed=7", 1000)])
         toml += slot("show_fail", [("sim", "\(fast) show_fail=1 seed=8", 1000)])
         toml += slot("self_tracking", [("sim", "\(fast) tracks=1 dislike=1 seed=9", 1000)])
-        toml += slot("stuck_first", [("stuck", "block_ms=2000 latency_ms=1", 300), ("sim", "\(fast) seed=10", 1000)])
+        toml += slot("stuck_first", [(Self.blockingPlugin, "block_ms=2000 latency_ms=1", 300), ("sim", "\(fast) seed=10", 1000)])
         toml += slot("rewarded", format: "rewarded", [("sim", "\(fast) seed=11", 1000)],
                      extra: "reward_name = \"coins\"\nreward_amount = 5\n")
         if variant % 2 == 1 { toml += slot("extra", [("sim", "\(fast) seed=12", 1000)]) }
+        for (index, crash) in Self.crashSlots.enumerated() {
+            toml += slot(crash.slot, [(Self.crashingPlugin, "\(fast) misbehave=\(crash.fault):\(crashAt) seed=\(14 + index)", 1000)])
+        }
         toml += """
             [[slots]]
             id = "\(SoakAttackers.bannerSlot)"
@@ -267,7 +297,7 @@ public struct Soak {
 
     /// The slots the clients pick from (the reloaded "extra" among them: it may be gone).
     static let slots = ["plain", "patchy", "expiring", "never", "twice", "after_destroy", "empty_payload", "show_fail",
-                        "self_tracking", "stuck_first", "rewarded", "extra"]
+                        "self_tracking", "stuck_first", "rewarded", "extra"] + crashSlots.map(\.slot)
 }
 
 /// What the clients and the soak's own thread share.

@@ -8,8 +8,8 @@ struct AdorchBenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "adorch-bench",
         abstract: "adorch's benchmarks: they print numbers beside the targets; they never fail on a slow machine.",
-        discussion: "`all` runs the five parts in order (what `make bench` does); each part also runs on its own.",
-        subcommands: [All.self, Control.self, Day.self, Footprint.self, Scale.self, Wire.self, Load.self, Subscribe.self, SoakCommand.self, CyclesCommand.self]
+        discussion: "`all` runs the six parts in order (what `make bench` does); each part also runs on its own.",
+        subcommands: [All.self, Control.self, Day.self, Footprint.self, Scale.self, Wire.self, Isolation.self, Load.self, Subscribe.self, SoakCommand.self, CyclesCommand.self]
     )
 }
 
@@ -33,7 +33,7 @@ func emit(_ section: BenchSection) {
 }
 
 struct All: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Every part: redis, the day and its family, the footprint, the scale, the wire.")
+    static let configuration = CommandConfiguration(abstract: "Every part: redis, the day and its family, the footprint, the scale, the wire, plugin isolation.")
     @OptionGroup var daemon: DaemonOptions
     @OptionGroup var day: DayOptions
 
@@ -44,6 +44,7 @@ struct All: ParsableCommand {
         emit(try benchmarks.footprint())
         emit(try benchmarks.scaling())
         emit(WireBenchmark(iterations: daemon.smoke ? 2_000 : 200_000).run())
+        emit(try benchmarks.isolation())
     }
 }
 
@@ -82,6 +83,12 @@ struct Wire: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Decoding a Show call and encoding its reply: Foundation's Codable against adorch's own code.")
     @Option(help: "Messages timed per row.") var iterations = 200_000
     func run() { emit(WireBenchmark(iterations: iterations).run()) }
+}
+
+struct Isolation: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show + Report through an isolated plugin against in process; a killed host replaced.")
+    @OptionGroup var daemon: DaemonOptions
+    func run() throws { emit(try daemon.benchmarks.isolation()) }
 }
 
 /// The load generator alone, against a daemon someone else started: for profiling one call
@@ -124,8 +131,8 @@ struct Subscribe: ParsableCommand {
 struct SoakCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "soak",
-        abstract: "Clients mixing Show, Report, Subscribe and reconnects against misbehaving and blocking plugins, with reloads.",
-        discussion: "Prints RSS, open fds and calls over time, then a summary; exits 1 if the daemon crashed, a reply was lost, a reload failed, fds did not return to their baseline, or (in runs of 10 minutes or more) RSS grew 10 % after warm-up."
+        abstract: "Clients mixing Show, Report, Subscribe and reconnects against misbehaving, blocking and crashing plugins, with reloads.",
+        discussion: "Prints RSS, open fds, hosts and calls over time, then a summary; exits 1 if the daemon crashed, a reply was lost, a reload failed, fds did not return to their baseline, the crashing plugin never crashed, a host process was left over (unnamed by status, unreaped, or alive after the daemon stopped), or (in runs of 10 minutes or more) RSS grew 10 % after warm-up."
     )
     @OptionGroup var daemon: DaemonOptions
     @Option(help: "How long, in minutes.") var minutes: Double = 30
@@ -133,12 +140,14 @@ struct SoakCommand: ParsableCommand {
     @Option(help: "Seconds between two reloads.") var reloadEvery: Double = 60
     @Option(help: "Seconds between two samples of RSS and fds.") var sampleEvery: Double = 30
     @Option(help: "Each client's mean pause between calls, in milliseconds.") var thinkMs: Double = 20
+    @Option(help: "The crashing plugin faults at this load or show of each of its slots, in each of its hosts.") var crashAt = 20
 
     func run() throws {
         let benchmarks = daemon.benchmarks
         let soak = Soak(adorchd: benchmarks.adorchd, pluginDir: benchmarks.pluginDir, duration: .milliseconds(Int(minutes * 60_000)),
                         clients: clients, reloadEvery: .milliseconds(Int(reloadEvery * 1000)),
-                        sampleEvery: .milliseconds(Int(sampleEvery * 1000)), thinkTime: .microseconds(Int(thinkMs * 1000)))
+                        sampleEvery: .milliseconds(Int(sampleEvery * 1000)), thinkTime: .microseconds(Int(thinkMs * 1000)),
+                        crashAt: crashAt)
         let result = try soak.run { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) }  // unbuffered: progress as it comes
         print(result.report)
         if !result.passed { throw ExitCode.failure }

@@ -46,4 +46,17 @@ final class ServiceBenchmarkSmokeTests: XCTestCase {
         }
         XCTAssertEqual(section.targets.count, 1)
     }
+
+    func testTheIsolationPartComparesBothModesAndTimesKilledHosts() throws {
+        let section = try benchmarks.isolation()
+        XCTAssertEqual(section.rows.map { "\($0.name) \($0.connections)" },
+                       ["sim in-process 1", "sim process 1", "sim in-process 64", "sim process 64"])
+        for row in section.rows {
+            XCTAssertEqual(row.requests, ServiceScale.smoke.requests, row.name)
+            XCTAssertEqual(row.errors, 0, "\(row.name) at \(row.connections): \(row.firstError ?? "")")
+        }
+        XCTAssertEqual(section.targets.count, 3, "the cost at 1 and 64 connections, the recovery")
+        XCTAssertGreaterThan(section.measures["recovery_median_ms"] ?? 0, 0)
+        XCTAssertTrue(section.markdown.contains("| a new ad shown "), section.markdown)
+    }
 }

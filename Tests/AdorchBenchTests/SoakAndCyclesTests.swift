@@ -9,7 +9,7 @@ final class SoakAndCyclesTests: XCTestCase {
 
     func testAShortSoakLosesNoReplyAndGivesBackEveryFile() throws {
         let soak = Soak(adorchd: products.appendingPathComponent("adorchd").path, pluginDir: products.path, duration: .seconds(20),
-                        clients: 40, reloadEvery: .seconds(5), sampleEvery: .seconds(5), thinkTime: .milliseconds(20))
+                        clients: 40, reloadEvery: .seconds(5), sampleEvery: .seconds(5), thinkTime: .milliseconds(20), crashAt: 5)
         var lines: [String] = []
         let result = try soak.run { lines.append($0) }
         XCTAssertTrue(result.passed, result.report)
@@ -22,6 +22,11 @@ final class SoakAndCyclesTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(result.samples.count, 4, lines.joined(separator: "\n"))
         XCTAssertTrue(result.samples.allSatisfy { $0.rss > 0 && $0.fds > 0 }, "\(result.samples)")
         XCTAssertGreaterThan(result.samples.map(\.fds).max()!, result.samples.first!.fds / 2, "clients' connections show in the fds")
+        // The crashing isolated plugin crashed, and the hosts were counted: sim's and stuck's, and
+        // the crashing one's while it is up (two of them for a moment while a reload replaces it).
+        XCTAssertGreaterThan(result.samples.last!.crashes, 0, lines.joined(separator: "\n"))
+        XCTAssertTrue(result.samples.allSatisfy { (2...4).contains($0.hosts) }, lines.joined(separator: "\n"))
+        XCTAssertTrue(result.report.contains("0 zombies, 0 left running after adorchd stopped"), result.report)
     }
 
     func testCyclesEndWithExactlyTheBuffersLive() throws {
