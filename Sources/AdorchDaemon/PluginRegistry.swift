@@ -109,6 +109,11 @@ final class PluginRegistry: @unchecked Sendable {
         }
     }
 
+    /// Shuts an isolated plugin's host down on another queue; it is killed if it does not stop in time.
+    private static func stopAside(_ plugin: any PluginInstance) {
+        DispatchQueue.global().async { plugin.shutdown() }
+    }
+
     static func whereItRuns(_ plugin: any PluginInstance) -> String {
         guard let process = plugin as? PluginProcess else { return "in process" }
         return "isolated in process \(process.pid) (\(process.confinement))"
@@ -138,8 +143,7 @@ final class PluginRegistry: @unchecked Sendable {
                 case .success(let instance):
                     // A reload that removed or disabled it meanwhile wins.
                     guard configs[name] != nil, case .starting? = supervisor.state(of: name) else {
-                        instance.shutdown(timeout: .seconds(1))
-                        return
+                        return Self.stopAside(instance)
                     }
                     loaded[name] = instance
                     infos[name] = instance.info
@@ -156,10 +160,14 @@ final class PluginRegistry: @unchecked Sendable {
         for name in refusals.keys where !wanted.contains(name) { refusals[name] = nil }
     }
 
-    /// Stops a plugin a reload removed, after the destroys already queued to it ran.
+    /// Stops a plugin a reload removed, after the destroys already queued to it ran: one in
+    /// the daemon here, an isolated one's host off the engine queue (its stuck plugin must
+    /// not hold up every other plugin's Shows for the shutdown's timeout).
     func remove(_ name: String) {
         dispatchPrecondition(condition: .onQueue(queue))
-        loaded.removeValue(forKey: name)?.shutdown()
+        if let plugin = loaded.removeValue(forKey: name) {
+            if plugin is PluginProcess { Self.stopAside(plugin) } else { plugin.shutdown() }
+        }
         files[name] = nil
         refusals[name] = nil
         configs[name] = nil

@@ -155,7 +155,11 @@ public final class PluginProcess: @unchecked Sendable {
         // From here, replies go to the instance; the end of the channel is the end of the host.
         let report = onReport
         router.attach(onReply: { [weak self] reply in self?.handle(reply, onReport: report) },
-                      onEnd: { [weak self] why in self?.ended(why, onExit: onExit) })
+                      onEnd: { [weak self] why in
+                          // An instance let go of before its host ended (a reload removed it) still reaps it.
+                          guard let self else { return _ = Self.reap(pid, killedFor: nil, channelError: why) }
+                          ended(why, onExit: onExit)
+                      })
         for reply in after { handle(reply, onReport: report) }
         startHeartbeat()
     }
@@ -173,22 +177,7 @@ public final class PluginProcess: @unchecked Sendable {
     public func showNow(_ id: AdID, userID: String?) -> Bool { false }
 
     public func show(_ id: AdID, userID: String?, timeout: DispatchTimeInterval?, completion: @escaping @Sendable (Bool) -> Void) {
-        let answered = LockedValue(false)
-        let once: @Sendable (Bool) -> Void = { shown in
-            if answered.withLock({ a in defer { a = true }; return !a }) { completion(shown) }
-        }
-        guard let seq = state.withLock({ s -> UInt64? in
-            guard !s.ended else { return nil }
-            defer { s.nextSeq += 1 }
-            s.shows[s.nextSeq] = once
-            return s.nextSeq
-        }) else { return once(false) }
-        send(.show(seq: seq, ad: id, userID: userID))
-        guard let timeout else { return }
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [weak self] in
-            _ = self?.state.withLock { $0.shows.removeValue(forKey: seq) }
-            once(false)
-        }
+        ask(\.shows, otherwise: false, timeout: timeout, completion: completion) { .show(seq: $0, ad: id, userID: userID) }
     }
 
     public func withdrawShow(_ id: AdID) { send(.withdrawShow(id)) }
@@ -197,20 +186,30 @@ public final class PluginProcess: @unchecked Sendable {
     public func destroy(_ id: AdID) { send(.destroy(id)) }
 
     public func stats(timeout: DispatchTimeInterval, completion: @escaping @Sendable (String?) -> Void) {
+        ask(\.stats, otherwise: nil, timeout: timeout, completion: completion) { .stats(seq: $0) }
+    }
+
+    /// Sends the call `make` builds with a new seq and hands its answer to `completion`,
+    /// once: the host's, or `otherwise` when the host has ended or `timeout` passes first.
+    private func ask<Answer: Sendable>(_ waiting: WritableKeyPath<Waiting, [UInt64: @Sendable (Answer) -> Void]>, otherwise: Answer,
+                                       timeout: DispatchTimeInterval?, completion: @escaping @Sendable (Answer) -> Void,
+                                       _ make: (UInt64) -> PluginWire.Call) {
         let answered = LockedValue(false)
-        let once: @Sendable (String?) -> Void = { text in
-            if answered.withLock({ a in defer { a = true }; return !a }) { completion(text) }
+        let once: @Sendable (Answer) -> Void = { answer in
+            if answered.withLock({ a in defer { a = true }; return !a }) { completion(answer) }
         }
         guard let seq = state.withLock({ s -> UInt64? in
             guard !s.ended else { return nil }
             defer { s.nextSeq += 1 }
-            s.stats[s.nextSeq] = once
+            s[keyPath: waiting][s.nextSeq] = once
             return s.nextSeq
-        }) else { return once(nil) }
-        send(.stats(seq: seq))
+        }) else { return once(otherwise) }
+        send(make(seq))
+        guard let timeout else { return }
+        nonisolated(unsafe) let waiting = waiting  // a key path into this class's own state, read under its lock
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [weak self] in
-            _ = self?.state.withLock { $0.stats.removeValue(forKey: seq) }
-            once(nil)
+            _ = self?.state.withLock { $0[keyPath: waiting].removeValue(forKey: seq) }
+            once(otherwise)
         }
     }
 
@@ -259,6 +258,8 @@ public final class PluginProcess: @unchecked Sendable {
     }
 
     private func startHeartbeat() {
+        // Silence is counted from here: the start (exec, dlopen, init) had its own timeout.
+        state.withLock { $0.lastAnswer = .now }
         let timer = DispatchSource.makeTimerSource(queue: queue)
         let every = Int(settings.heartbeatInterval.nanosecondsClamped)
         timer.schedule(deadline: .now() + .nanoseconds(every), repeating: .nanoseconds(every), leeway: .milliseconds(20))

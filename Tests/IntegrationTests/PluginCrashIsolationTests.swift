@@ -14,14 +14,14 @@ final class PluginCrashIsolationTests: XCTestCase {
     func testABallooningPluginIsKilledAtItsLimit() throws {
         // It lets go of sim's lock, so loads go on until the watchdog's kill: one slower than
         // that is in flight then. The watchdog waits long enough for it to reach its limit.
-        try crash("balloon", dies: "stopped answering", also: "it reached its address-space limit", latency: 4000, hangTimeoutMs: 2000,
+        try crash("balloon", dies: "stopped answering", also: "it reached its address-space limit", latency: 5000, hangTimeoutMs: 2500,
                   memoryMB: 512)
     }
 
     /// The crashing plugin: sim under another name, from a copy of its file (one file is one
     /// plugin), faulting in the first ad_notify of each of its processes: an app's Report on
     /// a shown ad is its end, while the Show's refill is still loading (`latency` ms).
-    private func crash(_ misbehaviour: String, dies: String, also: String? = nil, latency: Int = 300, hangTimeoutMs: Int = 500,
+    private func crash(_ misbehaviour: String, dies: String, also: String? = nil, latency: Int = 300, hangTimeoutMs: Int = 1000,
                        memoryMB: Int = 1024) throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-crashy-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
