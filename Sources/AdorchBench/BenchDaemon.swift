@@ -35,7 +35,7 @@ public final class BenchDaemon {
         // Its log lines are formatted and written as in production, to a sink that costs nothing,
         // unless ADORCH_BENCH_LOG names a file to append them to (to see why a figure is what it is).
         let log = environment["ADORCH_BENCH_LOG"].flatMap { path -> FileHandle? in
-            if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+            if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
             return FileHandle(forWritingAtPath: path)
         }
         log?.seekToEndOfFile()

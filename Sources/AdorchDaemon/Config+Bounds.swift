@@ -16,9 +16,10 @@ enum ConfigBounds {
     static let rateLimitPauseSeconds: ClosedRange<Int64> = 0...86_400
     static let maxLoadsInFlightPerNetwork: ClosedRange<Int64> = 1...1000
 
-    // [plugins.NAME] of an isolated plugin (docs/isolation.md). 64 MiB is about what the
-    // host itself maps before a plugin allocates anything.
-    static let memoryLimitMegabytes: ClosedRange<Int64> = 64...(1 << 20)
+    // [plugins.NAME] of an isolated plugin (docs/isolation.md). A host maps about 100 MiB of
+    // address space before its plugin allocates anything (its Swift runtime, its threads'
+    // stacks): under 256 MiB one may not even start.
+    static let memoryLimitMegabytes: ClosedRange<Int64> = 256...(1 << 20)
     static let hangTimeoutMilliseconds: ClosedRange<Int64> = 500...600_000
     static let crashBudget: ClosedRange<Int64> = 1...1000
     static let crashWindowSeconds: ClosedRange<Int64> = 1...86_400

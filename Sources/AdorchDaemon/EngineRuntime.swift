@@ -139,15 +139,20 @@ final class EngineRuntime: @unchecked Sendable {
         // A config naming no plugins keeps the ones found in the plugin directories.
         let wanted = Set(next.plugins.map(\.name))
         let removed = next.plugins.isEmpty ? [] : plugins.loaded.keys.filter { !wanted.contains($0) }
-        plugins.confinement = confinement(of: next)
         // A plugin whose section changed (isolation, limits, its config) stops, its ads with
-        // it, and starts again as the section now says.
-        let changed = next.plugins.filter { plugin in plugins.configs[plugin.name].map { $0 != plugin } ?? false }.map(\.name).sorted()
+        // it, and starts again as the section now says; so does every isolated one when what
+        // its host must not open changed (a new reward key, state dir or config file).
+        let hidden = confinement(of: next)
+        let rehide = hidden != plugins.confinement
+        plugins.confinement = hidden
+        let changed = next.plugins.filter { plugin in
+            plugins.configs[plugin.name].map { $0 != plugin || (rehide && $0.isolation == .process) } ?? false
+        }.map(\.name).sorted()
         for name in changed {
-            let why = "a reload changed [plugins.\(name)], so it was started again"
+            let why = "a reload changed [plugins.\(name)]\(rehide ? " or the paths its host may not open" : ""), so it was started again"
             apply(engine.pluginLost(name, reason: why, now: now()))
             apply(sessions.endAll(where: { _, plugin in plugin == name }, reason: why, now: now()))
-            plugins.remove(name)
+            plugins.stopForRestart(name, because: why)
         }
         // A plugin that is down (its host restarting, or disabled after its crashes) is started again.
         plugins.load(next.plugins.filter { plugins[$0.name] == nil }, dirs: next.pluginDir)

@@ -160,15 +160,28 @@ final class PluginRegistry: @unchecked Sendable {
         for name in refusals.keys where !wanted.contains(name) { refusals[name] = nil }
     }
 
-    /// Stops a plugin a reload removed, after the destroys already queued to it ran: one in
-    /// the daemon here, an isolated one's host off the engine queue (its stuck plugin must
-    /// not hold up every other plugin's Shows for the shutdown's timeout).
-    func remove(_ name: String) {
+    /// Stops a plugin a reload changed, to load it again as it now says: its crashes still
+    /// count (status and adorch_plugin_crashes_total never go back).
+    func stopForRestart(_ name: String, because why: String) {
         dispatchPrecondition(condition: .onQueue(queue))
+        stop(name)
+        logger.notice("plugin \(name) stopped: \(why)", metadata: ["plugin": "\(name)"])
+    }
+
+    /// Stops a plugin after the destroys already queued to it ran: one in the daemon here, an
+    /// isolated one's host off the engine queue (its stuck plugin must not hold up every
+    /// other plugin's Shows for the shutdown's timeout).
+    private func stop(_ name: String) {
         if let plugin = loaded.removeValue(forKey: name) {
             if plugin is PluginProcess { Self.stopAside(plugin) } else { plugin.shutdown() }
         }
         files[name] = nil
+    }
+
+    /// Stops a plugin a reload removed, and forgets it.
+    func remove(_ name: String) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        stop(name)
         refusals[name] = nil
         configs[name] = nil
         infos[name] = nil

@@ -240,11 +240,13 @@ public final class LoadedPlugin: @unchecked Sendable {
     }
 }
 
-/// What the C callbacks reach through `host_data`.
+/// What the C callbacks reach through `host_data`, bounded as plugin.h says (CallbackBounds).
 final class CallbackSink: Sendable {
     let plugin: String
     let logger: Logger
     let onReport: PluginReportHandler
+    private let callbacks = SecondWindow(perSecond: CallbackBounds.callbacksPerSecond)
+    private let logLines = SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
 
     init(plugin: String, logger: Logger, onReport: @escaping PluginReportHandler) {
         self.plugin = plugin
@@ -252,7 +254,33 @@ final class CallbackSink: Sendable {
         self.onReport = onReport
     }
 
-    func deliver(_ ad: AdID, _ report: PluginReport) { onReport(plugin, ad, report) }
+    /// A report of the plugin's, within ADORCH_CALLBACKS_PER_S; the host's own `.destroyed` always.
+    func deliver(_ ad: AdID, _ report: PluginReport) {
+        if report != .destroyed {
+            let (admitted, dropped) = callbacks.admit()
+            if dropped > 0 { logger.warning("\(FloodNote.callbacks(dropped))") }
+            guard admitted else { return }
+        }
+        onReport(plugin, ad, report)
+    }
+
+    /// One of the plugin's log lines, within ADORCH_LOG_LINES_PER_S.
+    func log(level: Logger.Level, _ text: String) {
+        let (admitted, dropped) = logLines.admit()
+        if dropped > 0 { logger.warning("\(FloodNote.logLines(dropped))") }
+        if admitted { logger.log(level: level, "\(CallbackBounds.logText(text))") }
+    }
+}
+
+/// The line a flood leaves in the journal, once a second at most.
+public enum FloodNote {
+    public static func callbacks(_ n: Int) -> String {
+        "\(n) callbacks dropped in the last second: over the \(CallbackBounds.callbacksPerSecond) a plugin may make in one (plugin.h, ADORCH_CALLBACKS_PER_S)"
+    }
+
+    public static func logLines(_ n: Int) -> String {
+        "\(n) log lines dropped in the last second: over the \(CallbackBounds.logLinesPerSecond) a plugin may write in one (plugin.h, ADORCH_LOG_LINES_PER_S)"
+    }
 }
 
 private func sink(_ host: UnsafePointer<adorch_host>?) -> CallbackSink? {
@@ -284,19 +312,23 @@ public func decodePayload(_ text: String) -> PluginReport {
 
 private let hostLoaded: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, UnsafePointer<CChar>?) -> Void = {
     host, ad, payload in
+    if let payload, strnlen(payload, CallbackBounds.payloadBytes + 1) > CallbackBounds.payloadBytes {
+        return sink(host)?.deliver(ad, .loadedInvalid(reason: "loaded with a payload over the \(CallbackBounds.payloadBytes) bytes plugin.h allows (ADORCH_PAYLOAD_MAX_BYTES)")) ?? ()
+    }
     sink(host)?.deliver(ad, decodePayload(payload.map { String(cString: $0) } ?? ""))
 }
 
 private let hostFailed: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, Int32, Int64, UnsafePointer<CChar>?) -> Void = {
     host, ad, code, networkCode, message in
     sink(host)?.deliver(ad, .failed(AdErrorCode(abiValue: code), networkCode: networkCode,
-                                    message: message.map { String(cString: $0) } ?? ""))
+                                    message: CallbackBounds.message(message.map { String(cString: $0) } ?? "")))
 }
 
 private let hostEvent: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, UInt32, UnsafePointer<CChar>?) -> Void = {
     host, ad, event, detail in
     let known = adorch_event(abiValue: event)
-    let text = detail.map { String(cString: $0) }
+    // A detail over ADORCH_TEXT_MAX_BYTES is dropped, as one that is not a JSON object is.
+    let text = detail.flatMap { strnlen($0, CallbackBounds.textBytes + 1) > CallbackBounds.textBytes ? nil : String(cString: $0) }
     // A detail must be a JSON object to be passed on; anything else is dropped.
     let object = text.flatMap { JSONValue.parse(Data($0.utf8))?.objectValue }
     let report: PluginReport = switch known {
@@ -312,7 +344,7 @@ private let hostEvent: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id
 private let hostLog: @convention(c) (UnsafePointer<adorch_host>?, UInt32, UnsafePointer<CChar>?) -> Void = {
     host, level, message in
     guard let sink = sink(host) else { return }
-    let text = message.map { String(cString: $0) } ?? ""
+    let text = message.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: strnlen($0, CallbackBounds.textBytes + 1)), as: UTF8.self) } ?? ""
     let swiftLevel: Logger.Level = switch level {
     case ...3: .error
     case 4: .warning
@@ -320,7 +352,7 @@ private let hostLog: @convention(c) (UnsafePointer<adorch_host>?, UInt32, Unsafe
     case 6: .info
     default: .debug
     }
-    sink.logger.log(level: swiftLevel, "\(text)")
+    sink.log(level: swiftLevel, text)
 }
 
 /// strdup'd strings that live exactly as long as one call into a plugin.

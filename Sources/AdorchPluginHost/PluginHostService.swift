@@ -23,6 +23,10 @@ public enum PluginHostService {
         LoggingSystem.bootstrap { _ in ChannelLogHandler(channel: channel) }
         let logger = Logger(label: "adorch-plugin-host")
         let served = Served()
+        // Before the reader starts: the daemon's start may be read and answered (started) at
+        // once, and the handshake's order is hello, confined, then started.
+        channel.send(PluginWire.Reply.hello(magic: PluginWire.magic, pid: getpid()).frame)
+        channel.send(PluginWire.Reply.confined(confined.description).frame)
         channel.startReading(name: arguments.name, onFrame: { body in
             guard let call = try? PluginWire.Call(body: body) else { _exit(3) }
             served.handle(call, channel: channel, arguments: arguments, logger: logger)
@@ -30,8 +34,6 @@ public enum PluginHostService {
             // The daemon closed its end or died: nothing here is anyone's any more.
             _exit(0)
         })
-        channel.send(PluginWire.Reply.hello(magic: PluginWire.magic, pid: getpid()).frame)
-        channel.send(PluginWire.Reply.confined(confined.description).frame)
         dispatchMain()
     }
 }
@@ -104,8 +106,7 @@ private struct ChannelLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
-             function: String, line: UInt) {
-        channel.send(PluginWire.Reply.log(level: level.rawValue, message: message.description).frame)
+    func log(event: LogEvent) {
+        channel.send(PluginWire.Reply.log(level: event.level.rawValue, message: event.message.description).frame)
     }
 }

@@ -32,6 +32,17 @@ public struct HostSettings: Sendable, Equatable {
     public static let defaultHangTimeout = Duration.seconds(5)
     /// How long a host may take from exec to its plugin's init returning.
     public static let startTimeout = Duration.seconds(10)
+
+    /// Whether a variable of the daemon's environment goes to its hosts: what a network SDK
+    /// needs (paths, locale, time zone, proxies, CA certificates) and a sanitizer build's
+    /// options, nothing else; secrets an
+    /// operator gave the daemon, systemd's sockets and credentials stay the daemon's.
+    public static func inheritedEnvironment(_ name: String) -> Bool {
+        ["PATH", "HOME", "TMPDIR", "TZ", "LANG", "SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE",
+         "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+         "ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS", "UBSAN_OPTIONS"].contains(name)
+            || name.hasPrefix("LC_")
+    }
 }
 
 /// Why a host process ended, as operators read it.
@@ -66,6 +77,9 @@ public final class PluginProcess: @unchecked Sendable {
     private let logger: Logger
     private let queue: DispatchQueue
     private let state = LockedValue(Waiting())
+    /// The host already bounds its plugin's callbacks; these bound what a plugin could forge on the channel.
+    private let callbacks = SecondWindow(perSecond: CallbackBounds.callbacksPerSecond)
+    private let logLines = SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
     private var heartbeat: DispatchSourceTimer?
 
     private struct Waiting {
@@ -73,6 +87,10 @@ public final class PluginProcess: @unchecked Sendable {
         var shows: [UInt64: @Sendable (Bool) -> Void] = [:]
         var stats: [UInt64: @Sendable (String?) -> Void] = [:]
         var lastAnswer = ContinuousClock.now
+        /// The heartbeats sent and not answered yet, oldest first: each a random nonce the
+        /// host's answer must echo, so a stuck plugin's thread cannot answer for its queue
+        /// without reading the daemon's own calls off the channel.
+        var pings: [UInt64] = []
         var shutDown: DispatchSemaphore?
         /// Set once: the exit is reported, nothing more is sent.
         var ended = false
@@ -90,7 +108,8 @@ public final class PluginProcess: @unchecked Sendable {
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
             throw .cannotOpen(path: path, reason: "socketpair: \(String(cString: strerror(errno)))")
         }
-        let spawned = Self.spawn(settings: settings, name: name, channelFD: pair[1])
+        let childEnd = pair[1]
+        let spawned = SpawnThread.run { Self.spawn(settings: settings, name: name, channelFD: childEnd) }
         close(pair[1])
         guard case .success(let pid) = spawned else {
             close(pair[0])
@@ -126,7 +145,7 @@ public final class PluginProcess: @unchecked Sendable {
             }
             let (replies, ended) = router.take()
             for reply in replies {
-                if started != nil {
+                if started != nil || refusal != nil {
                     after.append(reply)
                     continue
                 }
@@ -136,7 +155,8 @@ public final class PluginProcess: @unchecked Sendable {
                 case .confined(let text): confinedText = text
                 case .started(let info): started = info
                 case .refused(let reason): refusal = reason
-                case .log(let level, let message): pluginLogger.log(level: Logger.Level(rawValue: level) ?? .info, "\(message)")
+                // A plugin may call its host from init on: what it reports is handled once it started.
+                case .log, .report: after.append(reply)
                 default: refusal = "its host answered out of turn"
                 }
             }
@@ -145,6 +165,10 @@ public final class PluginProcess: @unchecked Sendable {
             }
         }
         guard let started, refusal == nil else {
+            // What the plugin logged on its way to a refusal says why (plugin.h: init says why through log).
+            for case .log(let level, let message) in after.prefix(CallbackBounds.logLinesPerSecond) {
+                pluginLogger.log(level: Logger.Level(rawValue: level) ?? .info, "\(CallbackBounds.logText(message))")
+            }
             Glibc.kill(pid, SIGKILL)
             router.attach(onReply: { _ in }, onEnd: { why in _ = Self.reap(pid, killedFor: "refused", channelError: why) })
             throw .refusedByHost(path: path, name: name, reason: refusal ?? "")
@@ -231,26 +255,34 @@ public final class PluginProcess: @unchecked Sendable {
         return clean
     }
 
-    /// Kills the host now (a reload removed the plugin and its host did not stop, or the
-    /// daemon is going down): the exit is still reaped, not reported.
-    public func kill() {
-        _ = state.withLock { $0.stopping = true }
-        Glibc.kill(pid, SIGKILL)
-    }
-
     // MARK: What comes back
 
     private func send(_ call: PluginWire.Call) { channel.send(call.frame) }
 
     private func handle(_ reply: PluginWire.Reply, onReport: PluginReportHandler) {
         switch reply {
-        case .report(let ad, let report): onReport(info.name, ad, report)
+        case .report(let ad, let report):
+            if report != .destroyed {
+                let (admitted, dropped) = callbacks.admit()
+                if dropped > 0 { logger.warning("\(FloodNote.callbacks(dropped))") }
+                guard admitted else { return }
+            }
+            onReport(info.name, ad, report)
         case .shown(let seq, let shown):
             state.withLock { $0.lastAnswer = .now; return $0.shows.removeValue(forKey: seq) }?(shown)
         case .stats(let seq, let text):
             state.withLock { $0.stats.removeValue(forKey: seq) }?(text)
-        case .pong: state.withLock { $0.lastAnswer = .now }
-        case .log(let level, let message): logger.log(level: Logger.Level(rawValue: level) ?? .info, "\(message)")
+        case .pong(let nonce):
+            state.withLock { s in
+                // An answer to a heartbeat that was sent counts, and answers the ones before it too.
+                guard let index = s.pings.firstIndex(of: nonce) else { return }
+                s.pings.removeFirst(index + 1)
+                s.lastAnswer = .now
+            }
+        case .log(let level, let message):
+            let (admitted, dropped) = logLines.admit()
+            if dropped > 0 { logger.warning("\(FloodNote.logLines(dropped))") }
+            if admitted { logger.log(level: Logger.Level(rawValue: level) ?? .info, "\(CallbackBounds.logText(message))") }
         case .shutDown: state.withLock { $0.shutDown }?.signal()
         case .hello, .started, .refused, .confined:
             killNow(for: "its host answered out of turn")
@@ -269,15 +301,18 @@ public final class PluginProcess: @unchecked Sendable {
     }
 
     private func beat() {
-        let (seq, silent) = state.withLock { s -> (UInt64, Duration) in
-            defer { s.nextSeq += 1 }
-            return (s.nextSeq, ContinuousClock.now - s.lastAnswer)
+        let (nonce, silent) = state.withLock { s -> (UInt64, Duration) in
+            let nonce = UInt64.random(in: 1...UInt64.max)
+            s.pings.append(nonce)
+            // Kept to what the hang timeout can need: the oldest of a longer silence no longer matters.
+            if s.pings.count > 256 { s.pings.removeFirst(s.pings.count - 256) }
+            return (nonce, ContinuousClock.now - s.lastAnswer)
         }
         if silent > settings.hangTimeout {
             return killNow(for: "stopped answering: its plugin queue has not answered the heartbeat for \(silent.roundedMilliseconds) ms"
                 + " (a call into the plugin has not returned)\(addressSpaceNote())")
         }
-        send(.ping(seq: seq))
+        send(.ping(seq: nonce))
     }
 
     /// A host at its address-space limit is a plugin that allocates without end: said so.
@@ -321,7 +356,7 @@ public final class PluginProcess: @unchecked Sendable {
 
     // MARK: The process
 
-    private enum Spawned { case success(pid_t), failure(String) }
+    private enum Spawned: Sendable { case success(pid_t), failure(String) }
 
     private static func spawn(settings: HostSettings, name: String, channelFD: Int32) -> Spawned {
         var actions = posix_spawn_file_actions_t()
@@ -348,10 +383,8 @@ public final class PluginProcess: @unchecked Sendable {
         defer { argv.forEach { free($0) } }
         // The daemon's environment, less the Swift runtime's backtracer: a crashing plugin
         // must die of its signal at once (the daemon logs which), not wait on a backtrace.
-        var environment = ProcessInfo.processInfo.environment
+        var environment = ProcessInfo.processInfo.environment.filter { HostSettings.inheritedEnvironment($0.key) }
         environment["SWIFT_BACKTRACE"] = "enable=no"
-        // What systemd handed the daemon is the daemon's: a host must not answer for it.
-        for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"] { environment[key] = nil }
         var envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { envp.forEach { free($0) } }
         var pid: pid_t = 0
@@ -393,6 +426,36 @@ public final class PluginProcess: @unchecked Sendable {
 }
 
 extension PluginProcess: PluginInstance {}
+
+/// The one thread hosts are spawned from, alive as long as the daemon: a host asks the
+/// kernel (PR_SET_PDEATHSIG) to kill it when its parent goes, and "parent" there is the
+/// thread that spawned it. Spawned from a Dispatch worker, which exits after a few idle
+/// seconds, a restarted host was killed about 5 s after it started.
+private enum SpawnThread {
+    private static let jobs = LockedValue<[@Sendable () -> Void]>([])
+    private static let ready = DispatchSemaphore(value: 0)
+    private static let started: Bool = {
+        let thread = Thread {
+            while true {
+                ready.wait()
+                jobs.withLock { $0.removeFirst() }()
+            }
+        }
+        thread.name = "adorch.spawn"
+        thread.start()
+        return true
+    }()
+
+    static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+        _ = started
+        let done = DispatchSemaphore(value: 0)
+        let result = LockedValue<T?>(nil)
+        jobs.withLock { $0.append { result.withLock { $0 = body() }; done.signal() } }
+        ready.signal()
+        done.wait()
+        return result.withLock { $0! }
+    }
+}
 
 /// Where the reader thread's replies go: held while the start waits for them, then handed
 /// to the instance, with an end that came meanwhile handed on too.

@@ -52,6 +52,7 @@ final class PluginCrashIsolationTests: XCTestCase {
               [[slots.waterfall]]
               plugin = "crashy"
               server_parameter = "latency_ms=\(latency) misbehave=\(misbehaviour) at=notify"
+              timeout_ms = \(max(latency, hangTimeoutMs) * 3)
             """)
         defer { _ = daemon.stop() }
         try daemon.waitFor("both slots full") { try daemon.allSlotsFull() }
@@ -104,7 +105,7 @@ final class PluginCrashIsolationTests: XCTestCase {
         XCTAssertTrue(daemon.isRunning)
         XCTAssertEqual(try daemon.pluginStatus("sim")["crashes"]?.intValue, 0)
         XCTAssertEqual(failures, [], "every Show on the other plugin's slot got an ad")
-        XCTAssertGreaterThan(latencies.count, 10)
+        XCTAssertGreaterThanOrEqual(latencies.count, 5)
         let p99 = latencies.sorted()[Int(Double(latencies.count - 1) * 0.99)]
         XCTAssertLessThan(p99, .milliseconds(100), "p99 of \(latencies.count) Shows on steady throughout")
     }
@@ -118,7 +119,7 @@ final class PluginCrashIsolationTests: XCTestCase {
     }
 }
 
-/// Shows on the steady slot every 50 ms on a connection of their own, timing each.
+/// Shows on the steady slot every 25 ms on a connection of their own, timing each.
 private final class SteadyShows: @unchecked Sendable {
     // @unchecked Sendable: the results are behind `lock`; the thread is the only caller of the client.
     private let socket: String
@@ -147,7 +148,7 @@ private final class SteadyShows: @unchecked Sendable {
                     latencies.append(took)
                     if let outcome { failures.append(outcome) }
                 }
-                Thread.sleep(forTimeInterval: 0.05)
+                Thread.sleep(forTimeInterval: 0.025)
             }
         }.start()
     }
@@ -205,5 +206,129 @@ final class ConfinedPluginTests: XCTestCase {
         XCTAssertNil(result(config), "not asked")
         let confined = daemon.log.split(separator: "\n").first { $0.contains("plugin sim loaded") }.map(String.init) ?? ""
         XCTAssertTrue(confined.contains("isolated in process") && confined.contains("landlock: applied"), confined)
+    }
+}
+
+/// What an isolated plugin that knows its host could forge on the channel, or flood the host
+/// with, changes nothing for anyone else (Fixtures/forger_plugin.c).
+final class HostilePluginTests: XCTestCase {
+    private func forger(_ mode: String, hang: Int = 1000, isolation: String = "process") throws -> DaemonProcess {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-forger-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        addTeardownBlock { try? FileManager.default.removeItem(at: dir) }
+        let library = dir.appendingPathComponent("libadorch-plugin-forger.so").path
+        let built = try runCommand("/usr/bin/env", [
+            "cc", "-shared", "-fPIC", "-pthread", "-I", packageRoot.appendingPathComponent("Sources/CAdorchPlugin/include").path,
+            packageRoot.appendingPathComponent("Tests/IntegrationTests/Fixtures/forger_plugin.c").path, "-o", library,
+        ])
+        XCTAssertEqual(built.status, 0, built.stderr)
+        return try DaemonProcess(config: """
+            [plugins.sim]
+            [plugins.forger]
+            path = "\(library)"
+            isolation = "\(isolation)"
+            hang_timeout_ms = \(hang)
+            config = { mode = "\(mode)" }
+
+            [[slots]]
+            id = "steady"
+            format = "interstitial"
+            buffer = 4
+              [[slots.waterfall]]
+              plugin = "sim"
+              server_parameter = "latency_ms=1..3"
+
+            [[slots]]
+            id = "forged"
+            format = "interstitial"
+              [[slots.waterfall]]
+              plugin = "forger"
+            """)
+    }
+
+    /// Heartbeat answers forged on the channel while the plugin's queue is stuck do not keep
+    /// the host alive: an answer must echo a heartbeat the daemon sent.
+    func testForgedHeartbeatAnswersDoNotHoldOffTheWatchdog() throws {
+        let daemon = try forger("pong")
+        defer { _ = daemon.stop() }
+        try daemon.waitFor("the forger's stuck host killed by the watchdog") { daemon.log.contains("plugin forger: its host process died: stopped answering") }
+    }
+
+    /// A plugin calling host->event and host->log without pause: the rest of that second's
+    /// are dropped and counted, its log lines stay one line each, and another plugin's Shows
+    /// are served as ever.
+    func testAFloodingPluginIsBoundedAndOthersAreServed() throws {
+        let daemon = try forger("flood")
+        defer { _ = daemon.stop() }
+        try daemon.waitFor("steady full") { (try daemon.slotStatus("steady")["ready"]?.intValue) == 4 }
+        let steady = SteadyShows(socket: daemon.socket)
+        steady.start()
+        try daemon.waitFor("the flood noted", timeout: .seconds(15)) {
+            daemon.log.contains("callbacks dropped in the last second") && daemon.log.contains("log lines dropped in the last second")
+        }
+        let (latencies, failures) = steady.stop()
+        XCTAssertEqual(failures, [])
+        XCTAssertGreaterThanOrEqual(latencies.count, 5)
+        let p99 = latencies.sorted()[Int(Double(latencies.count - 1) * 0.99)]
+        XCTAssertLessThan(p99, .milliseconds(100), "p99 of \(latencies.count) Shows on steady during the flood")
+        let lines = daemon.log.split(separator: "\n")
+        XCTAssertFalse(lines.contains { $0.hasPrefix("FORGED LINE") }, "a newline in a plugin's log line makes no line of its own")
+        XCTAssertTrue(lines.contains { $0.contains(#"forger: flooding\nFORGED LINE"#) })
+        XCTAssertTrue(daemon.isRunning)
+    }
+}
+
+extension HostilePluginTests {
+    /// A payload over ADORCH_PAYLOAD_MAX_BYTES fails its load as the plugin's fault, the same
+    /// in both modes: no crash of its host, no frame too large for the channel.
+    func testAnOversizedPayloadFailsItsLoadInEitherMode() throws {
+        for isolation in ["process", "in-process"] {
+            let daemon = try forger("big", isolation: isolation)
+            defer { _ = daemon.stop() }
+            try daemon.waitFor("an oversized load refused (\(isolation))") {
+                daemon.log.contains("loaded with a payload over the \(8 << 20) bytes plugin.h allows")
+            }
+            XCTAssertEqual(try daemon.pluginStatus("forger")["crashes"]?.intValue, 0, isolation)
+            XCTAssertFalse(daemon.log.contains("its host process died"), isolation)
+        }
+    }
+}
+
+extension ConfinedPluginTests {
+    /// A reload that moves the reward key restarts the isolated hosts, so that the new key is
+    /// hidden from them too (a host's hidden paths are fixed when it starts).
+    func testAReloadThatMovesTheRewardKeyHidesTheNewOneFromRunningHosts() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-rekey-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        addTeardownBlock { try? FileManager.default.removeItem(at: dir) }
+        let (old, new) = (dir.appendingPathComponent("old.key"), dir.appendingPathComponent("new.key"))
+        for key in [old, new] { try "0123456789abcdef0123456789abcdef".write(to: key, atomically: true, encoding: .utf8) }
+        func config(_ key: URL) -> String {
+            """
+            [rewards]
+            key_file = "\(key.path)"
+
+            [plugins.sim]
+            config = { misbehave = "snoop", at = "init", snoop = "\(new.path)" }
+
+            [[slots]]
+            id = "s"
+            format = "interstitial"
+              [[slots.waterfall]]
+              plugin = "sim"
+              server_parameter = "latency_ms=5"
+            """
+        }
+        let daemon = try DaemonProcess(config: config(old))
+        defer { _ = daemon.stop() }
+        func snoops() -> [String] { daemon.log.split(separator: "\n").filter { $0.contains("sim snoop: open(\(new.path)) = ") }.map(String.init) }
+        try daemon.waitFor("the first host's snoop") { snoops().count == 1 }
+        XCTAssertTrue(snoops()[0].hasSuffix("= ok"), "not the key yet: \(snoops())")
+
+        try config(new).write(to: daemon.dir.appendingPathComponent("adorchd.toml"), atomically: true, encoding: .utf8)
+        _ = try daemon.call("io.adorch.Manager.Reload")
+        try daemon.waitFor("the restarted host's snoop") { snoops().count == 2 }
+        XCTAssertTrue(snoops()[1].hasSuffix("= EACCES"), "the new key is hidden from the host started for it: \(snoops())")
+        XCTAssertTrue(daemon.log.contains("plugin sim stopped: a reload changed [plugins.sim] or the paths its host may not open"), daemon.log)
     }
 }

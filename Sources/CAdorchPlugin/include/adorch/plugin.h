@@ -94,11 +94,23 @@ extern "C" {
  * creative_url, ad_parameters_json and slot_type, events 14-26), video progress events
  * 27-30 and ADORCH_ERROR_MALFORMED; 1.2 the entry's flags, with
  * ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD; 1.3 the request field load_uid,
- * ADORCH_DEADLINE_MARGIN_MS, and rules 3 and 5 and the impression rule stated in full. */
+ * ADORCH_DEADLINE_MARGIN_MS, the callback bounds (ADORCH_PAYLOAD_MAX_BYTES and the rest),
+ * and rules 3 and 5 and the impression rule stated in full. */
 
 /* 1.3: how long before deadline_monotonic_ns a plugin that gives up reports
  * ADORCH_ERROR_TIMEOUT at the latest, so that its report reaches the host in time (rule 3). */
 #define ADORCH_DEADLINE_MARGIN_MS 50
+
+/* 1.3: what the host takes from a plugin, in either isolation mode. A payload_json longer
+ * than this fails its load (plugin_fault); a log line or failure message longer than
+ * ADORCH_TEXT_MAX_BYTES is cut there, a detail_json longer than it is dropped; past
+ * ADORCH_LOG_LINES_PER_S log lines or ADORCH_CALLBACKS_PER_S other callbacks in a second,
+ * the rest of that second's are dropped and counted (one flooding plugin must not drown the
+ * daemon's journal or hold up the other plugins' ads). */
+#define ADORCH_PAYLOAD_MAX_BYTES (8u << 20)
+#define ADORCH_TEXT_MAX_BYTES (16u << 10)
+#define ADORCH_LOG_LINES_PER_S 200
+#define ADORCH_CALLBACKS_PER_S 20000
 
 /* Non-zero if the struct at `ptr` (one that starts with struct_size) is long enough to
  * hold `field`: how one side finds out whether the other side's minor version has it. */

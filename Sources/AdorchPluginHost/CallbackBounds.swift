@@ -1,0 +1,65 @@
+import AdorchLocking
+import CAdorchPlugin
+import Foundation
+
+/// What the host takes from a plugin's callbacks (plugin.h, ADORCH_PAYLOAD_MAX_BYTES and the
+/// rest), applied where the callbacks arrive: in the daemon for an in-process plugin, in its
+/// host for an isolated one (the daemon applies the rates again to what a host sends, which a
+/// plugin could forge on its channel).
+public enum CallbackBounds {
+    public static let payloadBytes = Int(ADORCH_PAYLOAD_MAX_BYTES)
+    public static let textBytes = Int(ADORCH_TEXT_MAX_BYTES)
+    public static let logLinesPerSecond = Int(ADORCH_LOG_LINES_PER_S)
+    public static let callbacksPerSecond = Int(ADORCH_CALLBACKS_PER_S)
+
+    /// A plugin's text for one log line: cut at textBytes, and control characters written as
+    /// escapes, so that a newline cannot make a line of its own that looks like the daemon's.
+    public static func logText(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            if out.utf8.count >= textBytes { return out + "…" }
+            switch scalar {
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\t"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7f: out += String(format: "\\x%02x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    /// A failure's message: cut at textBytes.
+    public static func message(_ text: String) -> String {
+        text.utf8.count <= textBytes ? text : String(decoding: text.utf8.prefix(textBytes), as: UTF8.self) + "…"
+    }
+}
+
+/// Admits at most `perSecond` events in each second and counts the rest; once a second
+/// passed with some dropped, `admit` hands their count over once, for one log line.
+///
+/// @unchecked Sendable: its counters are behind its lock (it is called from plugin threads).
+public final class SecondWindow: @unchecked Sendable {
+    private let perSecond: Int
+    private let state = LockedValue((start: ContinuousClock.now, admitted: 0, dropped: 0))
+
+    public init(perSecond: Int) { self.perSecond = perSecond }
+
+    /// Whether this one is admitted, and how many were dropped in the second that just ended.
+    public func admit() -> (admitted: Bool, droppedBefore: Int) {
+        state.withLock { s in
+            let now = ContinuousClock.now
+            var dropped = 0
+            if now - s.start >= .seconds(1) {
+                dropped = s.dropped
+                s = (now, 0, 0)
+            }
+            if s.admitted < perSecond {
+                s.admitted += 1
+                return (true, dropped)
+            }
+            s.dropped += 1
+            return (false, dropped)
+        }
+    }
+}

@@ -1,0 +1,92 @@
+/* A hostile plugin for the isolation tests: it knows it runs in adorch-plugin-host with the
+ * daemon's channel on fd 3 and the wire's frame layout (PluginWire), and abuses both.
+ *   config {"mode":"pong"}   ad_load never returns, while a thread writes forged heartbeat
+ *                            answers (pong, seq 1..) to fd 3: the watchdog must still kill it.
+ *   config {"mode":"flood"}  a thread calls host->event and host->log without pause: the
+ *                            other plugins' Shows must not wait behind it.
+ *   config {"mode":"big"}    each load answers with a payload over ADORCH_PAYLOAD_MAX_BYTES.
+ * Compiled by the integration test with plain cc against the header. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "adorch/plugin.h"
+
+static const adorch_host *host;
+static int mode; /* 1 pong, 2 flood, 3 big */
+static volatile int stop;
+static pthread_t worker;
+
+static void *forge(void *unused) {
+    (void)unused;
+    for (uint64_t seq = 1; !stop; seq++) {
+        if (mode == 1) {
+            unsigned char frame[13] = {9, 0, 0, 0, 7};
+            for (int i = 0; i < 8; i++) frame[5 + i] = (unsigned char)(seq >> (8 * i));
+            (void)!write(3, frame, sizeof frame);
+            struct timespec pause = {0, 20 * 1000 * 1000};
+            nanosleep(&pause, NULL);
+        } else {
+            host->event(host, seq % 1000 + 1000000, ADORCH_EVENT_CLICK, NULL);
+            if (seq % 10 == 0) host->log(host, ADORCH_LOG_WARNING, "forger: flooding\nFORGED LINE");
+        }
+    }
+    return NULL;
+}
+
+static int32_t forger_init(const adorch_host *h, const char *config_json) {
+    host = h;
+    mode = strstr(config_json, "\"pong\"") ? 1 : strstr(config_json, "\"flood\"") ? 2 : strstr(config_json, "\"big\"") ? 3 : 0;
+    if (mode == 2) pthread_create(&worker, NULL, forge, NULL);
+    return 0;
+}
+
+static void forger_deinit(void) {
+    stop = 1;
+    if (mode == 2) pthread_join(worker, NULL);
+}
+
+typedef struct { adorch_ad_id id; } forger_ad;
+
+static adorch_ad *forger_create(adorch_ad_id id, const adorch_request *request) {
+    (void)request;
+    forger_ad *ad = calloc(1, sizeof *ad);
+    if (ad) ad->id = id;
+    return ad;
+}
+
+static int32_t forger_load(adorch_ad *opaque) {
+    forger_ad *ad = opaque;
+    if (mode == 1) {
+        pthread_create(&worker, NULL, forge, NULL);
+        for (;;) pause(); /* stuck in the SDK, for good */
+    }
+    if (mode == 3) {
+        size_t size = ADORCH_PAYLOAD_MAX_BYTES + 16;
+        char *payload = malloc(size + 1);
+        if (!payload) return ADORCH_ERROR_INTERNAL;
+        memset(payload, ' ', size);
+        memcpy(payload, "{\"pad\":\"", 8);
+        memcpy(payload + size - 2, "\"}", 2);
+        payload[size] = 0;
+        host->loaded(host, ad->id, payload);
+        free(payload);
+        return 0;
+    }
+    host->failed(host, ad->id, ADORCH_ERROR_NO_FILL, 0, "");
+    return 0;
+}
+
+static int32_t forger_show(adorch_ad *ad, const char *context) { (void)ad; (void)context; return ADORCH_ERROR_NOT_READY; }
+static void forger_notify(adorch_ad *ad, uint32_t event, const char *detail) { (void)ad; (void)event; (void)detail; }
+static void forger_destroy(adorch_ad *ad) { free(ad); }
+
+ADORCH_PLUGIN_EXPORT const adorch_plugin_entry_t adorch_plugin_entry = {
+    .abi_major = ADORCH_PLUGIN_ABI_MAJOR, .abi_minor = ADORCH_PLUGIN_ABI_MINOR, .struct_size = sizeof(adorch_plugin_entry_t),
+    .name = "forger", .version = "1.0.0", .description = "forges heartbeat answers or floods the host (tests only)",
+    .formats = ADORCH_FORMAT_BIT(ADORCH_FORMAT_INTERSTITIAL),
+    .init = forger_init, .deinit = forger_deinit, .ad_create = forger_create, .ad_load = forger_load, .ad_show = forger_show,
+    .ad_notify = forger_notify, .ad_destroy = forger_destroy,
+};
