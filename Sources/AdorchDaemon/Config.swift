@@ -218,6 +218,11 @@ extension DaemonConfig {
                 if let v = try section.int("hang_timeout_ms", in: ConfigBounds.hangTimeoutMilliseconds) { plugin.hangTimeout = .milliseconds(v) }
                 if let v = try section.int("crash_budget", in: ConfigBounds.crashBudget) { plugin.crashPolicy.crashBudget = Int(v) }
                 if let v = try section.int("crash_window_s", in: ConfigBounds.crashWindowSeconds) { plugin.crashPolicy.window = .seconds(v) }
+                // A host's settings on a plugin that has none would do nothing: said, not ignored.
+                if plugin.isolation == .inProcess,
+                   let key = ["memory_limit_mb", "hang_timeout_ms", "crash_budget", "crash_window_s"].first(where: { section.table.contains(key: $0) }) {
+                    throw section.error(key, "applies to an isolated plugin only (isolation = \"process\"); this one is \"in-process\"")
+                }
                 plugins.append(plugin)
             }
         }

@@ -201,3 +201,54 @@ final class ConfigBoundsTests: XCTestCase {
         return backoffs
     }
 }
+
+/// docs/isolation.md, "The two modes": the host's keys of an isolated plugin, in range and
+/// named when they are not, and refused on a plugin that has no host.
+final class PluginIsolationConfigTests: XCTestCase {
+    private func parse(_ plugin: String) throws(ConfigError) -> PluginConfig {
+        let toml = """
+        [plugins.sim]
+        \(plugin)
+        [[slots]]
+        id = "s"
+        format = "interstitial"
+          [[slots.waterfall]]
+          plugin = "sim"
+        """
+        return try DaemonConfig.parse(toml: toml, source: "test.toml").plugins[0]
+    }
+
+    private func refusal(_ plugin: String) -> String? {
+        do throws(ConfigError) {
+            _ = try parse(plugin)
+            return nil
+        } catch {
+            return error.description
+        }
+    }
+
+    func testTheDefaultsAndTheKeys() throws {
+        let defaults = try parse("")
+        XCTAssertEqual(defaults.isolation, .process)
+        XCTAssertEqual(defaults.memoryLimitBytes, 4096 << 20)
+        XCTAssertEqual(defaults.hangTimeout, .seconds(5))
+        XCTAssertEqual(defaults.crashPolicy, .init(crashBudget: 5, window: .seconds(600)))
+        let set = try parse("memory_limit_mb = 512\nhang_timeout_ms = 800\ncrash_budget = 2\ncrash_window_s = 30")
+        XCTAssertEqual(set.memoryLimitBytes, 512 << 20)
+        XCTAssertEqual(set.hangTimeout, .milliseconds(800))
+        XCTAssertEqual(set.crashPolicy, .init(crashBudget: 2, window: .seconds(30)))
+        XCTAssertEqual(try parse(#"isolation = "in-process""#).isolation, .inProcess)
+    }
+
+    func testBadValuesAreRefusedNamingTheKey() {
+        XCTAssertTrue(refusal(#"isolation = "sideways""#)?.contains(#"plugins.sim.isolation"#) ?? false)
+        XCTAssertTrue(refusal(#"isolation = "sideways""#)?.contains(#"expected one of "process", "in-process""#) ?? false)
+        for (key, bad) in [("memory_limit_mb", "255"), ("hang_timeout_ms", "499"), ("crash_budget", "0"), ("crash_window_s", "86401")] {
+            XCTAssertTrue(refusal("\(key) = \(bad)")?.contains("plugins.sim.\(key)") ?? false, "\(key) = \(bad): \(refusal("\(key) = \(bad)") ?? "accepted")")
+        }
+        for key in ["memory_limit_mb = 512", "hang_timeout_ms = 800", "crash_budget = 2", "crash_window_s = 30"] {
+            let why = refusal("isolation = \"in-process\"\n\(key)")
+            XCTAssertTrue(why?.contains("applies to an isolated plugin only") ?? false, "\(key): \(why ?? "accepted")")
+        }
+    }
+}
