@@ -149,7 +149,9 @@ final class EngineRuntime: @unchecked Sendable {
             plugins.configs[plugin.name].map { $0 != plugin || (rehide && $0.isolation == .process) } ?? false
         }.map(\.name).sorted()
         for name in changed {
-            let why = "a reload changed [plugins.\(name)]\(rehide ? " or the paths its host may not open" : ""), so it was started again"
+            let why = plugins.configs[name] != next.plugins.first(where: { $0.name == name })
+                ? "a reload changed [plugins.\(name)], so it was started again"
+                : "a reload changed what its host may not open (the reward key, the state directory or the config), so its host was started again"
             apply(engine.pluginLost(name, reason: why, now: now()))
             apply(sessions.endAll(where: { _, plugin in plugin == name }, reason: why, now: now()))
             plugins.stopForRestart(name, because: why)

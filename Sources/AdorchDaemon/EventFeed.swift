@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchPluginHost
 import AdorchVarlink
 import Dispatch
 import Foundation
@@ -20,6 +21,8 @@ final class EventFeed: @unchecked Sendable {
     private var recent = RecentEvents(capacity: recentKept)
     private var subscribers: [UInt64: Subscriber] = [:]
     private var nextSubscriber: UInt64 = 1
+    /// Lines about each plugin's callbacks, by network (admitLine).
+    private var eventLines: [String: SecondWindow] = [:]
 
     init(queue: DispatchQueue, logger: Logger, ids: ExternalIDs) {
         self.queue = queue
@@ -32,6 +35,21 @@ final class EventFeed: @unchecked Sendable {
         return subscribers.count
     }
 
+    /// A plugin's callbacks make at most as many lines a second as its own log lines may
+    /// (plugin.h, ADORCH_LOG_LINES_PER_S): the events still go to subscribers, and the count
+    /// of lines left out is said once a second.
+    private func admitLine(of event: EngineEvent) -> Bool {
+        guard [.callbackIgnored, .contractViolation, .adEvent, .mediaCached].contains(event.kind), let network = event.network else { return true }
+        let window = eventLines[network] ?? SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
+        eventLines[network] = window
+        let (admitted, dropped) = window.admit()
+        if dropped > 0 {
+            logger.warning("plugin \(network): \(dropped) lines about its callbacks left out of the log in the last second (over \(CallbackBounds.logLinesPerSecond)); subscribers had every event",
+                           metadata: ["plugin": "\(network)"])
+        }
+        return admitted
+    }
+
     /// `owner`: for a reward, the uid its ad was handed to; only it and the Manager side hear of it.
     func publish(_ reported: EngineEvent, owner: UInt32? = nil) {
         dispatchPrecondition(condition: .onQueue(queue))
@@ -41,7 +59,9 @@ final class EventFeed: @unchecked Sendable {
             event.message = message  // a renderer's error, from its detail
         }
         let level = event.logLevel
-        if logger.logLevel <= level { logger.log(level: level, "\(event.logLine(ids))", metadata: event.logMetadata(ids)) }
+        if logger.logLevel <= level, admitLine(of: event) {
+            logger.log(level: level, "\(event.logLine(ids))", metadata: event.logMetadata(ids))
+        }
         let now = Date()
         recent.append(Recent(event: event, time: now, owner: owner))
         let listening = subscribers.values.filter { $0.wants(event.slot) && $0.viewer.sees(event, owner: owner) }

@@ -12,8 +12,9 @@ public enum CallbackBounds {
     public static let logLinesPerSecond = Int(ADORCH_LOG_LINES_PER_S)
     public static let callbacksPerSecond = Int(ADORCH_CALLBACKS_PER_S)
 
-    /// A plugin's text for one log line: cut at textBytes, and control characters written as
-    /// escapes, so that a newline cannot make a line of its own that looks like the daemon's.
+    /// A plugin's text for one log line: cut at textBytes, and control characters (C0, DEL,
+    /// C1 and the Unicode line and paragraph separators) written as escapes, so that no line
+    /// break can make a line of its own that looks like the daemon's.
     public static func logText(_ text: String) -> String {
         var out = ""
         for scalar in text.unicodeScalars {
@@ -22,17 +23,16 @@ public enum CallbackBounds {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7f: out += String(format: "\\x%02x", scalar.value)
+            case _ where scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029:
+                out += String(format: "\\u{%x}", scalar.value)
             default: out.unicodeScalars.append(scalar)
             }
         }
         return out
     }
 
-    /// A failure's message: cut at textBytes.
-    public static func message(_ text: String) -> String {
-        text.utf8.count <= textBytes ? text : String(decoding: text.utf8.prefix(textBytes), as: UTF8.self) + "…"
-    }
+    /// A failure's message, which log lines and events carry: as a log line's text.
+    public static func message(_ text: String) -> String { logText(text) }
 }
 
 /// Admits at most `perSecond` events in each second and counts the rest; once a second

@@ -264,8 +264,10 @@ final class CallbackSink: Sendable {
         onReport(plugin, ad, report)
     }
 
-    /// One of the plugin's log lines, within ADORCH_LOG_LINES_PER_S.
+    /// One of the plugin's log lines, within ADORCH_LOG_LINES_PER_S; one below the log level
+    /// is neither written nor counted.
     func log(level: Logger.Level, _ text: String) {
+        guard level >= logger.logLevel else { return }
         let (admitted, dropped) = logLines.admit()
         if dropped > 0 { logger.warning("\(FloodNote.logLines(dropped))") }
         if admitted { logger.log(level: level, "\(CallbackBounds.logText(text))") }

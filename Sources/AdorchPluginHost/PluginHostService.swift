@@ -55,7 +55,9 @@ private final class Served: @unchecked Sendable {
     func handle(_ call: PluginWire.Call, channel: PluginChannel, arguments: PluginHostArguments, logger: Logger) {
         let reply: @Sendable (PluginWire.Reply) -> Void = { channel.send($0.frame) }
         guard let plugin else {
-            guard case .start(let name, let path, let configJSON, let insecure) = call else { _exit(3) }
+            guard case .start(let name, let path, let configJSON, let insecure, let level) = call else { _exit(3) }
+            var logger = logger
+            logger.logLevel = Logger.Level(rawValue: level) ?? .info
             start(name: name, path: path, configJSON: configJSON, insecure: insecure, channel: channel, logger: logger)
             return
         }

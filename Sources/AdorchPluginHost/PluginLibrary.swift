@@ -130,6 +130,12 @@ public final class PluginLibrary: @unchecked Sendable {
             return "name '\(declared)' is not [a-z0-9_-]+"
         }
         if e.version == nil { return "version is NULL" }
+        // They go into log lines as they are: a newline there would make a line of its own.
+        for (field, text) in [("version", e.version), ("description", e.description)] {
+            if let text, String(cString: text).unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) {
+                return "\(field) holds a control character"
+            }
+        }
         let missing = [
             ("init", e.`init` == nil), ("deinit", e.deinit == nil), ("ad_create", e.ad_create == nil),
             ("ad_load", e.ad_load == nil), ("ad_show", e.ad_show == nil), ("ad_notify", e.ad_notify == nil),

@@ -131,7 +131,11 @@ public final class PluginProcess: @unchecked Sendable {
                 router.malformed(error.description)
             }
         }, onEnd: { why in router.end(why) })
-        channel.send(PluginWire.Call.start(name: name, path: path, configJSON: configJSON, insecurePlugins: settings.insecurePlugins).frame)
+        channel.send(PluginWire.Call.start(name: name, path: path, configJSON: configJSON, insecurePlugins: settings.insecurePlugins,
+                                           logLevel: logger.logLevel.rawValue).frame)
+        // What the plugin logs on its way up is logged as it comes (bounded as ever): a start
+        // that fails or hangs is explained by it.
+        let startLines = SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
 
         var confinedText = ""
         var started: PluginInfo?
@@ -155,8 +159,12 @@ public final class PluginProcess: @unchecked Sendable {
                 case .confined(let text): confinedText = text
                 case .started(let info): started = info
                 case .refused(let reason): refusal = reason
+                case .log(let level, let message):
+                    let (admitted, dropped) = startLines.admit()
+                    if dropped > 0 { pluginLogger.warning("\(FloodNote.logLines(dropped))") }
+                    if admitted { pluginLogger.log(level: Logger.Level(rawValue: level) ?? .info, "\(CallbackBounds.logText(message))") }
                 // A plugin may call its host from init on: what it reports is handled once it started.
-                case .log, .report: after.append(reply)
+                case .report: after.append(reply)
                 default: refusal = "its host answered out of turn"
                 }
             }
@@ -165,10 +173,6 @@ public final class PluginProcess: @unchecked Sendable {
             }
         }
         guard let started, refusal == nil else {
-            // What the plugin logged on its way to a refusal says why (plugin.h: init says why through log).
-            for case .log(let level, let message) in after.prefix(CallbackBounds.logLinesPerSecond) {
-                pluginLogger.log(level: Logger.Level(rawValue: level) ?? .info, "\(CallbackBounds.logText(message))")
-            }
             Glibc.kill(pid, SIGKILL)
             router.attach(onReply: { _ in }, onEnd: { why in _ = Self.reap(pid, killedFor: "refused", channelError: why) })
             throw .refusedByHost(path: path, name: name, reason: refusal ?? "")

@@ -1,5 +1,6 @@
 import AdorchEngine
 import Foundation
+import Logging
 
 /// What the daemon and an isolated plugin's host (adorch-plugin-host) say to each other over
 /// their socketpair: the plugin's calls one way, its callbacks and the answers the other.
@@ -17,8 +18,9 @@ public enum PluginWire {
 
     /// Daemon → host.
     public enum Call: Sendable, Equatable {
-        /// The first call: open the plugin, check its file, call its init.
-        case start(name: String, path: String, configJSON: String, insecurePlugins: Bool)
+        /// The first call: open the plugin, check its file, call its init. `logLevel` is the
+        /// daemon's: lines below it are not sent, nor counted against the plugin's rate.
+        case start(name: String, path: String, configJSON: String, insecurePlugins: Bool, logLevel: String)
         case load(LoadOrder)
         /// `seq` pairs the answer with the call.
         case show(seq: UInt64, ad: AdID, userID: String?)
@@ -136,9 +138,9 @@ struct WireReader {
 extension PluginWire.Call {
     public var frame: [UInt8] {
         switch self {
-        case .start(let name, let path, let config, let insecure):
+        case .start(let name, let path, let config, let insecure, let level):
             var w = WireWriter(tag: 1)
-            w.string(name); w.string(path); w.string(config); w.bool(insecure)
+            w.string(name); w.string(path); w.string(config); w.bool(insecure); w.string(level)
             return w.frame()
         case .load(let o):
             var w = WireWriter(tag: 2)
@@ -188,7 +190,9 @@ extension PluginWire.Call {
     public init(body: ArraySlice<UInt8>) throws(PluginWire.Malformed) {
         var r = WireReader(body)
         switch try r.u8() {
-        case 1: self = .start(name: try r.string(), path: try r.string(), configJSON: try r.string(), insecurePlugins: try r.bool())
+        case 1:
+            self = .start(name: try r.string(), path: try r.string(), configJSON: try r.string(), insecurePlugins: try r.bool(),
+                          logLevel: try r.named(Logger.Level.self, "log level").rawValue)
         case 2:
             let id = try r.u64(), plugin = try r.string(), slot = try r.string(), format = try r.named(AdFormat.self, "format")
             let entry = WaterfallEntry(plugin: try r.string(), adUnitID: try r.string(), serverParameter: try r.string(),

@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchPluginHost
 import Foundation
 
 /// What plugin.h asks of a loaded payload (host->loaded), as checks with reasons.
@@ -6,6 +7,9 @@ enum PayloadRules {
     /// Why `text` is not a payload the host can use, or nil if it is.
     static func problem(_ text: String, format: AdFormat, count: Int) -> String? {
         guard !text.isEmpty else { return "the payload is empty (it must be a JSON object)" }
+        guard text.utf8.count <= CallbackBounds.payloadBytes else {
+            return "the payload is \(text.utf8.count) bytes, over the \(CallbackBounds.payloadBytes) plugin.h allows (ADORCH_PAYLOAD_MAX_BYTES): the daemon fails such a load"
+        }
         guard let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] else {
             return "the payload is not a JSON object: \(text.prefix(120))"
         }

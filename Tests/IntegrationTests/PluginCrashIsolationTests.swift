@@ -212,7 +212,8 @@ final class ConfinedPluginTests: XCTestCase {
 /// What an isolated plugin that knows its host could forge on the channel, or flood the host
 /// with, changes nothing for anyone else (Fixtures/forger_plugin.c).
 final class HostilePluginTests: XCTestCase {
-    private func forger(_ mode: String, hang: Int = 1000, isolation: String = "process") throws -> DaemonProcess {
+    /// Fixtures/forger_plugin.c, built.
+    private func forgerLibrary() throws -> String {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-forger-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         addTeardownBlock { try? FileManager.default.removeItem(at: dir) }
@@ -222,12 +223,17 @@ final class HostilePluginTests: XCTestCase {
             packageRoot.appendingPathComponent("Tests/IntegrationTests/Fixtures/forger_plugin.c").path, "-o", library,
         ])
         XCTAssertEqual(built.status, 0, built.stderr)
+        return library
+    }
+
+    private func forger(_ mode: String, hang: Int = 1000, isolation: String = "process") throws -> DaemonProcess {
+        let library = try forgerLibrary()
         return try DaemonProcess(config: """
             [plugins.sim]
             [plugins.forger]
             path = "\(library)"
             isolation = "\(isolation)"
-            hang_timeout_ms = \(hang)
+            \(isolation == "process" ? "hang_timeout_ms = \(hang)" : "")
             config = { mode = "\(mode)" }
 
             [[slots]]
@@ -329,6 +335,17 @@ extension ConfinedPluginTests {
         _ = try daemon.call("io.adorch.Manager.Reload")
         try daemon.waitFor("the restarted host's snoop") { snoops().count == 2 }
         XCTAssertTrue(snoops()[1].hasSuffix("= EACCES"), "the new key is hidden from the host started for it: \(snoops())")
-        XCTAssertTrue(daemon.log.contains("plugin sim stopped: a reload changed [plugins.sim] or the paths its host may not open"), daemon.log)
+        XCTAssertTrue(daemon.log.contains("plugin sim stopped: a reload changed what its host may not open (the reward key"), daemon.log)
+    }
+}
+
+extension HostilePluginTests {
+    /// The validator holds a plugin to the same payload bound as the daemon.
+    func testTheValidatorFailsAnOversizedPayload() throws {
+        let run = try runCommand(productsDirectory.appendingPathComponent("adorch-plugin-validate").path, [
+            try forgerLibrary(), "--config", #"{"mode":"big"}"#, "--format", "interstitial", "--iterations", "0",
+        ])
+        XCTAssertEqual(run.status, 1, run.stdout)
+        XCTAssertTrue(run.stdout.split(separator: "\n").contains { $0.hasPrefix("FAIL") && $0.contains("ADORCH_PAYLOAD_MAX_BYTES") }, run.stdout)
     }
 }

@@ -19,7 +19,7 @@ final class PluginWireTests: XCTestCase {
         order.count = 3; order.width = 320; order.height = 50; order.variant = "feed"; order.imageOptionsJSON = #"{"multiple":true}"#
         order.interactive = InteractiveRequest(creativeURL: "https://c.invalid/a", adParametersJSON: "{}", slotType: .midroll)
         let calls: [PluginWire.Call] = [
-            .start(name: "sim", path: "/x/libadorch-plugin-sim.so", configJSON: #"{"k":"v"}"#, insecurePlugins: true),
+            .start(name: "sim", path: "/x/libadorch-plugin-sim.so", configJSON: #"{"k":"v"}"#, insecurePlugins: true, logLevel: "notice"),
             .load(order), .show(seq: 7, ad: 42, userID: "u1"), .show(seq: 8, ad: 43, userID: nil), .withdrawShow(42),
             .notify(42, .thirdQuartile), .control(42, .pause), .destroy(42), .stats(seq: 9), .ping(seq: 10), .shutdown,
         ]
