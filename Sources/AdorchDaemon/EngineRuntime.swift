@@ -115,39 +115,59 @@ final class EngineRuntime: @unchecked Sendable {
 
     /// Reads the config again and applies it; on any error the running config stays and
     /// the reply and the journal say why. systemd hears RELOADING=1 and READY=1 around it.
+    /// The hosts of the isolated plugins it (re)starts are started first, off the engine
+    /// queue: Shows do not wait for a plugin's init, only the reload's caller does.
     func reload(completion: @escaping @Sendable (Result<String, ConfigError>) -> Void) {
         queue.async { [self] in
             ServiceNotifier.reloading()
-            let result = applyConfig()
-            ServiceNotifier.ready(status: summary())
-            switch result {
-            case .success(let summary): logger.notice("reload done: \(summary)", metadata: MessageID.reloadDone.metadata)
-            case .failure(let error): logger.error("reload failed, keeping the running config: \(error)", metadata: MessageID.reloadFailed.metadata)
+            let next: DaemonConfig
+            do throws(ConfigError) {
+                next = try options.configPath.map { path throws(ConfigError) in try DaemonConfig.load(path: path) } ?? .embeddedDefault()
+                try next.checkPluginFiles(pluginDir: options.pluginDir, loaded: plugins.files)
+            } catch {
+                return reloaded(.failure(error), completion)
             }
-            completion(result)
+            let hidden = confinement(of: next)
+            let changed = changedPlugins(next, hidden: hidden)
+            let starters = next.plugins.filter { plugins[$0.name] == nil || changed.contains($0.name) }.compactMap { plugin in
+                plugins.starter(for: plugin, dirs: next.pluginDir, confinement: hidden).map { (plugin.name, $0) }
+            }
+            guard !starters.isEmpty else { return reloaded(applyConfig(next, hidden: hidden, changed: changed), completion) }
+            DispatchQueue.global().async { [self] in
+                let started = PluginRegistry.Prestarted(uniqueKeysWithValues: starters.map { ($0.0, $0.1()) })
+                queue.async { [self] in
+                    reloaded(applyConfig(next, hidden: hidden, changed: changed, prestarted: started), completion)
+                }
+            }
         }
     }
 
-    private func applyConfig() -> Result<String, ConfigError> {
-        let next: DaemonConfig
-        do throws(ConfigError) {
-            next = try options.configPath.map { path throws(ConfigError) in try DaemonConfig.load(path: path) } ?? .embeddedDefault()
-            try next.checkPluginFiles(pluginDir: options.pluginDir, loaded: plugins.files)
-        } catch {
-            return .failure(error)
+    private func reloaded(_ result: Result<String, ConfigError>, _ completion: @Sendable (Result<String, ConfigError>) -> Void) {
+        ServiceNotifier.ready(status: summary())
+        switch result {
+        case .success(let summary): logger.notice("reload done: \(summary)", metadata: MessageID.reloadDone.metadata)
+        case .failure(let error): logger.error("reload failed, keeping the running config: \(error)", metadata: MessageID.reloadFailed.metadata)
         }
+        completion(result)
+    }
+
+    /// The loaded plugins a reload to `next` stops and starts again: those whose section
+    /// changed (isolation, limits, its config), and every isolated one when what its host
+    /// must not open changed (a new reward key, state dir or config file).
+    private func changedPlugins(_ next: DaemonConfig, hidden: Confinement) -> [String] {
+        let rehide = hidden != plugins.confinement
+        return next.plugins.filter { plugin in
+            plugins.configs[plugin.name].map { $0 != plugin || (rehide && $0.isolation == .process) } ?? false
+        }.map(\.name).sorted()
+    }
+
+    private func applyConfig(_ next: DaemonConfig, hidden: Confinement, changed: [String],
+                             prestarted: PluginRegistry.Prestarted = [:]) -> Result<String, ConfigError> {
         // A config naming no plugins keeps the ones found in the plugin directories.
         let wanted = Set(next.plugins.map(\.name))
         let removed = next.plugins.isEmpty ? [] : plugins.loaded.keys.filter { !wanted.contains($0) }
-        // A plugin whose section changed (isolation, limits, its config) stops, its ads with
-        // it, and starts again as the section now says; so does every isolated one when what
-        // its host must not open changed (a new reward key, state dir or config file).
-        let hidden = confinement(of: next)
-        let rehide = hidden != plugins.confinement
         plugins.confinement = hidden
-        let changed = next.plugins.filter { plugin in
-            plugins.configs[plugin.name].map { $0 != plugin || (rehide && $0.isolation == .process) } ?? false
-        }.map(\.name).sorted()
+        // A changed plugin stops, its ads with it, and starts again as its section now says.
         for name in changed {
             let why = plugins.configs[name] != next.plugins.first(where: { $0.name == name })
                 ? "a reload changed [plugins.\(name)], so it was started again"
@@ -157,7 +177,7 @@ final class EngineRuntime: @unchecked Sendable {
             plugins.stopForRestart(name, because: why)
         }
         // A plugin that is down (its host restarting, or disabled after its crashes) is started again.
-        plugins.load(next.plugins.filter { plugins[$0.name] == nil }, dirs: next.pluginDir)
+        plugins.load(next.plugins.filter { plugins[$0.name] == nil }, dirs: next.pluginDir, prestarted: prestarted)
         if !next.plugins.isEmpty { plugins.forgetRefusals(except: wanted) }
         apply(engine.setAvailablePlugins(Set(plugins.loaded.keys).subtracting(removed), now: now()))
         apply(engine.reconfigure(slots: next.slots, settings: next.scheduler, now: now()))

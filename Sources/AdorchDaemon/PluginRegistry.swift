@@ -52,8 +52,11 @@ final class PluginRegistry: @unchecked Sendable {
 
     /// Loads `wanted`, or every plugin found in the directories when the config names none
     /// and none is loaded yet.
-    func load(_ wanted: [PluginConfig], dirs configured: String?) {
+    func load(_ wanted: [PluginConfig], dirs configured: String?, prestarted: Prestarted = [:]) {
         dispatchPrecondition(condition: .onQueue(queue))
+        var prestarted = prestarted
+        // One started for a plugin this load no longer takes (a newer reload) is not kept.
+        defer { for case .success(let unused) in prestarted.values { Self.stopAside(unused) } }
         if options.insecurePlugins {
             logger.warning("--insecure-plugins: plugin files are loaded without checking who owns them or who may write them; never run a production daemon this way")
         }
@@ -69,7 +72,8 @@ final class PluginRegistry: @unchecked Sendable {
                 // Root and the service's own user: the only ones who may have put code here.
                 if !options.insecurePlugins { try PluginFileTrust.check(path, owners: [0, geteuid()]) }
                 let file = PluginFileID(path: path)
-                let opened = try open(plugin, path: path)
+                let opened: any PluginInstance
+                if let started = prestarted.removeValue(forKey: plugin.name) { opened = try started.get() } else { opened = try open(plugin, path: path) }
                 loaded[plugin.name] = opened
                 files[plugin.name] = file
                 configs[plugin.name] = plugin
@@ -89,6 +93,29 @@ final class PluginRegistry: @unchecked Sendable {
         }
     }
 
+    /// Hosts started ahead of the load that takes them, by plugin name (`starter`).
+    typealias Prestarted = [String: Result<any PluginInstance, PluginLoadError>]
+
+    /// What starts `plugin`'s host off the engine queue, for a reload to call before it hops
+    /// there: the engine does not wait for a host's start (up to HostSettings.startTimeout),
+    /// only the reload's caller does. Nil for an in-process plugin, or one whose file is not
+    /// found or not trusted (the load then refuses it, saying why).
+    func starter(for plugin: PluginConfig, dirs configured: String?, confinement: Confinement) -> (@Sendable () -> Result<any PluginInstance, PluginLoadError>)? {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard plugin.isolation == .process, DefaultPaths.pluginHost != nil,
+              let path = Self.locate(plugin, in: Self.dirs(options.pluginDir ?? configured)) else { return nil }
+        if !options.insecurePlugins, (try? PluginFileTrust.check(path, owners: [0, geteuid()])) == nil { return nil }
+        let (settings, logger, onReport, onExit) = (hostSettings(for: plugin, confinement: confinement), logger, onReport, onExit)
+        return {
+            do throws(PluginLoadError) {
+                return .success(try PluginProcess(name: plugin.name, path: path, configJSON: plugin.configJSON, settings: settings,
+                                                  logger: logger, onReport: onReport) { instance, exit in onExit(plugin.name, instance, exit) })
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
     /// The plugin dlopened here, or in a host of its own.
     private func open(_ plugin: PluginConfig, path: String) throws(PluginLoadError) -> any PluginInstance {
         switch plugin.isolation {
@@ -98,13 +125,9 @@ final class PluginRegistry: @unchecked Sendable {
             guard let executable = DefaultPaths.pluginHost else {
                 throw .refusedByHost(path: path, name: plugin.name, reason: "adorch-plugin-host (isolation = \"process\") is in none of \(DefaultPaths.pluginHostDirs.joined(separator: ", "))")
             }
-            var confinement = confinement
-            confinement.addressSpaceBytes = plugin.memoryLimitBytes
-            let settings = HostSettings(executable: executable, confinement: confinement, hangTimeout: plugin.hangTimeout,
-                                        insecurePlugins: options.insecurePlugins)
             let exits = onExit
             let name = plugin.name
-            return try PluginProcess(name: plugin.name, path: path, configJSON: plugin.configJSON, settings: settings,
+            return try PluginProcess(name: plugin.name, path: path, configJSON: plugin.configJSON, settings: hostSettings(for: plugin, confinement: confinement, executable),
                                      logger: logger, onReport: onReport) { instance, exit in exits(name, instance, exit) }
         }
     }
@@ -112,6 +135,15 @@ final class PluginRegistry: @unchecked Sendable {
     /// Shuts an isolated plugin's host down on another queue; it is killed if it does not stop in time.
     private static func stopAside(_ plugin: any PluginInstance) {
         DispatchQueue.global().async { plugin.shutdown() }
+    }
+
+    /// How `plugin`'s host is run: the binary, what it may not open, its limits.
+    private func hostSettings(for plugin: PluginConfig, confinement: Confinement, _ executable: String? = DefaultPaths.pluginHost) -> HostSettings {
+        var confinement = confinement
+        confinement.addressSpaceBytes = plugin.memoryLimitBytes
+        // No binary: the start fails saying so, as open's guard does for a load.
+        return HostSettings(executable: executable ?? "adorch-plugin-host", confinement: confinement, hangTimeout: plugin.hangTimeout,
+                            insecurePlugins: options.insecurePlugins)
     }
 
     static func whereItRuns(_ plugin: any PluginInstance) -> String {

@@ -349,3 +349,28 @@ extension HostilePluginTests {
         XCTAssertTrue(run.stdout.split(separator: "\n").contains { $0.hasPrefix("FAIL") && $0.contains("ADORCH_PAYLOAD_MAX_BYTES") }, run.stdout)
     }
 }
+
+extension HostilePluginTests {
+    /// A reload that starts a plugin's host again waits for its init off the engine queue:
+    /// the other plugins' Shows are served throughout, only the reload's caller waits.
+    func testAReloadIntoASlowInitHoldsUpNoShow() throws {
+        let daemon = try forger("none")
+        defer { _ = daemon.stop() }
+        try daemon.waitFor("steady full") { (try daemon.slotStatus("steady")["ready"]?.intValue) == 4 }
+        let path = daemon.dir.appendingPathComponent("adorchd.toml")
+        let config = try String(contentsOf: path, encoding: .utf8)
+        try config.replacingOccurrences(of: #"mode = "none""#, with: #"mode = "slowinit""#).write(to: path, atomically: true, encoding: .utf8)
+        let steady = SteadyShows(socket: daemon.socket)
+        steady.start()
+        let started = ContinuousClock.now
+        _ = try daemon.call("io.adorch.Manager.Reload")
+        let took = ContinuousClock.now - started
+        let (latencies, failures) = steady.stop()
+        XCTAssertGreaterThanOrEqual(took, .seconds(2), "the reload waited for the new host's init")
+        XCTAssertTrue(daemon.log.contains("plugin forger stopped: a reload changed [plugins.forger]"), daemon.log)
+        XCTAssertEqual(failures, [])
+        XCTAssertGreaterThanOrEqual(latencies.count, 20)
+        XCTAssertLessThan(latencies.max() ?? .zero, .milliseconds(500), "no Show waited for the init: \(latencies.max() ?? .zero)")
+        XCTAssertEqual(try daemon.pluginStatus("forger")["state"]?.stringValue, "loaded")
+    }
+}

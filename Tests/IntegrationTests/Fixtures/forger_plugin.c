@@ -5,6 +5,7 @@
  *   config {"mode":"flood"}  a thread calls host->event and host->log without pause: the
  *                            other plugins' Shows must not wait behind it.
  *   config {"mode":"big"}    each load answers with a payload over ADORCH_PAYLOAD_MAX_BYTES.
+ *   config {"mode":"slowinit"} init takes 2 s, as an SDK fetching its remote config may.
  * Compiled by the integration test with plain cc against the header. */
 #include <pthread.h>
 #include <stdint.h>
@@ -15,7 +16,7 @@
 #include "adorch/plugin.h"
 
 static const adorch_host *host;
-static int mode; /* 1 pong, 2 flood, 3 big */
+static int mode; /* 1 pong, 2 flood, 3 big, 4 slowinit */
 static volatile int stop;
 static pthread_t worker;
 
@@ -38,7 +39,11 @@ static void *forge(void *unused) {
 
 static int32_t forger_init(const adorch_host *h, const char *config_json) {
     host = h;
-    mode = strstr(config_json, "\"pong\"") ? 1 : strstr(config_json, "\"flood\"") ? 2 : strstr(config_json, "\"big\"") ? 3 : 0;
+    mode = strstr(config_json, "\"pong\"") ? 1 : strstr(config_json, "\"flood\"") ? 2 : strstr(config_json, "\"big\"") ? 3 : strstr(config_json, "\"slowinit\"") ? 4 : 0;
+    if (mode == 4) {
+        struct timespec wait = {2, 0};
+        nanosleep(&wait, NULL);
+    }
     if (mode == 2) pthread_create(&worker, NULL, forge, NULL);
     return 0;
 }
