@@ -111,10 +111,12 @@ public final class PluginProcess: @unchecked Sendable {
         let childEnd = pair[1]
         let spawned = SpawnThread.run { Self.spawn(settings: settings, name: name, channelFD: childEnd) }
         close(pair[1])
-        guard case .success(let pid) = spawned else {
+        let pid: pid_t
+        switch spawned {
+        case .success(let spawnedPid): pid = spawnedPid
+        case .failure(let reason):
             close(pair[0])
-            if case .failure(let reason) = spawned { throw .cannotOpen(path: path, reason: reason) }
-            fatalError("unreachable")
+            throw .cannotOpen(path: path, reason: reason)
         }
         self.pid = pid
         self.settings = settings
