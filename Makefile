@@ -64,7 +64,7 @@ run: build
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) build -c release
-	$(SWIFT) test --skip-build --disable-swift-testing
+	SWIFT=$(SWIFT) scripts/run-tests.sh
 	scripts/fuzz.sh --seconds $(FUZZ_SMOKE_SECONDS)
 
 # Part of `make test`; alone, to iterate on the daemon's budgets without the rest.
