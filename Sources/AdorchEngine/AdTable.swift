@@ -11,6 +11,8 @@ enum EngineTimer: Hashable, Comparable, Sendable {
     case forget(AdID)
     /// A Show call stops waiting for its plugin's answer on this ad.
     case showAnswer(AdID)
+    /// A slot every expected user was capped on is about to be let in again: its buffer fills.
+    case capLifts(String)
 }
 
 /// The live ads with the indexes the scheduler asks by: per slot, loads in flight per

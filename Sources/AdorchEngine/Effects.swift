@@ -280,6 +280,9 @@ public enum Effect: Sendable, Equatable {
     case completeLoad(RequestID, Result<[ShownAd], LoadFailure>)
     /// A reward was earned: write it to the ledger, and only then tell anyone.
     case grantReward(RewardGrant)
+    /// An impression counted against frequency rules: keep it in the state directory, so a
+    /// cap holds across a restart (docs/caps.md, "Durable").
+    case recordImpression(CountedImpression)
     /// Start an interactive session (the plugin's ad_show). If the plugin refuses, the shell
     /// tells `InteractiveSessions.startRefused`.
     case startSession(AdID, plugin: String)

@@ -2,15 +2,23 @@
 /// which waterfall entry a preload asks.
 extension Engine {
     /// A demand-aware slot's target now; a fixed slot's buffer (with its demand, for operators).
+    /// A slot no one it expects may be shown an ad holds none until shortly before that
+    /// changes (docs/caps.md, "The scheduler").
     func target(of slotID: String, now: Moment) -> BufferTarget {
         let slot = slots[slotID]!
         let usable = slot.config.waterfall.indices.filter { availablePlugins.contains(slot.config.waterfall[$0].plugin) }
-        return .of(slot.config, demand: slot.demand, entries: usable.map { slot.entries[$0].estimate }, now: now)
+        var target = BufferTarget.of(slot.config, demand: slot.demand, entries: usable.map { slot.entries[$0].estimate }, now: now)
+        if slot.config.hasCaps, let fillFrom = capFillFrom(slot, now: now) {
+            target.count = 0
+            target.reason = "capped: no expected user may see an ad for \(Int((fillFrom - now).seconds.rounded(.up))) s more"
+        }
+        return target
     }
 
     /// The count alone, on the Show path: a fixed slot's is its buffer, with no estimate to read.
-    func targetCount(of slot: SlotState, now: Moment) -> Int {
-        slot.config.isDemandAware ? target(of: slot.config.id, now: now).count : slot.config.bufferMin
+    func targetCount(of slot: SlotState, expecting: String? = nil, now: Moment) -> Int {
+        if slot.config.hasCaps, capFillFrom(slot, expecting: expecting, now: now) != nil { return 0 }
+        return slot.config.isDemandAware ? target(of: slot.config.id, now: now).count : slot.config.bufferMin
     }
 
     /// Of the usable entries (in waterfall order), the first whose ad is likely to be shown

@@ -89,12 +89,13 @@ extension Engine {
 
         case (.other(let name, let detail), let state):
             // A self-tracking plugin's impression or click counts, once, when the ad is on screen.
+            var effects: [Effect] = []
             if case .shown = state, let viewerEvent = ViewerEvent.allCases.first(where: { $0.vocabularyName == name }) {
-                countOnce(viewerEvent, of: id)
+                effects = countOnce(viewerEvent, of: id, now: now)
             }
             var event = EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: name)
             event.detailJSON = detail
-            return [.emit(event)]
+            return effects + [.emit(event)]
 
         case (.destroyed, _):
             return []  // handled above: a live ad is never destroyed

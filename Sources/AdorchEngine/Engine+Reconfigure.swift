@@ -41,7 +41,7 @@ extension Engine {
             // Entries are matched by what they are, so a reordered waterfall keeps its backoffs.
             let oldEntries = existing.config.waterfall
             slots[config.id]!.entries = config.waterfall.map { entry in
-                oldEntries.firstIndex(of: entry).map { existing.entries[$0] } ?? EntryState(entry, of: config)
+                oldEntries.firstIndex(where: { $0.loadsLike(entry) }).map { existing.entries[$0] } ?? EntryState(entry, of: config)
             }
             setBackoffTimers(of: config.id, to: slots[config.id]!.entries)
             slots[config.id]!.config = config
@@ -66,6 +66,8 @@ extension Engine {
                 .sorted { ($0.expiresAt!, $0.id) < ($1.expiresAt!, $1.id) }
             for ad in valid.prefix(max(0, valid.count - config.bufferMax)) { effects += end(ad.id, as: .removed, now: now) }
         }
+        // The history stays whatever the rules now are (docs/caps.md, "Durable"); only how long it is kept follows them.
+        keepHistoryForRules()
         slotRank = Dictionary(uniqueKeysWithValues: slotOrder.enumerated().map { ($1, $0) })
         wanting.removeAll()  // ranks changed: every slot is looked at again by name
         ads.wanting.formUnion(slotOrder)

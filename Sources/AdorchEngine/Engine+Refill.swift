@@ -13,14 +13,16 @@ extension Engine {
     /// docs/rules.md, "Preloading": keep the slot's target of fresh ads (docs/scheduler.md), starting at most
     /// `maxLoads` loads. An ad inside its refresh margin still counts as valid for Show but
     /// no longer as fresh, so its replacement is already on the way.
-    mutating func refill(_ slotID: String, now: Moment, maxLoads: Int = .max) -> [Effect] {
+    /// `expecting`: the user of an ad a Show is taking, whose impression the caps will count.
+    mutating func refill(_ slotID: String, now: Moment, maxLoads: Int = .max, expecting: String? = nil) -> [Effect] {
         guard let slot = slots[slotID], slot.config.format.isPreloaded else {
             if let rank = slotRank[slotID] { wanting.remove(rank) }
             return []
         }
-        let fresh = ads.count(in: slotID, .ready) { $0.isValid(at: now) && $0.refreshAt > now }
+        let closed = slot.config.hasCaps ? entriesClosedToAll(slot, now: now) : []
+        let fresh = ads.count(in: slotID, .ready) { $0.isValid(at: now) && $0.refreshAt > now && !closed.contains($0.entryIndex) }
         let loading = ads.count(in: slotID, .loading)
-        var deficit = targetCount(of: slot, now: now) - fresh - loading
+        var deficit = targetCount(of: slot, expecting: expecting, now: now) - fresh - loading
         var effects: [Effect] = []
         if deficit > 0, slot.config.parallel > 1 {
             // One round: the first N usable entries at once, each a distinct network offer.
@@ -40,6 +42,14 @@ extension Engine {
             for plugin in Set(slot.config.waterfall.map(\.plugin)) {
                 if let at = paces[plugin]?.nextAdmission(at: now) { ads.timers.set(.pause(plugin), at: at) }
             }
+            // Or because an entry's per-slot rule holds it: look again when it frees.
+            for entry in slot.config.waterfall where entry.caps.contains(where: { $0.scope == .slot }) {
+                if let hold = strictest(entry.caps, slot: slotID, network: entry.capNetwork, user: "", scopes: [.slot], now: now) {
+                    ads.timers.set(.capLifts(slotID), at: min(hold.until, ads.timers.moment(of: .capLifts(slotID)) ?? hold.until))
+                }
+            }
+        } else if slot.config.hasCaps, let fillFrom = capFillFrom(slot, expecting: expecting, now: now) {
+            ads.timers.set(.capLifts(slotID), at: fillFrom)
         }
         // A slot still short (backoffs, pauses, network caps) is looked at again on every input.
         if deficit <= 0, let rank = slotRank[slotID] { wanting.remove(rank) }
@@ -61,7 +71,8 @@ extension Engine {
             let plugin = slot.config.waterfall[index].plugin
             let load = inFlight[plugin, default: loadsInFlight(to: plugin)]
             guard canLoad(from: plugin), slot.entries[index].backoffUntil <= now,
-                  paces[plugin]?.admits(at: now) ?? true, load < settings.maxLoadsInFlightPerNetwork
+                  paces[plugin]?.admits(at: now) ?? true, load < settings.maxLoadsInFlightPerNetwork,
+                  entryOpenToAll(slot, index, now: now)
             else { return false }
             inFlight[plugin] = load + 1
             return true

@@ -16,6 +16,14 @@ extension Engine {
     /// counts against its open-ads budget.
     public mutating func show(slot slotID: String, userID: String?, reward: RewardModel? = nil, holder: UInt32? = nil,
                               now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
+        var (result, effects) = takeForShow(slot: slotID, userID: userID, reward: reward, holder: holder, now: now)
+        if case .success(let ad) = result, slots[slotID]?.config.capCounting == .show { effects += countAgainstCaps(ad.id, now: now) }
+        return (result, effects)
+    }
+
+    /// A Show's ad, taken; counted against the slot's rules once its plugin presented it.
+    private mutating func takeForShow(slot slotID: String, userID: String?, reward: RewardModel?, holder: UInt32?,
+                                      now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
         guard let slot = slots[slotID] else { return (.failure(.slotNotFound(slotID)), []) }
         guard slot.config.format.isPreloaded else {
             return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is \(slot.config.format.slotInWords): \(slot.config.format.howToUse)")), [])
@@ -26,6 +34,8 @@ extension Engine {
         }
         // Refused before it counts as demand: the refusal changes nothing else.
         if let refusal = openAdsRefusal(holder, asking: 1) { return (.failure(refusal), []) }
+        noteAsker(slotID, userID: userID, now: now)
+        if let refusal = capRefusal(slotID, userID: userID, now: now) { return (.failure(refusal), []) }
         // Demand is every Show asked, found or not.
         slots[slotID]!.demand.noteShow(at: now)
         let effects = advance(to: now)
@@ -38,7 +48,7 @@ extension Engine {
     /// whatever its answer sets off comes after the call's own events.
     public mutating func requestShow(slot slotID: String, userID: String?, reward: RewardModel? = nil, holder: UInt32? = nil,
                                      request: RequestID, now: Moment) -> [Effect] {
-        var (result, effects) = show(slot: slotID, userID: userID, reward: reward, holder: holder, now: now)
+        var (result, effects) = takeForShow(slot: slotID, userID: userID, reward: reward, holder: holder, now: now)
         guard case .success(let ad) = result else { return effects + [.completeShow(request, result)] }
         return awaitAnswer(PendingShow(request: request, userID: userID, reward: reward, holder: holder, tries: 1, ad: ad,
                                        deadline: now + Self.showAnswerTimeout),
@@ -54,7 +64,10 @@ extension Engine {
         guard now < pending.deadline else { return showAnswerMissed(id, now: now) }
         showing[id] = nil
         ads.timers.remove(.showAnswer(id))
-        if presented { return [.completeShow(pending.request, .success(pending.ad))] }
+        if presented {
+            let counted = slots[pending.ad.slot]?.config.capCounting == .show ? countAgainstCaps(id, now: now) : []
+            return counted + [.completeShow(pending.request, .success(pending.ad))]
+        }
         return displayFailed(id, reason: "the plugin could not present it", now: now) + retry(pending, now: now)
     }
 
@@ -117,8 +130,10 @@ extension Engine {
     /// "adValid"), before anything else can pick it again.
     private mutating func take(from slotID: String, userID: String?, reward: RewardModel?, holder: UInt32?,
                                now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
+        // Ads of networks whose own rules hold this user are skipped (docs/caps.md).
+        let held = slots[slotID]!.config.hasCaps ? entryHolds(slots[slotID]!, user: userID ?? "", now: now) : [:]
         // The highest price, then the earliest expiry (the one that would be wasted first).
-        guard let pick = ads.first(in: slotID, .ready, where: { $0.isValid(at: now) }, by: { a, b in
+        guard let pick = ads.first(in: slotID, .ready, where: { $0.isValid(at: now) && held[$0.entryIndex] == nil }, by: { a, b in
             (-a.price, a.expiresAt!, a.id) < (-b.price, b.expiresAt!, b.id)
         }) else {
             // The Show raised the slot's demand: its target may have risen with it.
@@ -137,7 +152,7 @@ extension Engine {
         var effects: [Effect] = [.show(pick.id, plugin: pick.plugin, userID: userID)]
         effects.append(.emit(EngineEvent(.adShown, slot: slotID, adID: pick.id, network: pick.plugin, userID: userID)))
         effects += markDryIfEmpty(slotID, now: now)
-        effects += refill(slotID, now: now)
+        effects += refill(slotID, now: now, expecting: slots[slotID]!.config.hasCaps ? userID ?? "" : nil)
         return (.success(shown), effects)
     }
 }

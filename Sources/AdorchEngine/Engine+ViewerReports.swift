@@ -21,8 +21,8 @@ extension Engine {
             return (.success(()), [])
         }
         ads[id]!.reported.insert(event)
-        countOnce(event, of: id)
-        var effects: [Effect] = [.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, viewerEvent: event))]
+        var effects = countOnce(event, of: id, now: now)
+        effects.append(.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, viewerEvent: event)))
         // A plugin that tracks impressions and clicks itself is not told again: never both.
         if !(ad.tracksItself && (event == .impression || event == .click)) {
             effects.insert(.notify(ad.objectID ?? id, plugin: ad.plugin, event: event), at: 0)
@@ -35,10 +35,16 @@ extension Engine {
 
 
     /// plugin.h, ADORCH_EVENT_IMPRESSION: an impression or click counts once per ad, whichever
-    /// of the app and a self-tracking plugin reports it first.
-    mutating func countOnce(_ event: ViewerEvent, of id: AdID) {
-        guard event == .impression || event == .click, let ad = ads[id], ads[id]!.counted.insert(event).inserted else { return }
-        if event == .impression { slots[ad.slot]?.counters.impressions += 1 } else { slots[ad.slot]?.counters.clicks += 1 }
+    /// of the app and a self-tracking plugin reports it first; so does an impression against
+    /// the frequency rules of a slot that counts them so.
+    mutating func countOnce(_ event: ViewerEvent, of id: AdID, now: Moment) -> [Effect] {
+        guard event == .impression || event == .click, let ad = ads[id], ads[id]!.counted.insert(event).inserted else { return [] }
+        guard event == .impression else {
+            slots[ad.slot]?.counters.clicks += 1
+            return []
+        }
+        slots[ad.slot]?.counters.impressions += 1
+        return slots[ad.slot]?.config.capCounting == .impression ? countAgainstCaps(id, now: now) : []
     }
 
     // MARK: Rewards

@@ -31,12 +31,15 @@ public struct Engine: Sendable {
     public internal(set) var unattributedCallbacks = 0
     /// Loads ended, per available network: by outcome, and how long they took (for metrics).
     public internal(set) var networkLoads: [String: NetworkLoads] = [:]
+    /// The impressions the frequency rules count (docs/caps.md).
+    var history = ImpressionHistory()
 
     public init(slots: [SlotConfig], plugins: Set<String>, settings: SchedulerSettings = .init(), seed: UInt64 = 1) {
         self.settings = settings
         self.availablePlugins = plugins
         self.random = SplitMix64(seed: seed)
         for config in slots { addSlot(config) }
+        keepHistoryForRules()
     }
 
     // MARK: Inputs
@@ -55,6 +58,7 @@ public struct Engine: Sendable {
             case .pause: break  // the slots waiting for that network are still wanting
             case .forget(let id): retired.forget(id, at: now)
             case .showAnswer(let id): unanswered.append(id)
+            case .capLifts(let slot): ads.wanting.insert(slot)
             }
         }
         for id in dueAds.sorted() {
@@ -79,6 +83,7 @@ public struct Engine: Sendable {
             }
         }
         for id in unanswered.sorted() { effects += showAnswerMissed(id, now: now) }
+        history.prune(now: now.capTime)
         return effects + refillWanting(now: now)
     }
 
@@ -101,8 +106,9 @@ public struct Engine: Sendable {
         ads.timers.first.map { max($0.at, now) }
     }
 
-    /// Every slot as operators and apps see it.
-    public func slotStatuses(at now: Moment) -> [SlotStatus] {
+    /// Every slot as operators and apps see it; `capHold` is what a Show for `userID` (nil:
+    /// one without a user id) would meet.
+    public func slotStatuses(at now: Moment, capsFor userID: String? = nil) -> [SlotStatus] {
         slotOrder.compactMap { id in
             guard let slot = slots[id] else { return nil }
             let valid = ads.inSlot(id, .ready).filter { $0.isValid(at: now) }
@@ -120,7 +126,8 @@ public struct Engine: Sendable {
                                 estimate: entry.estimate)
                 },
                 target: target(of: id, now: now),
-                missingPlugins: missingPlugins(of: id)
+                missingPlugins: missingPlugins(of: id),
+                capHold: capHold(slot: id, userID: userID, now: now)
             )
         }
     }

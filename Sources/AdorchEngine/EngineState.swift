@@ -7,6 +7,9 @@ struct SlotState: Sendable {
     var counters = SlotCounters()
     var dry = false
     var demand = DemandEstimate()
+    /// The users who asked this slot for an ad lately, with when they last did: the users
+    /// the scheduler expects (docs/caps.md, "The scheduler"). At most `Engine.expectedUsersAtMost`.
+    var askers: [String: Int64] = [:]
 }
 
 struct EntryState: Sendable {
@@ -66,6 +69,8 @@ struct AdRecord: Sendable {
     var reported: Set<ViewerEvent> = []
     /// The impression and click counted in the slot's counters, from the app or the plugin.
     var counted: Set<ViewerEvent> = []
+    /// Whether this ad's impression was counted against the frequency rules: once, ever.
+    var capCounted = false
 
     var expiresAt: Moment? {
         if case .ready(let expiresAt) = state { expiresAt } else { nil }

@@ -29,6 +29,8 @@ public struct SlotStatus: Sendable, Equatable {
     public var target: BufferTarget
     /// Set when the slot cannot fill: the plugins its waterfall names, none of them available.
     public var missingPlugins: [String]?
+    /// Set when a frequency rule holds a Show for the user the statuses were asked for.
+    public var capHold: CapHold?
 }
 
 /// One waterfall entry as operators see it: what it was asked, what it gave, how long it rests.

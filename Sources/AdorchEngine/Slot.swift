@@ -82,12 +82,26 @@ public struct WaterfallEntry: Sendable, Equatable {
     public var serverParameter: String
     /// How long one load from this entry may take before the host gives up on it.
     public var timeout: Duration
+    /// Frequency rules for this network instance in this slot (docs/caps.md): a Show skips
+    /// its ads for a user they hold, and a `per = "slot"` rule keeps the waterfall from it.
+    public var caps: [FrequencyRule]
 
-    public init(plugin: String, adUnitID: String = "", serverParameter: String = "", timeout: Duration = .seconds(5)) {
+    public init(plugin: String, adUnitID: String = "", serverParameter: String = "", timeout: Duration = .seconds(5),
+                caps: [FrequencyRule] = []) {
         self.plugin = plugin
         self.adUnitID = adUnitID
         self.serverParameter = serverParameter
         self.timeout = timeout
+        self.caps = caps
+    }
+
+    /// The network instance its rules count for.
+    public var capNetwork: CapNetwork { CapNetwork(plugin: plugin, adUnitID: adUnitID) }
+
+    /// The same network request, whatever its rules: a reload that changes only the rules
+    /// keeps the entry's backoff and estimates.
+    func loadsLike(_ other: WaterfallEntry) -> Bool {
+        (plugin, adUnitID, serverParameter, timeout) == (other.plugin, other.adUnitID, other.serverParameter, other.timeout)
     }
 }
 
@@ -139,6 +153,10 @@ public struct SlotConfig: Sendable, Equatable {
     public var fetchTimeout: Duration
     /// Interactive: a session without started this long after Start ends in error.
     public var startTimeout: Duration
+    /// The slot's frequency rules (docs/caps.md): its own, or the daemon's default.
+    public var caps: [FrequencyRule] = []
+    /// When an ad's impression counts against the rules.
+    public var capCounting = CapCounting.impression
 
     /// A fixed buffer of `buffer` ads; with `bufferMax`, a demand-aware one from `buffer` to `bufferMax`.
     public init(
@@ -175,6 +193,17 @@ extension SlotConfig {
 
     /// Whether the scheduler chooses the buffer from demand, between `bufferMin` and `bufferMax`.
     public var isDemandAware: Bool { bufferMax > bufferMin }
+
+    /// Whether any rule, the slot's or an entry's, counts this slot's impressions.
+    public var hasCaps: Bool { !caps.isEmpty || waterfall.contains { !$0.caps.isEmpty } }
+
+    /// Every rule of the slot and its entries: history is kept for the longest window.
+    public var allCaps: [FrequencyRule] { caps + waterfall.flatMap(\.caps) }
+
+    /// The names of every rule of the slot and its entries, as Capped gives them.
+    public var capRuleNames: [String] {
+        caps.map(\.name) + waterfall.flatMap { entry in entry.caps.map { entry.capNetwork.name(of: $0) } }
+    }
 }
 
 /// Scheduler settings shared by all slots.
