@@ -116,6 +116,8 @@ let package = Package(
             name: "AdorchRewards",
             dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")]
         ),
+        // Frequency caps: the impression history the rules count, kept in the state directory (SQLite through GRDB).
+        .target(name: "AdorchCapStore", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
         // Varlink: framing, a server on its own epoll loop, a blocking client, the service interface.
         .target(name: "AdorchVarlink", dependencies: ["AdorchJSON", "CEpoll", "CGlibcMalloc", .product(name: "Logging", package: "swift-log")]),
         // JSON values, a strict parser and a writer over bytes: the wire's and the plugin host's.
@@ -126,7 +128,7 @@ let package = Package(
         .target(
             name: "AdorchDaemon",
             dependencies: [
-                "AdorchEngine", "AdorchLocking", "AdorchPluginHost", "AdorchVarlink", "AdorchSystemd", "AdorchRewards",
+                "AdorchEngine", "AdorchLocking", "AdorchPluginHost", "AdorchVarlink", "AdorchSystemd", "AdorchRewards", "AdorchCapStore",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -12,8 +12,8 @@ struct AdsMethods {
         let ids = runtime.ids
         let gate = runtime.gate
         let json = StatusJSON(ids: ids)
-        routes.add("io.adorch.Ads.ListSlots", NoParameters.self) { _, _, replier in
-            runtime.slotStatuses { replier.reply(["slots": .array($0.map(json.listedSlotJSON))]) }
+        routes.add("io.adorch.Ads.ListSlots", ListSlotsCall.self) { p, _, replier in
+            runtime.slotStatuses(capsFor: p.userID) { replier.reply(["slots": .array($0.map(json.listedSlotJSON))]) }
         }
         routes.add("io.adorch.Ads.Show", ShowCall.self) { p, call, replier in
             if let refusal = gate.rateRefusal(.showRate, call) { return replier.fail(refusal) }
@@ -99,6 +99,15 @@ struct AdsMethods {
 }
 
 // MARK: Parameters
+
+struct ListSlotsCall: CallParameters {
+    static let names: Set<String> = ["user_id"]
+    var userID: String?
+
+    init(_ call: VarlinkCall) throws(VarlinkError) {
+        if let id = try call.optionalString("user_id") { userID = try FieldBounds.check(id, "user_id", max: FieldBounds.userID) }
+    }
+}
 
 struct ShowCall: CallParameters {
     static let names: Set<String> = ["slot", "user_id", "reward"]
@@ -279,6 +288,11 @@ private func showError(_ error: ShowError, _ call: VarlinkCall, _ gate: CallGate
         invalidParameter(name, reason)
     case .tooManyOpenAds(let uid, let open, let loading, let limit):
         tooManyOpenAds(uid: uid, open: open, loading: loading, limit: limit, call, gate)
+    case .capped(let slot, let rule, let retryAfter):
+        VarlinkError("io.adorch.Ads.Capped", [
+            "slot": .string(slot), "rule": .string(rule), "retry_after_ms": .int(retryAfter.nanosecondsClamped / 1_000_000),
+            "message": .string("\(slot) is capped for this user by \(rule): the next ad may be shown in \(retryAfter.nanosecondsClamped / 1_000_000) ms"),
+        ])
     }
 }
 

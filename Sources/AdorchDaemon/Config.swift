@@ -130,7 +130,10 @@ extension DaemonConfig {
 
     private static func decode(_ root: TOMLTable, source: String) throws(ConfigError) -> DaemonConfig {
         let r = TableReader(root, path: "", source: source)
-        try r.only(["daemon", "scheduler", "targeting", "rewards", "plugins", "slots", "access", "limits", "metrics"])
+        try r.only(["daemon", "scheduler", "targeting", "rewards", "plugins", "slots", "access", "limits", "metrics", "frequency"])
+        let frequencyDefault = try r.table("frequency")
+        try frequencyDefault?.only(FrequencySettings.keys)
+        let defaultRules = try frequencyDefault?.frequency() ?? FrequencySettings()
         var limits = VarlinkLimits()
         var showRate = CallRate.shows
         var loadRate = CallRate.loads
@@ -231,7 +234,7 @@ extension DaemonConfig {
         for s in try r.tables("slots") {
             try s.only(["id", "format", "buffer", "buffer_min", "buffer_max", "ttl_s", "reward_name", "reward_amount", "reward_extra", "test_mode", "targeting",
                         "width", "height", "count", "load_timeout_ms", "native_variant", "image_options", "parallel", "waterfall",
-                        "fetch_timeout_ms", "start_timeout_ms", "users", "groups"])
+                        "fetch_timeout_ms", "start_timeout_ms", "users", "groups"] + FrequencySettings.keys)
             let id = try s.requiredString("id")
             guard isName(id) else { throw s.error("id", "slot ids are [a-z0-9_-]+, got \"\(id)\"") }
             guard !slots.contains(where: { $0.id == id }) else { throw s.error("id", "slot \"\(id)\" is defined twice") }
@@ -240,9 +243,17 @@ extension DaemonConfig {
             guard let format = AdFormat(rawValue: formatName) else {
                 throw s.error("format", "expected one of \(AdFormat.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(formatName)\"")
             }
+            let frequency = try s.frequency()
+            if !format.isPreloaded, let key = FrequencySettings.keys.first(where: { s.table.contains(key: $0) }) {
+                throw s.error(key, "frequency rules hold Shows: \(id) is \(format.slotInWords), \(format.howToUse)")
+            }
             var waterfall: [WaterfallEntry] = []
             for w in try s.tables("waterfall") {
-                try w.only(["plugin", "ad_unit_id", "server_parameter", "timeout_ms"])
+                try w.only(["plugin", "ad_unit_id", "server_parameter", "timeout_ms", "caps", "pacing"])
+                let entryRules = try w.frequency(countOn: false).rules(over: FrequencySettings())
+                if !format.isPreloaded, !entryRules.isEmpty {
+                    throw w.error(w.table.contains(key: "caps") ? "caps" : "pacing", "frequency rules hold Shows: \(id) is \(format.slotInWords), \(format.howToUse)")
+                }
                 let plugin = try w.requiredString("plugin")
                 if !plugins.isEmpty, !plugins.contains(where: { $0.name == plugin }) {
                     throw w.error("plugin", "no plugin \"\(plugin)\" is configured (add a [plugins.\(plugin)] section)")
@@ -250,7 +261,8 @@ extension DaemonConfig {
                 waterfall.append(WaterfallEntry(
                     plugin: plugin, adUnitID: try w.string("ad_unit_id") ?? "",
                     serverParameter: try w.string("server_parameter") ?? "",
-                    timeout: .milliseconds(try w.int("timeout_ms", in: ConfigBounds.entryTimeoutMilliseconds) ?? 5000)
+                    timeout: .milliseconds(try w.int("timeout_ms", in: ConfigBounds.entryTimeoutMilliseconds) ?? 5000),
+                    caps: entryRules
                 ))
             }
             guard !waterfall.isEmpty else { throw s.error("waterfall", "a slot needs at least one [[slots.waterfall]] entry") }
@@ -271,7 +283,10 @@ extension DaemonConfig {
             if format != .native, try s.string("native_variant") != nil || s.table.keys.contains("image_options") {
                 throw s.error("native_variant", "only native slots take native_variant and image_options")
             }
-            slots.append(SlotConfig(
+            // The default holds every Show slot that does not set its own.
+            let rules = format.isPreloaded ? frequency.rules(over: defaultRules) : []
+            try s.checkReachable(rules)
+            var slot = SlotConfig(
                 id: id, format: format, buffer: bufferMin, bufferMax: bufferMax,
                 ttl: .seconds(try s.int("ttl_s", in: ConfigBounds.ttlSeconds) ?? 3600), waterfall: waterfall,
                 reward: RewardModel(name: try s.string("reward_name") ?? "", amount: try s.int("reward_amount", in: ConfigBounds.rewardAmount) ?? 0,
@@ -285,7 +300,10 @@ extension DaemonConfig {
                 imageOptionsJSON: try s.imageOptions() ?? "{}",
                 parallel: Int(parallel ?? 1),
                 fetchTimeout: .milliseconds(fetchTimeout ?? 5000), startTimeout: .milliseconds(startTimeout ?? 10_000)
-            ))
+            )
+            slot.caps = rules
+            slot.capCounting = frequency.counting ?? defaultRules.counting ?? .impression
+            slots.append(slot)
         }
 
         limits.maxMessageSize = Int(try daemon?.int("max_message_bytes", in: ConfigBounds.maxMessageBytes) ?? 1 << 20)

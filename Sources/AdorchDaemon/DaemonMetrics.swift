@@ -8,11 +8,13 @@ struct ShowStats: Sendable {
     /// budgets, unknown slots) are not Shows: the limits count those, and an unknown slot's
     /// name would be an unbounded label.
     enum Result: String, Sendable, CaseIterable {
-        case hit, noAd = "no_ad", unservable, displayFailed = "display_failed", interrupted
+        case hit, noAd = "no_ad", unservable, displayFailed = "display_failed", interrupted, capped
     }
 
     var results: [Result: Int] = [:]
     var latency = LatencyHistogram()
+    /// Capped Shows by the name of the rule that held them (docs/caps.md).
+    var cappedBy: [String: Int] = [:]
 
     static func result(of answer: Swift.Result<ShownAd, ShowError>) -> Result? {
         switch answer {
@@ -21,13 +23,22 @@ struct ShowStats: Sendable {
         case .failure(.unservable): .unservable
         case .failure(.displayFailed): .displayFailed
         case .failure(.interrupted): .interrupted
+        case .failure(.capped): .capped
         case .failure: nil
         }
     }
 
-    mutating func note(_ result: Result, took: Duration) {
+    mutating func note(_ answer: Swift.Result<ShownAd, ShowError>, took: Duration) {
+        guard let result = Self.result(of: answer) else { return }
         results[result, default: 0] += 1
         latency.observe(took)
+        if case .failure(.capped(_, let rule, _)) = answer { cappedBy[rule, default: 0] += 1 }
+    }
+
+    /// After a reload: only the rules the slot still has keep a series.
+    mutating func keepCappedRules(of slot: SlotConfig) {
+        let names = Set(slot.capRuleNames)
+        cappedBy = cappedBy.filter { names.contains($0.key) }
     }
 }
 
@@ -79,6 +90,12 @@ enum DaemonMetrics {
         family("show_duration_seconds", .histogram, unit: "seconds",
                "Show calls, from reaching the engine to their answer (the plugin's ad_show included).") { f in
             for slot in preloaded { f.histograms.append(([("slot", slot)], (s.showStats[slot] ?? ShowStats()).latency)) }
+        }
+        family("shows_capped", .counter, "Show calls answered Capped, by the frequency rule that held them (docs/caps.md).") { f in
+            for slot in s.slots where slot.config.hasCaps {
+                let counts = s.showStats[slot.config.id]?.cappedBy ?? [:]
+                for rule in slot.config.capRuleNames { f.add(counts[rule, default: 0], [("slot", slot.config.id), ("rule", rule)]) }
+            }
         }
         perSlot("display_failures", "Shows whose plugin could not present the ad (the next one was tried).") { $0.counters.displayFailures }
         perSlot("slot_ran_dry", "Times the slot ran dry: its last valid ad went (shown or expired), or a Show found none while ads were ready before; once until an ad is ready again.") { $0.counters.ranDry }

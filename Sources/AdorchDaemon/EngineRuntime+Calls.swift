@@ -9,8 +9,15 @@ import Foundation
 // the engine queue, so neither can deadlock the other.
 
 extension EngineRuntime {
-    func slotStatuses(completion: @escaping @Sendable ([SlotStatus]) -> Void) {
-        queue.async { [self] in completion(engine.slotStatuses(at: now())) }
+    /// Every slot, with the frequency rule that would hold a Show for `userID`, if any.
+    func slotStatuses(capsFor userID: String? = nil, completion: @escaping @Sendable ([SlotStatus]) -> Void) {
+        queue.async { [self] in completion(engine.slotStatuses(at: now(), capsFor: userID)) }
+    }
+
+    /// Each rule of the slot and its networks, with what it counts for `userID` now; nil for
+    /// no such slot.
+    func capUses(slot: String, userID: String?, completion: @escaping @Sendable ([CapUse]?) -> Void) {
+        queue.async { [self] in completion(engine.capUses(slot: slot, userID: userID, now: now())) }
     }
 
     /// A Show call, decided by the engine (its fallbacks, retry limit and `holder`'s open-ads
@@ -22,7 +29,7 @@ extension EngineRuntime {
             let started = now()
             pendingShows[request] = { [self] result in
                 // Runs on the engine queue, as every effect does: showStats needs no lock.
-                if let outcome = ShowStats.result(of: result) { showStats[slot, default: ShowStats()].note(outcome, took: now() - started) }
+                if ShowStats.result(of: result) != nil { showStats[slot, default: ShowStats()].note(result, took: now() - started) }
                 completion(result.map { ($0, wallTime($0.expiresAt)) })
             }
             apply(engine.requestShow(slot: slot, userID: userID, reward: reward, holder: holder, request: request, now: now()))

@@ -32,6 +32,7 @@ extension EngineRuntime {
                     queue.async { [self] in apply(sessions.startRefused(id, now: now())) }
                 }
             case .controlSession(let id, let plugin, let control): plugins[plugin]?.control(id, control)
+            case .recordImpression(let impression): capHistory?.record(impression, now: now())
             }
         }
         rearm()

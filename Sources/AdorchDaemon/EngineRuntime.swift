@@ -27,6 +27,8 @@ final class EngineRuntime: @unchecked Sendable {
     var sessions = InteractiveSessions()
     /// Rewards, durably; opened by start.
     private(set) var rewards: RewardDesk?
+    /// The frequency rules' impressions, durably; opened by start.
+    private(set) var capHistory: CapHistoryFile?
     /// Show and Load calls waiting for the engine's answer, by request.
     var pendingShows: [RequestID: @Sendable (Result<ShownAd, ShowError>) -> Void] = [:]
     var pendingLoads: [RequestID: @Sendable (Result<[ShownAd], LoadFailure>) -> Void] = [:]
@@ -65,6 +67,7 @@ final class EngineRuntime: @unchecked Sendable {
         try config.checkPluginFiles(pluginDir: options.pluginDir)
         try prepareStateDirectory()
         rewards = try RewardDesk(stateDir: stateDir, config: config, logger: logger)
+        capHistory = try CapHistoryFile(stateDir: stateDir, logger: logger)
         queue.sync {
             plugins.route(reports: reportHandler, exits: exitHandler)
             plugins.confinement = confinement(of: config)
@@ -72,6 +75,7 @@ final class EngineRuntime: @unchecked Sendable {
             engine = Engine(slots: config.slots, plugins: Set(plugins.loaded.keys), settings: config.scheduler,
                             seed: UInt64.random(in: 1...UInt64.max))
             logUnservable(config.slots)
+            if let capHistory { engine.restoreImpressions(capHistory.restore(keeping: engine.capHistoryKept, now: now())) }
             timer = makeTimer { [unowned self] in advance() }
             if let (kept, away) = estimatesFile.load(logger: logger) {
                 let (effects, refused) = engine.restore(kept, away: away, now: now())
@@ -80,6 +84,7 @@ final class EngineRuntime: @unchecked Sendable {
             }
             advance()
             tickers.append(makeTimer(every: EstimatesFile.interval) { [unowned self] in saveEstimates() })
+            tickers.append(makeTimer(every: .seconds(3600)) { [unowned self] in capHistory?.prune(keeping: engine.capHistoryKept) })
         }
     }
 
@@ -196,6 +201,8 @@ final class EngineRuntime: @unchecked Sendable {
         // of the running config, and a slot added again starts from 0 like its counters.
         let kept = Set(next.slots.map(\.id))
         showStats = showStats.filter { kept.contains($0.key) }
+        for slot in next.slots { showStats[slot.id]?.keepCappedRules(of: slot) }
+        capHistory?.prune(keeping: engine.capHistoryKept)
         logUnservable(next.slots)
         config = next
         gate.update(next)

@@ -40,7 +40,24 @@ type Slot (
   # what the target is made of (preloaded slots)
   demand: ?Demand,
   # set when the slot cannot fill: why (no plugin its waterfall names is loaded)
-  unservable: ?string
+  unservable: ?string,
+  # set when a frequency rule would answer a Show for the user_id ListSlots was given Capped
+  capped: ?CapHold
+)
+
+# A frequency rule that holds a slot for a user (docs/caps.md).
+type CapHold (
+  # as the config writes it, e.g. "3 per 1h per user", "pacing 30s per user", or for a
+  # network's rule "sim: 1 per 1d per user"
+  rule: string,
+  # cap or pacing
+  kind: string,
+  # set for a network's rule: its plugin
+  network: ?string,
+  # a Show after this many milliseconds is let in, if no other ad is shown before
+  retry_after_ms: int,
+  # RFC 3339: the same moment
+  until: string
 )
 
 \(demandTypeIDL)
@@ -100,8 +117,12 @@ type Event (
   rewards_waiting: ?int
 )
 
-# The slots and how many ads each has ready.
-method ListSlots() -> (slots: []Slot)
+# The slots and how many ads each has ready, and for each whether a frequency rule holds a
+# Show for user_id (without one: for a Show without one) and until when.
+method ListSlots(
+  # at most \(FieldBounds.userID) bytes
+  user_id: ?string
+) -> (slots: []Slot)
 
 # A reward model: what the viewer earns (docs/rules.md, "Rewards").
 type RewardModel (
@@ -129,6 +150,7 @@ type Reward (
 # Takes the best valid ad of a slot (highest price, then earliest expiry) and has its plugin
 # present it; if the plugin cannot (failed_to_display), the next valid ad is taken in the
 # same call. A rewarded slot needs a non-empty user_id; reward overrides the slot's model.
+# A Show that a frequency rule would break answers Capped and changes nothing (docs/caps.md).
 method Show(
   slot: string,
   # at most \(FieldBounds.userID) bytes
@@ -218,6 +240,11 @@ error NoAdReady (slot: string, message: string)
 
 # No slot has this id.
 error SlotNotFound (slot: string, message: string)
+
+# A frequency rule of the slot, or of every network with an ad for this user, holds the Show:
+# rule names it as the config writes it (the stricter when several do); a Show after
+# retry_after_ms is let in, if no other ad is shown before (docs/caps.md).
+error Capped (slot: string, rule: string, retry_after_ms: int, message: string)
 
 # The ad is unknown, was never shown, has ended, or the event was already reported.
 error AdNotValid (ad_id: string, message: string)

@@ -169,6 +169,39 @@ error NoRewardKey (message: string)
 # The reward ledger could not be written.
 error LedgerFailed (message: string)
 
+# One frequency rule of a slot or of one of its networks, and what it counts now (docs/caps.md).
+type CapRule (
+  # as Capped names it, e.g. "3 per 1h per user", "sim: pacing 30s per slot"
+  rule: string,
+  # cap or pacing
+  kind: string,
+  # user or slot
+  scope: string,
+  # set for a network's rule: its plugin and ad unit
+  network: ?string,
+  ad_unit_id: ?string,
+  # at most this many ads in any window of window_ms
+  impressions: int,
+  window_ms: int,
+  # impressions the rule counts for the user (or the slot) now
+  counted: int,
+  # set when the rule holds a Show now: a Show after this many milliseconds is let in
+  retry_after_ms: ?int,
+  # RFC 3339: the same moment
+  until: ?string
+)
+
+# The frequency rules of a slot and its networks, with what each counts for user_id (without
+# one: for Shows without one) now: what `adorchctl caps` prints.
+method GetCaps(
+  slot: string,
+  # at most \(FieldBounds.userID) bytes
+  user_id: ?string
+) -> (rules: []CapRule)
+
+# No slot has this id.
+error SlotNotFound (slot: string, message: string)
+
 # Reads the config again and applies it; a bad config changes nothing.
 method Reload() -> (summary: string)
 

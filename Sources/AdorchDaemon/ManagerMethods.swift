@@ -28,6 +28,14 @@ struct ManagerMethods {
         routes.add("io.adorch.Manager.GetMetrics", MetricsCall.self) { p, _, replier in
             runtime.metrics(p.format, server: serving.server, socket: serving.socketPath) { replier.reply(["text": .string($0)]) }
         }
+        routes.add("io.adorch.Manager.GetCaps", CapsCall.self) { p, _, replier in
+            runtime.capUses(slot: p.slot, userID: p.userID) { uses in
+                guard let uses else {
+                    return replier.fail(VarlinkError("io.adorch.Manager.SlotNotFound", ["slot": .string(p.slot), "message": .string("no slot \"\(p.slot)\" is configured")]))
+                }
+                replier.reply(["rules": .array(uses.map(StatusJSON.capRuleJSON))])
+            }
+        }
         routes.add("io.adorch.Manager.Reload", NoParameters.self) { _, _, replier in
             runtime.reload { result in
                 switch result {
@@ -48,6 +56,17 @@ struct CallbackQuery: CallParameters {
     var query: String
 
     init(_ call: VarlinkCall) throws(VarlinkError) { query = try call.string("query") }
+}
+
+struct CapsCall: CallParameters {
+    static let names: Set<String> = ["slot", "user_id"]
+    var slot: String
+    var userID: String?
+
+    init(_ call: VarlinkCall) throws(VarlinkError) {
+        slot = try call.string("slot")
+        if let id = try call.optionalString("user_id") { userID = try FieldBounds.check(id, "user_id", max: FieldBounds.userID) }
+    }
 }
 
 struct MetricsCall: CallParameters {

@@ -18,7 +18,33 @@ struct StatusJSON {
         (slot["id"], slot["format"]) = (.string(s.config.id), .string(s.config.format.rawValue))
         (slot["ready"], slot["loading"]) = (.int(Int64(s.ready)), .int(Int64(s.loading)))
         slot["unservable"] = s.missingPlugins.map { .string(Self.unservable($0)) }
+        slot["capped"] = s.capHold.map(Self.capHoldJSON)
         return .object(slot)
+    }
+
+    /// A rule holding a Show: Interfaces' CapHold. The wall-clock end is taken from now, as the
+    /// engine's hold was, so the two agree to the millisecond.
+    static func capHoldJSON(_ hold: CapHold) -> JSONValue {
+        let milliseconds = hold.retryAfter.nanosecondsClamped / 1_000_000
+        return [
+            "rule": .string(hold.ruleName), "kind": .string(hold.rule.isPacing ? "pacing" : "cap"),
+            "network": hold.network.map { .string($0.plugin) } ?? .null,
+            "retry_after_ms": .int(milliseconds), "until": .string(timestamp(Date(timeIntervalSinceNow: Double(milliseconds) / 1000))),
+        ]
+    }
+
+    /// One rule and what it counts: ManagerInterfaces' CapRule.
+    static func capRuleJSON(_ use: CapUse) -> JSONValue {
+        var rule: [String: JSONValue] = [
+            "rule": .string(use.network?.name(of: use.rule) ?? use.rule.name), "kind": .string(use.rule.isPacing ? "pacing" : "cap"),
+            "scope": .string(use.rule.scope.rawValue), "impressions": .int(Int64(use.rule.impressions)),
+            "window_ms": .int(use.rule.window.nanosecondsClamped / 1_000_000), "counted": .int(Int64(use.counted)),
+        ]
+        if let network = use.network { (rule["network"], rule["ad_unit_id"]) = (.string(network.plugin), .string(network.adUnitID)) }
+        if let hold = use.hold, case .object(let held) = capHoldJSON(hold) {
+            (rule["retry_after_ms"], rule["until"]) = (held["retry_after_ms"], held["until"])
+        }
+        return .object(rule)
     }
 
     func statusJSON(_ s: DaemonStatus) -> [String: JSONValue] {

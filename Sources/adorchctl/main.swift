@@ -11,7 +11,7 @@ struct AdorchCtl: ParsableCommand {
         abstract: "Talks to adorchd over its Varlink socket.",
         discussion: "The socket is --socket, else $ADORCH_SOCKET, else adorchd's default (\(DefaultPaths.socket)).",
         version: Daemon.version,
-        subcommands: [Status.self, Slots.self, Show.self, Load.self, Report.self, Interactive.self, Events.self, Reload.self, Reward.self, Metrics.self]
+        subcommands: [Status.self, Slots.self, Caps.self, Show.self, Load.self, Report.self, Interactive.self, Events.self, Reload.self, Reward.self, Metrics.self]
     )
 }
 
@@ -109,12 +109,14 @@ struct Status: ParsableCommand {
 struct Slots: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Each slot and how many ads it has ready.")
     @OptionGroup var connection: Connection
+    @Option(help: ArgumentHelp("Say which slots a frequency rule holds for this user id (default: for Shows without one).",
+                               valueName: "id")) var user: String?
 
     func run() throws {
-        let reply = try connection.call("io.adorch.Ads.ListSlots")
+        let reply = try connection.call("io.adorch.Ads.ListSlots", user.map { ["user_id": .string($0)] } ?? [:])
         if connection.json { return connection.printJSON(reply) }
         // New columns go last: scripts that read the first five keep working.
-        var rows = [["SLOT", "FORMAT", "BUFFER", "READY", "LOADING", "BOUNDS", "DEMAND/MIN", "WHY"]]
+        var rows = [["SLOT", "FORMAT", "BUFFER", "READY", "LOADING", "BOUNDS", "DEMAND/MIN", "WHY", "CAPPED"]]
         for slot in reply["slots"]?.arrayValue ?? [] {
             let (low, high) = (slot["buffer_min"]?.intValue ?? 0, slot["buffer_max"]?.intValue ?? 0)
             let demand = slot["demand"]
@@ -122,7 +124,8 @@ struct Slots: ParsableCommand {
                          String(slot["ready"]?.intValue ?? 0), String(slot["loading"]?.intValue ?? 0),
                          high == 0 ? "-" : low == high ? "fixed" : "\(low)-\(high)",
                          demand?["per_minute"]?.doubleValue.map { String(format: "%.2f", $0) } ?? "-",
-                         demand?["reason"]?.stringValue ?? "-"])
+                         demand?["reason"]?.stringValue ?? "-",
+                         slot["capped"].map { "\($0["rule"]?.stringValue ?? "?") for \($0["retry_after_ms"]?.intValue ?? 0) ms" } ?? "-"])
         }
         printTable(rows)
     }
