@@ -20,14 +20,13 @@ struct FrequencySettings: Equatable {
 
 extension TableReader {
     /// The table's frequency keys, checked: every key named in its error.
-    func frequency(countOn allowed: Bool = true) throws(ConfigError) -> FrequencySettings {
+    func frequency() throws(ConfigError) -> FrequencySettings {
         var settings = FrequencySettings()
         if table.contains(key: "caps") {
             settings.caps = try tables("caps").map { rule throws(ConfigError) in try rule.capRule() }
         }
         if table.contains(key: "pacing") { settings.pacing = try pacingRule() }
         if let countOn = try string("count_on") {
-            guard allowed else { throw error("count_on", "is a slot's setting (or [frequency]'s), not a waterfall entry's") }
             guard let counting = CapCounting(rawValue: countOn) else {
                 throw error("count_on", "expected one of \(CapCounting.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")), got \"\(countOn)\"")
             }
@@ -54,7 +53,9 @@ extension TableReader {
         if let text = table["pacing"]?.string {
             return text == "off" ? nil : .pacing(try window(text, "pacing"))
         }
-        guard let pacing = try table("pacing") else { throw error("pacing", "expected a window such as \"30s\", \"off\" or { interval = \"30s\", scope = \"slot\" }") }
+        guard table["pacing"]?.table != nil, let pacing = try table("pacing") else {
+            throw error("pacing", "expected a window such as \"30s\", \"off\" or { interval = \"30s\", scope = \"slot\" }")
+        }
         try pacing.only(["interval", "scope"])
         guard let interval = try pacing.string("interval") else { throw pacing.error("interval", "is required: the least time between two ads, e.g. \"30s\"") }
         return .pacing(try pacing.window(interval, "interval"), scope: try pacing.scope())

@@ -250,7 +250,7 @@ extension DaemonConfig {
             var waterfall: [WaterfallEntry] = []
             for w in try s.tables("waterfall") {
                 try w.only(["plugin", "ad_unit_id", "server_parameter", "timeout_ms", "caps", "pacing"])
-                let entryRules = try w.frequency(countOn: false).rules(over: FrequencySettings())
+                let entryRules = try w.frequency().rules(over: FrequencySettings())
                 if !format.isPreloaded, !entryRules.isEmpty {
                     throw w.error(w.table.contains(key: "caps") ? "caps" : "pacing", "frequency rules hold Shows: \(id) is \(format.slotInWords), \(format.howToUse)")
                 }
