@@ -145,13 +145,17 @@ extension Engine {
         return soonest
     }
 
+    /// A held slot fills again this much before its hold ends, on top of twice a refill's
+    /// expected time: a refill slower than its mean must not make the first Show let in miss.
+    public static let capFillMargin: Duration = .seconds(1)
+
     /// When the slot's buffer fills again if no one it expects may be shown an ad before a
     /// refill started later would have one ready: nil when it is held as usual.
     func capFillFrom(_ slot: SlotState, expecting: String? = nil, now: Moment) -> Moment? {
         guard let until = everyoneHeldUntil(slot, expecting: expecting, now: now) else { return nil }
         let usable = slot.config.waterfall.indices.filter { availablePlugins.contains(slot.config.waterfall[$0].plugin) }
         let refill = BufferTarget.chain(usable.map { slot.entries[$0].estimate }, ttl: slot.config.ttl).refill
-        let fillFrom = until - .saturating(nanoseconds: refill * 1e9)
+        let fillFrom = until - .saturating(nanoseconds: 2 * refill * 1e9) - Self.capFillMargin
         return fillFrom > now ? fillFrom : nil
     }
 
