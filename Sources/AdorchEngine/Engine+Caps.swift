@@ -1,3 +1,5 @@
+import Glibc
+
 // Frequency caps and pacing (docs/caps.md): which Shows a slot's and its networks' rules
 // let in, what they count, and how the scheduler stops holding ads nobody may be shown.
 
@@ -114,6 +116,8 @@ extension Engine {
     /// A Show asked the slot for `userID`'s ad: that user is expected again.
     mutating func noteAsker(_ slotID: String, userID: String?, now: Moment) {
         guard let slot = slots[slotID], slot.config.caps.contains(where: { $0.scope == .user }) else { return }
+        // A user who comes back after a while is one it knows, not a new one.
+        if slot.askers[userID ?? ""] == nil { slots[slotID]!.newcomers.noteShow(at: now) }
         if slot.askers[userID ?? ""] == nil, slot.askers.count >= Self.expectedUsersAtMost,
            let oldest = slot.askers.min(by: { ($0.value, $0.key) < ($1.value, $1.key) }) {
             slots[slotID]!.askers[oldest.key] = nil
@@ -123,8 +127,10 @@ extension Engine {
 
     /// Until when no user the slot expects may be shown an ad (docs/caps.md, "The scheduler"):
     /// its per-slot rules hold everyone, or every user who asked within its per-user rules'
-    /// longest window is held. nil when someone may be shown one now. `expecting`: the user
-    /// of an ad a Show is taking, whose impression is about to count.
+    /// longest window is held and a user it does not know is unlikely to ask before then
+    /// (less likely than `BufferTarget.useChance`, as for any ad held). nil when someone may
+    /// be shown one. `expecting`: the user of an ad a Show is taking, whose impression is
+    /// about to count.
     func everyoneHeldUntil(_ slot: SlotState, expecting: String? = nil, now: Moment) -> Moment? {
         let rules = slot.config.caps
         guard !rules.isEmpty else { return nil }
@@ -135,13 +141,17 @@ extension Engine {
         guard let longest = perUser.map(\.window).max() else { return forAll }
         let since = now.capTime &- longest.nanosecondsClamped
         let expected = slot.askers.filter { $0.value > since }.keys
-        guard !expected.isEmpty, slot.askers.count < Self.expectedUsersAtMost else { return forAll }
-        var soonest: Moment?
+        // A full list that asked wholly within the window may have let go of a user who did too.
+        let forgotten = slot.askers.count >= Self.expectedUsersAtMost && expected.count == slot.askers.count
+        guard !expected.isEmpty, !forgotten else { return forAll }
+        var soonest = Moment(nanoseconds: .max)
         for user in expected {
             let counts = user == expecting ? pending.union([.user]) : pending
             guard let until = strictest(rules, slot: slotID, network: nil, user: user, expecting: counts, now: now)?.until else { return nil }
-            soonest = min(soonest ?? until, until)
+            soonest = min(soonest, until)
         }
+        let newcomers = max(slot.newcomers.longRate(at: now), slot.newcomers.shortRate(at: now))
+        guard 1 - exp(-newcomers * (soonest - now).seconds) < BufferTarget.useChance else { return forAll }
         return soonest
     }
 

@@ -290,6 +290,31 @@ final class FrequencyCapTests: XCTestCase {
 
     // MARK: The scheduler
 
+    func testNewUsersKeepTheSlotStockedWhileTheUsersItKnowsAreCapped() {
+        start([slot(caps: [.cap(1, per: .seconds(3600))], buffer: 1)])
+        // A user an hour for a day: each is capped after their ad, and the next one is new.
+        for n in 0..<24 {
+            advance(to: .seconds(3600 * n))
+            assertShown(watch("user\(n)"))
+            XCTAssertEqual(engine.slotStatuses(at: now)[0].target.count, 1, "a new user is likely within the hour: hold an ad for them")
+        }
+    }
+
+    func testAStreamOfNewUsersMissesOnlyWhileTheSlotLearnsThatTheyCome() {
+        start([slot(caps: [.cap(1, per: .seconds(600))], buffer: 1)])
+        var misses: [Int] = []
+        for n in 0..<300 {
+            advance(to: .seconds(n))
+            if case .failure(.noAdReady) = watch("user\(n)") {
+                misses.append(n)
+                assertShown(watch("user\(n)"))
+            }
+        }
+        XCTAssertLessThan(misses.count, DemandEstimate.recentCount, "misses: \(misses)")
+        XCTAssertTrue(misses.allSatisfy { $0 < DemandEstimate.recentCount }, "only the first users: \(misses)")
+        XCTAssertEqual(engine.slotStatuses(at: now)[0].target.count, 1)
+    }
+
     func testTheSchedulerHoldsNoAdsForASlotEveryoneIsCappedOnAndFillsItBeforeTheCapEnds() {
         start([slot(caps: [.cap(2, per: .seconds(3600), scope: .slot)], buffer: 2)])
         assertShown(watch("u"))
@@ -308,15 +333,26 @@ final class FrequencyCapTests: XCTestCase {
         XCTAssertEqual(loadsStarted.count, 1)
     }
 
-    func testTheSchedulerHoldsAdsWhileSomeUserItExpectsIsFree() {
-        start([slot(caps: [.cap(1, per: .seconds(3600))], buffer: 1)])
-        assertShown(watch("u"))
-        XCTAssertEqual(engine.slotStatuses(at: now)[0].target.count, 0, "its only user is capped for an hour")
-        assertCapped(watch("u"), rule: "1 per 1h per user", retryAfterMS: 3_600_000)
-        XCTAssertEqual(engine.slotStatuses(at: now)[0].target.count, 0)
+    func testTheSchedulerHoldsNoAdsWhenTheUsersItKnowsAreCappedAndNewOnesAreRareButHoldsThemForANewOne() {
+        start([slot(caps: [.cap(1, per: .seconds(600))], buffer: 1)])
+        // Two users, each an ad every 10 minutes for 8 hours, and no one else. The second
+        // user of all misses once: a new user is rare on what the slot has seen by then.
+        var misses = 0
+        for round in 0..<48 {
+            for user in ["u", "v"] {
+                advance(to: .seconds(600 * round + (user == "u" ? 0 : 1)))
+                if case .failure(.noAdReady) = watch(user) {
+                    misses += 1
+                    assertShown(watch(user))
+                }
+            }
+        }
+        XCTAssertEqual(misses, 1)
+        XCTAssertEqual(engine.slotStatuses(at: now)[0].target.count, 0, "both are capped for 10 minutes and no one new came for hours")
+        assertCapped(watch("u"), rule: "1 per 10m per user", retryAfterMS: 599_000)
         effects = []
-        // Another user asks and finds nothing: the slot is held for them again.
-        XCTAssertEqual(watch("v").failure, .noAdReady(slot: "s"))
+        // A new user finds nothing, once: from then on the slot is held for them too.
+        XCTAssertEqual(watch("w").failure, .noAdReady(slot: "s"))
         XCTAssertEqual(engine.slotStatuses(at: now)[0].target.count, 1)
         XCTAssertEqual(loadsStarted.count, 1)
     }
