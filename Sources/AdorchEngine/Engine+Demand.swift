@@ -6,8 +6,7 @@ extension Engine {
     /// changes (docs/caps.md, "The scheduler").
     func target(of slotID: String, now: Moment) -> BufferTarget {
         let slot = slots[slotID]!
-        let usable = slot.config.waterfall.indices.filter { availablePlugins.contains(slot.config.waterfall[$0].plugin) }
-        var target = BufferTarget.of(slot.config, demand: slot.demand, entries: usable.map { slot.entries[$0].estimate }, now: now)
+        var target = demandTarget(of: slot, now: now)
         if slot.config.hasCaps, let fillFrom = capFillFrom(slot, now: now) {
             target.count = 0
             target.reason = "capped: no expected user may see an ad for \(Int((fillFrom - now).seconds.rounded(.up))) s more"
@@ -15,10 +14,20 @@ extension Engine {
         return target
     }
 
-    /// The count alone, on the Show path: a fixed slot's is its buffer, with no estimate to read.
-    func targetCount(of slot: SlotState, expecting: String? = nil, now: Moment) -> Int {
-        if slot.config.hasCaps, capFillFrom(slot, expecting: expecting, now: now) != nil { return 0 }
-        return slot.config.isDemandAware ? target(of: slot.config.id, now: now).count : slot.config.bufferMin
+    private func demandTarget(of slot: SlotState, now: Moment) -> BufferTarget {
+        let usable = slot.config.waterfall.indices.filter { availablePlugins.contains(slot.config.waterfall[$0].plugin) }
+        return .of(slot.config, demand: slot.demand, entries: usable.map { slot.entries[$0].estimate }, now: now)
+    }
+
+    /// The count alone, on the Show path: a fixed slot's is its buffer, with no estimate to
+    /// read. `capFill`: the slot's `capFillFrom`, which the caller worked out.
+    func targetCount(of slot: SlotState, capFill: Moment?, now: Moment) -> Int {
+        guard capFill == nil else { return 0 }
+        return slot.config.isDemandAware ? demandTarget(of: slot, now: now).count : slot.config.bufferMin
+    }
+
+    func targetCount(of slot: SlotState, now: Moment) -> Int {
+        targetCount(of: slot, capFill: slot.config.hasCaps ? capFillFrom(slot, now: now) : nil, now: now)
     }
 
     /// Of the usable entries (in waterfall order), the first whose ad is likely to be shown

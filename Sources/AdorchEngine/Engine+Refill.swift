@@ -22,7 +22,8 @@ extension Engine {
         let closed = slot.config.hasCaps ? entriesClosedToAll(slot, now: now) : []
         let fresh = ads.count(in: slotID, .ready) { $0.isValid(at: now) && $0.refreshAt > now && !closed.contains($0.entryIndex) }
         let loading = ads.count(in: slotID, .loading)
-        var deficit = targetCount(of: slot, expecting: expecting, now: now) - fresh - loading
+        let capFill = slot.config.hasCaps ? capFillFrom(slot, expecting: expecting, now: now) : nil
+        var deficit = targetCount(of: slot, capFill: capFill, now: now) - fresh - loading
         var effects: [Effect] = []
         if deficit > 0, slot.config.parallel > 1 {
             // One round: the first N usable entries at once, each a distinct network offer.
@@ -48,8 +49,8 @@ extension Engine {
                     ads.timers.set(.capLifts(slotID), at: min(hold.until, ads.timers.moment(of: .capLifts(slotID)) ?? hold.until))
                 }
             }
-        } else if slot.config.hasCaps, let fillFrom = capFillFrom(slot, expecting: expecting, now: now) {
-            ads.timers.set(.capLifts(slotID), at: fillFrom)
+        } else if let capFill {
+            ads.timers.set(.capLifts(slotID), at: capFill)
         }
         // A slot still short (backoffs, pauses, network caps) is looked at again on every input.
         if deficit <= 0, let rank = slotRank[slotID] { wanting.remove(rank) }
