@@ -22,6 +22,9 @@ public struct AdorchError: Error, Sendable, CustomStringConvertible {
         case ledgerFailed
         case shuttingDown
         case rateLimited(retryAfterMs: Int)
+        /// A frequency rule (`rule`, e.g. "pacing 30s per user") holds this Show: one after
+        /// `retryAfterMs` is let in, if no other ad is shown to the user meanwhile (docs/caps.md).
+        case capped(slot: String, rule: String, retryAfterMs: Int)
         case tooManyOpenAds(budget: String, limit: Int, open: Int, loading: Int)
         case tooManySessions(budget: String, limit: Int, live: Int)
         /// io.adorch.Ads's and io.adorch.Manager's (method and uid set) and org.varlink.service's.
@@ -102,7 +105,6 @@ public struct AdorchError: Error, Sendable, CustomStringConvertible {
     private static let kinds: [String: @Sendable (Fields) -> Kind] = {
         var kinds: [String: @Sendable (Fields) -> Kind] = [
             "io.adorch.Ads.NoAdReady": { .noAdReady(slot: $0.string("slot")) },
-            "io.adorch.Ads.SlotNotFound": { .slotNotFound(slot: $0.string("slot")) },
             "io.adorch.Ads.AdNotValid": { .adNotValid(adID: $0.string("ad_id")) },
             "io.adorch.Ads.SessionNotFound": { .sessionNotFound(sessionID: $0.string("session_id")) },
             "io.adorch.Ads.LoadFailed": { fields in
@@ -113,6 +115,7 @@ public struct AdorchError: Error, Sendable, CustomStringConvertible {
             "io.adorch.Ads.RewardNotFound": { .rewardNotFound(transID: $0.string("trans_id")) },
             "io.adorch.Ads.ShuttingDown": { _ in .shuttingDown },
             "io.adorch.Ads.RateLimited": { .rateLimited(retryAfterMs: $0.int("retry_after_ms")) },
+            "io.adorch.Ads.Capped": { .capped(slot: $0.string("slot"), rule: $0.string("rule"), retryAfterMs: $0.int("retry_after_ms")) },
             "io.adorch.Ads.TooManyOpenAds": {
                 .tooManyOpenAds(budget: $0.string("budget"), limit: $0.int("limit"), open: $0.int("open"), loading: $0.int("loading"))
             },
@@ -132,6 +135,7 @@ public struct AdorchError: Error, Sendable, CustomStringConvertible {
         ]
         // Errors both interfaces declare, with the same fields.
         for interface in ["io.adorch.Ads", "io.adorch.Manager"] {
+            kinds["\(interface).SlotNotFound"] = { .slotNotFound(slot: $0.string("slot")) }
             kinds["\(interface).LedgerFailed"] = { _ in .ledgerFailed }
             kinds["\(interface).PermissionDenied"] = { .permissionDenied(method: $0.string("method"), uid: $0.int("uid")) }
         }

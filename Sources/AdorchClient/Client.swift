@@ -21,18 +21,19 @@ public struct ReconnectPolicy: Sendable, Equatable {
     public static let never = ReconnectPolicy(maxWait: .zero)
 }
 
-/// A client of adorchd's io.adorch.Ads (and Manager.GetStatus): one connection for calls,
-/// shared by every task, and one more per event stream (a Subscribe holds its connection).
+/// A client of adorchd's io.adorch.Ads (and Manager.GetStatus and GetCaps): one connection
+/// for calls, shared by every task, and one more per event stream (a Subscribe holds its
+/// connection).
 ///
 /// Waiting: a call waits `callTimeout` for its reply (Load its own timeout more), then fails
 /// with `.timeout`; a cancelled task's call ends at once with `CancellationError`. Neither
 /// sends a call that was not written yet; one already sent may have taken effect.
 ///
 /// Reconnecting: a call finds the connection gone (the daemon restarted) and connects again,
-/// retrying as `reconnect` says. Reads (ListSlots, ListRewards, ListEvents, GetStatus) whose
-/// connection broke after they were sent are sent again on the new one; any other call that
-/// was sent fails with `.connectionLost`, as it may have taken effect. Event streams subscribe
-/// again and go on (`events`).
+/// retrying as `reconnect` says. Reads (ListSlots, ListRewards, ListEvents, GetStatus,
+/// GetCaps) whose connection broke after they were sent are sent again on the new one; any
+/// other call that was sent fails with `.connectionLost`, as it may have taken effect. Event
+/// streams subscribe again and go on (`events`).
 public final class Client: Sendable {
     /// The socket: the argument, else `$ADORCH_SOCKET`, else this user's daemon socket if it
     /// exists, else the system service's.
@@ -114,8 +115,12 @@ public final class Client: Sendable {
 
     // MARK: io.adorch.Ads
 
-    public func listSlots() async throws -> [Slot] {
-        try decode([Slot].self, from: try await read("io.adorch.Ads.ListSlots")["slots"] ?? [])
+    /// The slots and their ready ads; each slot's `capped` says whether a frequency rule holds a
+    /// Show for `userID` (nil: for a Show without one) and until when.
+    public func listSlots(userID: String? = nil) async throws -> [Slot] {
+        var parameters: [String: JSONValue] = [:]
+        if let userID { parameters["user_id"] = .string(userID) }
+        return try decode([Slot].self, from: try await read("io.adorch.Ads.ListSlots", parameters)["slots"] ?? [])
     }
 
     /// Takes the best valid ad of `slot` and has its network present it. A rewarded slot needs
@@ -217,6 +222,14 @@ public final class Client: Sendable {
 
     public func getStatus() async throws -> Status {
         try decode(Status.self, from: .object(try await read("io.adorch.Manager.GetStatus")))
+    }
+
+    /// Every frequency rule of `slot` and its networks, with what each counts for `userID`
+    /// (nil: for Shows without one) now and until when it holds: what `adorchctl caps` prints.
+    public func getCaps(slot: String, userID: String? = nil) async throws -> [CapRule] {
+        var parameters: [String: JSONValue] = ["slot": .string(slot)]
+        if let userID { parameters["user_id"] = .string(userID) }
+        return try decode([CapRule].self, from: try await read("io.adorch.Manager.GetCaps", parameters)["rules"] ?? [])
     }
 
     // MARK: Any method

@@ -18,9 +18,56 @@ public struct Slot: Sendable, Equatable, Codable {
     public var demand: Demand?
     /// Why the slot cannot fill, when it cannot.
     public var unservable: String?
+    /// The frequency rule that would answer a Show for the user `listSlots(userID:)` was
+    /// given `.capped`, and until when; nil when a Show is let in (docs/caps.md).
+    public var capped: CapHold?
 
     enum CodingKeys: String, CodingKey {
-        case id, format, buffer, bufferMin = "buffer_min", bufferMax = "buffer_max", ready, loading, demand, unservable
+        case id, format, buffer, bufferMin = "buffer_min", bufferMax = "buffer_max", ready, loading, demand, unservable, capped
+    }
+}
+
+/// A frequency rule that holds a slot for a user (ListSlots' `capped`).
+public struct CapHold: Sendable, Equatable, Codable {
+    /// Its name, e.g. "3 per 1h per user", "pacing 30s per user", "sim: 1 per 1d per user".
+    public var rule: String
+    /// cap or pacing
+    public var kind: String
+    /// For a network's rule: its plugin.
+    public var network: String?
+    /// A Show after this many milliseconds is let in, if no other ad is shown before.
+    public var retryAfterMs: Int
+    /// RFC 3339: the same moment.
+    public var until: String
+
+    enum CodingKeys: String, CodingKey { case rule, kind, network, retryAfterMs = "retry_after_ms", until }
+}
+
+/// io.adorch.Manager.GetCaps: one frequency rule of a slot or of one of its networks, and
+/// what it counts now for the user asked about.
+public struct CapRule: Sendable, Equatable, Codable {
+    /// As Capped names it, e.g. "3 per 1h per user", "sim: pacing 30s per slot".
+    public var rule: String
+    /// cap or pacing
+    public var kind: String
+    /// user or slot
+    public var scope: String
+    /// For a network's rule: its plugin and ad unit.
+    public var network: String?
+    public var adUnitID: String?
+    /// At most `impressions` ads in any window of `windowMs`.
+    public var impressions: Int
+    public var windowMs: Int
+    /// Impressions the rule counts for the user (or the slot) now.
+    public var counted: Int
+    /// Set when the rule holds a Show now: one after this many milliseconds is let in.
+    public var retryAfterMs: Int?
+    /// RFC 3339: the same moment.
+    public var until: String?
+
+    enum CodingKeys: String, CodingKey {
+        case rule, kind, scope, network, adUnitID = "ad_unit_id", impressions, windowMs = "window_ms", counted
+        case retryAfterMs = "retry_after_ms", until
     }
 }
 

@@ -32,6 +32,19 @@ final class CClientTests: XCTestCase {
           server_parameter = "fill=0 latency_ms=10"
         """)
 
+    /// An interstitial slot paced at one ad a minute per user: a config of its own, so that the
+    /// slot count the restart mode checks on `config` stays as it is.
+    private static let pacedConfig = simConfig(slots: """
+        [[slots]]
+        id = "paced"
+        format = "interstitial"
+        buffer = 2
+        pacing = "1m"
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "fill=1 latency_ms=0..2"
+        """)
+
     override func setUpWithError() throws {
         // The library and its test program: seconds, and nothing when they are up to date.
         let build = try runCommand("/usr/bin/make", ["-s", "-C", Self.clientDir.path])
@@ -79,6 +92,14 @@ final class CClientTests: XCTestCase {
             XCTAssertFalse(names.isEmpty, interface)
             for name in names { XCTAssertTrue(output.contains("ok: \(interface).\(name) -> "), "\(interface).\(name) not mapped:\n\(output)") }
         }
+    }
+
+    func testAShowWithinThePacingIsCappedAndListSlotsForTheUserAndGetCapsTellTheHold() throws {
+        let daemon = try DaemonProcess(config: Self.pacedConfig)
+        let output = try run(["caps", "paced"], daemon)
+        XCTAssertTrue(output.contains("ok: adorch_rewarded_ad_show(interstitial, \"c-paced\", NULL, &again, error) -> io.adorch.Ads.Capped"), output)
+        XCTAssertTrue(output.contains("capped for c-paced: pacing 1m per user (pacing)"), output)
+        XCTAssertTrue(output.contains("caps: all passed"), output)
     }
 
     func testASubscriptionResumesAfterTheDaemonRestartsOnTheSameSocket() throws {

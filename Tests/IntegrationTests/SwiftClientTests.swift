@@ -242,6 +242,75 @@ final class SwiftClientTests: XCTestCase {
         XCTAssertEqual(future.name, "io.adorch.Ads.SomethingNew")
         let limited = AdorchError(name: "io.adorch.Ads.RateLimited", parameters: ["retry_after_ms": 250, "message": "m"])
         XCTAssertEqual(limited.kind, .rateLimited(retryAfterMs: 250), "typed fields where the IDL has them")
+        let capped = AdorchError(name: "io.adorch.Ads.Capped", parameters: ["slot": "s", "rule": "3 per 1h per user", "retry_after_ms": 9, "message": "m"])
+        XCTAssertEqual(capped.kind, .capped(slot: "s", rule: "3 per 1h per user", retryAfterMs: 9))
+        let noSlot = AdorchError(name: "io.adorch.Manager.SlotNotFound", parameters: ["slot": "s", "message": "m"])
+        XCTAssertEqual(noSlot.kind, .slotNotFound(slot: "s"), "Manager's SlotNotFound has Ads' fields, and its case")
+    }
+
+    /// An interstitial slot paced at one ad a minute per user: a config of its own, so that
+    /// the slot counts of the tests on `config` stay as they are.
+    static let pacedConfig = simConfig(slots: """
+    [[slots]]
+    id = "paced"
+    format = "interstitial"
+    buffer_min = 1
+    buffer_max = 2
+    pacing = "1m"
+      [[slots.waterfall]]
+      plugin = "sim"
+      server_parameter = "fill=1 latency_ms=10"
+    """)
+
+    /// A Show within the pacing of the user's last impression is `.capped`, naming the rule and
+    /// when it frees; `listSlots(userID:)` tells that user's hold (and no other user's), and
+    /// `getCaps` counts the impression.
+    func testAShowWithinThePacingIsCappedAndListSlotsAndGetCapsSaySoForThatUser() async throws {
+        let daemon = try DaemonProcess(config: Self.pacedConfig)
+        let client = Client(socketPath: daemon.socket)
+        try await InterstitialAd(client: client, slot: "paced").load(timeout: .seconds(10).scaled)
+        let free = try await client.listSlots(userID: "paced-user")
+        XCTAssertEqual(free.map(\.id), ["paced"])
+        XCTAssertNil(free[0].capped, "no ad shown yet: nothing holds")
+        let ad = try await client.show(slot: "paced", userID: "paced-user")
+        try await client.report(adID: ad.id, event: .impression)
+        do {
+            _ = try await client.show(slot: "paced", userID: "paced-user")
+            XCTFail("a second Show within the pacing was let in")
+        } catch let error as AdorchError {
+            guard case .capped(let slot, let rule, let retryAfterMs) = error.kind else { return XCTFail("not .capped: \(error)") }
+            XCTAssertEqual(error.name, "io.adorch.Ads.Capped")
+            XCTAssertEqual(slot, "paced")
+            XCTAssertEqual(rule, "pacing 1m per user")
+            XCTAssertTrue((1...60_000).contains(retryAfterMs), "retry_after_ms \(retryAfterMs)")
+        }
+
+        let listed = try await client.listSlots(userID: "paced-user")
+        let held = try XCTUnwrap(listed.first?.capped, "ListSlots tells the user's hold")
+        XCTAssertEqual(held.rule, "pacing 1m per user")
+        XCTAssertEqual(held.kind, "pacing")
+        XCTAssertNil(held.network, "the slot's own rule, not a network's")
+        XCTAssertTrue((1...60_000).contains(held.retryAfterMs), "retry_after_ms \(held.retryAfterMs)")
+        XCTAssertFalse(held.until.isEmpty)
+        let others = try await client.listSlots(userID: "another-user")
+        XCTAssertNil(others.first?.capped, "the pacing is per user")
+        let anonymous = try await client.listSlots()
+        XCTAssertNil(anonymous.first?.capped, "without a user id: Shows without one, which nothing holds")
+
+        let rules = try await client.getCaps(slot: "paced", userID: "paced-user")
+        XCTAssertEqual(rules.map(\.rule), ["pacing 1m per user"])
+        let rule = try XCTUnwrap(rules.first)
+        XCTAssertEqual([rule.kind, rule.scope], ["pacing", "user"])
+        XCTAssertEqual([rule.impressions, rule.windowMs, rule.counted], [1, 60_000, 1])
+        XCTAssertTrue((1...60_000).contains(rule.retryAfterMs ?? 0), "retry_after_ms \(String(describing: rule.retryAfterMs))")
+        XCTAssertNotNil(rule.until)
+        do {
+            _ = try await client.getCaps(slot: "nope")
+            XCTFail("GetCaps of a slot that does not exist succeeded")
+        } catch let error as AdorchError {
+            XCTAssertEqual(error.name, "io.adorch.Manager.SlotNotFound")
+            XCTAssertEqual(error.kind, .slotNotFound(slot: "nope"))
+        }
     }
 
     /// Acceptance: a client with an event stream open; the daemon stops and starts again on

@@ -68,6 +68,7 @@ static int backoff_ms(int attempt) {
 static const struct { adorch_status code; const char *name; } error_names[] = {
     {ADORCH_E_NO_AD_READY, "io.adorch.Ads.NoAdReady"},
     {ADORCH_E_SLOT_NOT_FOUND, "io.adorch.Ads.SlotNotFound"},
+    {ADORCH_E_SLOT_NOT_FOUND, "io.adorch.Manager.SlotNotFound"},
     {ADORCH_E_AD_NOT_VALID, "io.adorch.Ads.AdNotValid"},
     {ADORCH_E_SESSION_NOT_FOUND, "io.adorch.Ads.SessionNotFound"},
     {ADORCH_E_LOAD_FAILED, "io.adorch.Ads.LoadFailed"},
@@ -77,6 +78,7 @@ static const struct { adorch_status code; const char *name; } error_names[] = {
     {ADORCH_E_LEDGER_FAILED, "io.adorch.Manager.LedgerFailed"},
     {ADORCH_E_SHUTTING_DOWN, "io.adorch.Ads.ShuttingDown"},
     {ADORCH_E_RATE_LIMITED, "io.adorch.Ads.RateLimited"},
+    {ADORCH_E_CAPPED, "io.adorch.Ads.Capped"},
     {ADORCH_E_TOO_MANY_OPEN_ADS, "io.adorch.Ads.TooManyOpenAds"},
     {ADORCH_E_TOO_MANY_SESSIONS, "io.adorch.Ads.TooManySessions"},
     {ADORCH_E_PERMISSION_DENIED, "io.adorch.Ads.PermissionDenied"},
@@ -192,6 +194,7 @@ struct box {
     char **texts;
     size_t text_count;
     void *items;
+    adorch_cap_hold *holds; /* a slot list's: what each slot's capped points to */
     union {
         adorch_ad ad;
         adorch_ad_list ads;
@@ -200,6 +203,7 @@ struct box {
         adorch_event event;
         adorch_event_list events;
         adorch_slot_list slots;
+        adorch_cap_rule_list caps;
     } u;
 };
 
@@ -216,6 +220,7 @@ static void box_free(struct box *box) {
     for (size_t i = 0; i < box->text_count; i++) free(box->texts[i]);
     free(box->texts);
     free(box->items);
+    free(box->holds);
     json_decref(box->json);
     free(box);
 }
@@ -282,7 +287,16 @@ static const struct field ad_fields[] = {
 static const struct field slot_fields[] = {
     {"id", J_STRING, false}, {"format", J_STRING, false}, {"buffer", J_INT, false}, {"buffer_min", J_INT, false},
     {"buffer_max", J_INT, false}, {"ready", J_INT, false}, {"loading", J_INT, false}, {"demand", J_OBJECT, true},
-    {"unservable", J_STRING, true},
+    {"unservable", J_STRING, true}, {"capped", J_OBJECT, true},
+};
+static const struct field cap_hold_fields[] = {
+    {"rule", J_STRING, false}, {"kind", J_STRING, false}, {"network", J_STRING, true}, {"retry_after_ms", J_INT, false},
+    {"until", J_STRING, false},
+};
+static const struct field cap_rule_fields[] = {
+    {"rule", J_STRING, false}, {"kind", J_STRING, false}, {"scope", J_STRING, false}, {"network", J_STRING, true},
+    {"ad_unit_id", J_STRING, true}, {"impressions", J_INT, false}, {"window_ms", J_INT, false}, {"counted", J_INT, false},
+    {"retry_after_ms", J_INT, true}, {"until", J_STRING, true},
 };
 static const struct field reward_fields[] = {
     {"trans_id", J_STRING, false}, {"ad_id", J_STRING, false}, {"user_id", J_STRING, false}, {"slot", J_STRING, false},
@@ -401,11 +415,24 @@ static void fill_event(struct box *box, adorch_event *e, json_t *o) {
                         .rewards_waiting = jint(o, "rewards_waiting", -1), .json = box_text(box, o)};
 }
 
-static void fill_slot(struct box *box, adorch_slot *s, json_t *o) {
+/* `hold` is where the slot's capped goes, if it has one. */
+static void fill_slot(struct box *box, adorch_slot *s, adorch_cap_hold *hold, json_t *o) {
+    json_t *capped = json_object_get(o, "capped");
+    if (json_is_object(capped))
+        *hold = (adorch_cap_hold){.rule = jstr(capped, "rule"), .kind = jstr(capped, "kind"), .network = jstr(capped, "network"),
+                                  .retry_after_ms = jint(capped, "retry_after_ms", 0), .until = jstr(capped, "until")};
     *s = (adorch_slot){.id = jstr(o, "id"), .format = jstr(o, "format"), .buffer = jint(o, "buffer", 0),
                        .buffer_min = jint(o, "buffer_min", 0), .buffer_max = jint(o, "buffer_max", 0),
                        .ready = jint(o, "ready", 0), .loading = jint(o, "loading", 0),
-                       .demand = box_text(box, json_object_get(o, "demand")), .unservable = jstr(o, "unservable")};
+                       .demand = box_text(box, json_object_get(o, "demand")), .unservable = jstr(o, "unservable"),
+                       .capped = json_is_object(capped) ? hold : NULL};
+}
+
+static void fill_cap_rule(adorch_cap_rule *r, json_t *o) {
+    *r = (adorch_cap_rule){.rule = jstr(o, "rule"), .kind = jstr(o, "kind"), .scope = jstr(o, "scope"), .network = jstr(o, "network"),
+                           .ad_unit_id = jstr(o, "ad_unit_id"), .impressions = jint(o, "impressions", 0),
+                           .window_ms = jint(o, "window_ms", 0), .counted = jint(o, "counted", 0),
+                           .retry_after_ms = jint(o, "retry_after_ms", -1), .until = jstr(o, "until")};
 }
 
 static adorch_event *event_new(json_t *o) {
@@ -436,6 +463,7 @@ ADORCH_CLIENT_EXPORT void adorch_reward_free(adorch_reward *reward) { if (reward
 ADORCH_CLIENT_EXPORT void adorch_reward_list_free(adorch_reward_list *list) { if (list) box_free(BOX_OF(list)); }
 ADORCH_CLIENT_EXPORT void adorch_event_free(adorch_event *event) { if (event) box_free(BOX_OF(event)); }
 ADORCH_CLIENT_EXPORT void adorch_event_list_free(adorch_event_list *list) { if (list) box_free(BOX_OF(list)); }
+ADORCH_CLIENT_EXPORT void adorch_cap_rule_list_free(adorch_cap_rule_list *list) { if (list) box_free(BOX_OF(list)); }
 ADORCH_CLIENT_EXPORT void adorch_string_free(char *text) { free(text); }
 
 /* ---- One Varlink connection: NUL-terminated JSON messages on a non-blocking socket ---------- */
@@ -1122,25 +1150,46 @@ ADORCH_CLIENT_EXPORT const char *adorch_client_socket_path(const adorch_client *
     do { if (!(cond)) return lib_error(error, ADORCH_E_ARGUMENT, 0, "%s", what); } while (0)
 
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_slots(adorch_client *c, adorch_slot_list **out, adorch_error *error) {
+    return adorch_client_list_slots_for_user(c, NULL, out, error);
+}
+
+ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_slots_for_user(adorch_client *c, const char *user_id, adorch_slot_list **out,
+                                                                     adorch_error *error) {
     REQUIRE(c && out, "client and out are required");
+    adorch_status st = ADORCH_OK;
+    json_t *params = json_object();
+    put_string(params, "user_id", user_id, "user_id", &st, error);
+    if (st != ADORCH_OK) {
+        json_decref(params);
+        return st;
+    }
     json_t *reply = NULL;
-    adorch_status st = call_blocking(c, "io.adorch.Ads.ListSlots", json_object(), true, 0, &reply, error);
+    st = call_blocking(c, "io.adorch.Ads.ListSlots", params, true, 0, &reply, error);
     if (st == ADORCH_OK) st = check_list(reply, "slots", FIELDS(slot_fields), "ListSlots", error);
+    json_t *slots = json_object_get(reply, "slots");
+    /* check_list looks at a slot's fields, not into its capped: fill_slot reads CapHold's. */
+    for (size_t i = 0; st == ADORCH_OK && i < json_array_size(slots); i++) {
+        json_t *capped = json_object_get(json_array_get(slots, i), "capped");
+        const char *bad = json_is_object(capped) ? bad_field(capped, FIELDS(cap_hold_fields)) : NULL;
+        if (bad) st = lib_error(error, ADORCH_E_PROTOCOL, 0, "ListSlots: the reply's slots[%zu].capped.%s is missing or of the wrong type", i, bad);
+    }
     if (st != ADORCH_OK) {
         json_decref(reply);
         return st;
     }
-    json_t *slots = json_object_get(reply, "slots");
     struct box *box = box_new(reply);
     json_decref(reply);
     size_t n = json_array_size(slots);
     adorch_slot *items = box ? calloc(n ? n : 1, sizeof *items) : NULL;
-    if (items == NULL) {
+    adorch_cap_hold *holds = items ? calloc(n ? n : 1, sizeof *holds) : NULL;
+    if (holds == NULL) {
+        free(items);
         box_free(box);
         return lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
     }
     box->items = items;
-    for (size_t i = 0; i < n; i++) fill_slot(box, &items[i], json_array_get(slots, i));
+    box->holds = holds;
+    for (size_t i = 0; i < n; i++) fill_slot(box, &items[i], &holds[i], json_array_get(slots, i));
     box->u.slots = (adorch_slot_list){.count = n, .items = items};
     *out = &box->u.slots;
     return ADORCH_OK;
@@ -1385,6 +1434,40 @@ static adorch_status call_text(adorch_client *c, const char *method, json_t *par
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_get_status(adorch_client *c, char **status_json, adorch_error *error) {
     REQUIRE(c && status_json, "client and status_json are required");
     return call_text(c, "io.adorch.Manager.GetStatus", json_object(), true, status_json, error);
+}
+
+ADORCH_CLIENT_EXPORT adorch_status adorch_client_get_caps(adorch_client *c, const char *slot, const char *user_id,
+                                                          adorch_cap_rule_list **out, adorch_error *error) {
+    REQUIRE(c && slot && out, "client, slot and out are required");
+    adorch_status st = ADORCH_OK;
+    json_t *params = json_object();
+    put_string(params, "slot", slot, "slot", &st, error);
+    put_string(params, "user_id", user_id, "user_id", &st, error);
+    if (st != ADORCH_OK) {
+        json_decref(params);
+        return st;
+    }
+    json_t *reply = NULL;
+    st = call_blocking(c, "io.adorch.Manager.GetCaps", params, true, 0, &reply, error);
+    if (st == ADORCH_OK) st = check_list(reply, "rules", FIELDS(cap_rule_fields), "GetCaps", error);
+    if (st != ADORCH_OK) {
+        json_decref(reply);
+        return st;
+    }
+    json_t *rules = json_object_get(reply, "rules");
+    struct box *box = box_new(reply);
+    json_decref(reply);
+    size_t n = json_array_size(rules);
+    adorch_cap_rule *items = box ? calloc(n ? n : 1, sizeof *items) : NULL;
+    if (items == NULL) {
+        box_free(box);
+        return lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
+    }
+    box->items = items;
+    for (size_t i = 0; i < n; i++) fill_cap_rule(&items[i], json_array_get(rules, i));
+    box->u.caps = (adorch_cap_rule_list){.count = n, .items = items};
+    *out = &box->u.caps;
+    return ADORCH_OK;
 }
 
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_get_interface_description(adorch_client *c, const char *interface_name, char **description,

@@ -3,6 +3,8 @@
  *   client-test basics          the SDK layer and the plain calls on the embedded default config
  *   client-test nonblocking     events and async replies through adorch_client_get_fd + poll
  *   client-test errors EMPTY    typed errors, and every `error` of both IDLs maps to its own code
+ *   client-test caps PACED      a Show within the pacing (60 s per user) of slot PACED is Capped, and
+ *                               ListSlots for the user and GetCaps tell the hold
  *   client-test restart         a subscription that lives through a daemon restart (the XCTest
  *                               restarts the daemon and makes the Show this waits for)
  *   client-test brokenpeer DIR  what a broken connection does to each kind of call, against a peer
@@ -365,6 +367,73 @@ static void errors(const char *empty_slot) {
     printf("errors: all passed\n");
 }
 
+/* PACED allows one ad a minute per user: after a Show and its impression, the user's next Show
+ * is ADORCH_E_CAPPED naming the rule; ListSlots tells that user's hold (no other user's), and
+ * GetCaps counts the impression. */
+static void caps(const char *paced) {
+    adorch_client *client = connect_client();
+    adorch_interstitial_ad *interstitial = NULL;
+    OK(adorch_rewarded_ad_new(client, paced, &interstitial, error));
+    OK(adorch_rewarded_ad_load(interstitial, 20000, error));
+    adorch_slot_list *slots = NULL;
+    OK(adorch_client_list_slots_for_user(client, "c-paced", &slots, error));
+    CHECK(slots->count == 1 && slots->items[0].capped == NULL, "%zu slots, before any ad was shown", slots->count);
+    adorch_slot_list_free(slots);
+
+    adorch_shown_ad *shown = NULL, *again = NULL;
+    OK(adorch_rewarded_ad_show(interstitial, "c-paced", NULL, &shown, error));
+    OK(adorch_shown_ad_report_impression(shown, error));
+    FAILS(ADORCH_E_CAPPED, adorch_rewarded_ad_show(interstitial, "c-paced", NULL, &again, error));
+    {
+        /* A Capped Show changes nothing: asking again gets the same answer, to read its fields. */
+        adorch_error e = ADORCH_ERROR_INIT;
+        adorch_rewarded_ad_show(interstitial, "c-paced", NULL, &again, &e);
+        const char *slot = adorch_error_parameter(&e, "slot"), *rule = adorch_error_parameter(&e, "rule");
+        CHECK(e.code == ADORCH_E_CAPPED && slot && strcmp(slot, paced) == 0 && rule && strcmp(rule, "pacing 1m per user") == 0 &&
+                  e.retry_after_ms > 0 && e.retry_after_ms <= 60000,
+              "%s: slot %s, rule %s, retry_after_ms %lld", e.name, slot, rule, (long long)e.retry_after_ms);
+        adorch_error_clear(&e);
+    }
+
+    OK(adorch_client_list_slots_for_user(client, "c-paced", &slots, error));
+    const adorch_cap_hold *hold = slots->items[0].capped;
+    CHECK(hold && strcmp(hold->rule, "pacing 1m per user") == 0 && strcmp(hold->kind, "pacing") == 0 && hold->network == NULL &&
+              hold->retry_after_ms > 0 && hold->retry_after_ms <= 60000 && hold->until && *hold->until,
+          "ListSlots' hold for c-paced: %s", hold ? hold->rule : "none");
+    printf("capped for c-paced: %s (%s), %lld ms more, until %s\n", hold->rule, hold->kind, (long long)hold->retry_after_ms, hold->until);
+    adorch_slot_list_free(slots);
+    OK(adorch_client_list_slots_for_user(client, "c-other", &slots, error));
+    CHECK(slots->items[0].capped == NULL, "the pacing is per user: %s holds c-other", slots->items[0].capped->rule);
+    adorch_slot_list_free(slots);
+    OK(adorch_client_list_slots(client, &slots, error));
+    CHECK(slots->items[0].capped == NULL, "nothing holds Shows without a user id: %s", slots->items[0].capped->rule);
+    adorch_slot_list_free(slots);
+
+    adorch_cap_rule_list *rules = NULL;
+    OK(adorch_client_get_caps(client, paced, "c-paced", &rules, error));
+    CHECK(rules->count == 1, "%zu rules", rules->count);
+    const adorch_cap_rule *r = &rules->items[0];
+    CHECK(strcmp(r->rule, "pacing 1m per user") == 0 && strcmp(r->kind, "pacing") == 0 && strcmp(r->scope, "user") == 0 &&
+              r->network == NULL && r->ad_unit_id == NULL && r->impressions == 1 && r->window_ms == 60000 && r->counted == 1 &&
+              r->retry_after_ms > 0 && r->retry_after_ms <= 60000 && r->until,
+          "GetCaps: %s %s %s, %lld per %lld ms, counted %lld, retry_after_ms %lld", r->rule, r->kind, r->scope, (long long)r->impressions,
+          (long long)r->window_ms, (long long)r->counted, (long long)r->retry_after_ms);
+    adorch_cap_rule_list_free(rules);
+    {
+        adorch_error e = ADORCH_ERROR_INIT;
+        CHECK(adorch_client_get_caps(client, "no-such-slot", NULL, &rules, &e) == ADORCH_E_SLOT_NOT_FOUND &&
+                  strcmp(e.name, "io.adorch.Manager.SlotNotFound") == 0,
+              "GetCaps of no slot: %s", e.name);
+        adorch_error_clear(&e);
+    }
+
+    OK(adorch_shown_ad_report_close(shown, error));
+    adorch_shown_ad_free(shown);
+    adorch_rewarded_ad_free(interstitial);
+    adorch_client_free(client);
+    printf("caps: all passed\n");
+}
+
 /* Prints READY once subscribed, then every event, and exits after the first ad_shown that
  * came after the client reconnected by itself. */
 static void restart(void) {
@@ -521,6 +590,9 @@ static void *fake_connection(void *arg) {
             } else if (strstr(m, "\"slot\":\"bye\"")) {
                 break; /* hangs up unanswered */
             } /* "hang": no reply at all */
+        } else if (strstr(m, "\"io.adorch.Ads.ListSlots\"") && strstr(m, "\"user_id\":\"bad_capped\"")) {
+            fake_send(fd, "{\"parameters\":{\"slots\":[{\"id\":\"p\",\"format\":\"interstitial\",\"buffer\":1,\"buffer_min\":0,"
+                          "\"buffer_max\":2,\"ready\":1,\"loading\":0,\"capped\":{\"rule\":\"pacing 1s per user\",\"kind\":\"pacing\",\"until\":\"x\"}}]}}");
         } else if (strstr(m, "\"io.adorch.Ads.ListSlots\"")) {
             fake_send(fd, fake_bad_slots ? "{\"parameters\":{\"slots\":[{\"id\":5},\"str\",null]}}"
                                          : "{\"parameters\":{\"slots\":[{\"id\":\"restart\",\"format\":\"rewarded\",\"buffer\":1,\"buffer_min\":0,"
@@ -619,6 +691,14 @@ static void fakepeer(const char *dir) {
     fake_bad_slots = 1;
     FAILS(ADORCH_E_PROTOCOL, adorch_client_list_slots(client, &slots, error));
     fake_bad_slots = 0;
+    {
+        /* A slot's capped is checked too: one without its retry_after_ms is not a hold of 0 ms. */
+        adorch_error e = ADORCH_ERROR_INIT;
+        CHECK(adorch_client_list_slots_for_user(client, "bad_capped", &slots, &e) == ADORCH_E_PROTOCOL &&
+                  strstr(e.message, "slots[0].capped.retry_after_ms"),
+              "a capped without retry_after_ms: %s", e.message);
+        adorch_error_clear(&e);
+    }
 
     /* An async call the peer never answers times out through the callback, from the polled fd. */
     struct async_reply reply = {ADORCH_OK, 0};
@@ -867,13 +947,14 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "basics") == 0) basics();
     else if (strcmp(mode, "nonblocking") == 0) nonblocking();
     else if (strcmp(mode, "errors") == 0 && argc > 2) errors(argv[2]);
+    else if (strcmp(mode, "caps") == 0 && argc > 2) caps(argv[2]);
     else if (strcmp(mode, "restart") == 0) restart();
     else if (strcmp(mode, "brokenpeer") == 0 && argc > 2) brokenpeer(argv[2]);
     else if (strcmp(mode, "fakepeer") == 0 && argc > 2) fakepeer(argv[2]);
     else if (strcmp(mode, "arguments") == 0) arguments();
     else if (strcmp(mode, "threads") == 0) threads();
     else {
-        fprintf(stderr, "usage: client-test basics|nonblocking|errors EMPTY_SLOT|restart|brokenpeer DIR|fakepeer DIR|arguments|threads\n");
+        fprintf(stderr, "usage: client-test basics|nonblocking|errors EMPTY_SLOT|caps PACED_SLOT|restart|brokenpeer DIR|fakepeer DIR|arguments|threads\n");
         return 2;
     }
     return 0;

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from .errors import (CONNECTION_REFUSALS, AdorchError, ConnectionFailure, ProtocolError, ShuttingDown,
                      error_from_reply)
-from .types import Ad, Event, Reward, RewardModel, Rewards, Slot, Status
+from .types import Ad, CapRule, Event, Reward, RewardModel, Rewards, Slot, Status
 
 log = logging.getLogger("adorch")
 
@@ -262,8 +262,9 @@ def _check_strings(name: str, value: Any) -> None:
         _check(f"each of {name}", item, str, optional=False)
 
 
-def list_slots() -> Call[list[Slot]]:
-    return Call(f"{ADS}.ListSlots", {}, lambda p: [Slot.from_json(s) for s in _items(p, "slots")], True)
+def list_slots(user_id: str | None) -> Call[list[Slot]]:
+    _check("user_id", user_id, str)
+    return Call(f"{ADS}.ListSlots", _given(user_id=user_id), lambda p: [Slot.from_json(s) for s in _items(p, "slots")], True)
 
 
 def show(slot: str, user_id: str | None, reward: RewardModel | None) -> Call[Ad]:
@@ -344,6 +345,13 @@ def list_events(slots: list[str] | None, limit: int | None) -> Call[list[Event]]
 
 def get_status() -> Call[Status]:
     return Call(f"{MANAGER}.GetStatus", {}, Status.from_json, True)
+
+
+def get_caps(slot: str, user_id: str | None) -> Call[list[CapRule]]:
+    _check("slot", slot, str, optional=False)
+    _check("user_id", user_id, str)
+    return Call(f"{MANAGER}.GetCaps", _given(slot=slot, user_id=user_id),
+                lambda p: [CapRule.from_json(r) for r in _items(p, "rules")], True)
 
 
 def _description(p: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from . import _api as api
 from .errors import AdorchError, CannotConnect, Closed, ConnectionLost, Timeout
-from .types import Ad, Event, RewardModel, Rewards, Slot, Status
+from .types import Ad, CapRule, Event, RewardModel, Rewards, Slot, Status
 
 T = TypeVar("T")
 
@@ -190,8 +190,9 @@ class AsyncClient:
                         self._drop()
                     raise
 
-    async def list_slots(self) -> list[Slot]:
-        return await self._run(api.list_slots())
+    async def list_slots(self, user_id: str | None = None) -> list[Slot]:
+        """As Client.list_slots."""
+        return await self._run(api.list_slots(user_id))
 
     async def show(self, slot: str, user_id: str | None = None, reward: RewardModel | None = None) -> Ad:
         return await self._run(api.show(slot, user_id, reward))
@@ -230,6 +231,10 @@ class AsyncClient:
 
     async def get_status(self) -> Status:
         return await self._run(api.get_status())
+
+    async def get_caps(self, slot: str, user_id: str | None = None) -> list[CapRule]:
+        """As Client.get_caps."""
+        return await self._run(api.get_caps(slot, user_id))
 
     async def interface_description(self, interface: str) -> str:
         return await self._run(api.interface_description(interface))

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from . import _api as api
 from .errors import AdorchError, CannotConnect, Closed, ConnectionLost, Timeout
-from .types import Ad, Event, RewardModel, Rewards, Slot, Status
+from .types import Ad, CapRule, Event, RewardModel, Rewards, Slot, Status
 
 T = TypeVar("T")
 
@@ -118,10 +118,10 @@ class _Closable:
 
 
 class Client(_Closable):
-    """A connection to adorchd. Calls are 1:1 with io.adorch.Ads and Manager.GetStatus.
+    """A connection to adorchd. Calls are 1:1 with io.adorch.Ads and Manager.GetStatus and GetCaps.
 
     If the daemon restarts, the next call reconnects (retries logged on the "adorch" logger).
-    Reads (list_*, get_status) are sent again if the connection broke under them; a call that
+    Reads (list_*, get_status, get_caps) are sent again if the connection broke under them; a call that
     may have taken effect (show, load, report, ack_reward, session calls) raises ConnectionLost.
     Safe to share between threads (one call at a time); close() from any thread ends a call in
     flight with Closed.
@@ -193,8 +193,10 @@ class Client(_Closable):
                     self._drop()
                 raise
 
-    def list_slots(self) -> list[Slot]:
-        return self._run(api.list_slots())
+    def list_slots(self, user_id: str | None = None) -> list[Slot]:
+        """The slots; each one's `capped` says whether a frequency rule holds a Show for user_id
+        (None: for a Show without one), and until when."""
+        return self._run(api.list_slots(user_id))
 
     def show(self, slot: str, user_id: str | None = None, reward: RewardModel | None = None) -> Ad:
         return self._run(api.show(slot, user_id, reward))
@@ -233,6 +235,11 @@ class Client(_Closable):
 
     def get_status(self) -> Status:
         return self._run(api.get_status())
+
+    def get_caps(self, slot: str, user_id: str | None = None) -> list[CapRule]:
+        """Every frequency rule of the slot and its networks, with what each counts for user_id
+        (None: for Shows without one) now (Manager.GetCaps; SlotNotFound for no such slot)."""
+        return self._run(api.get_caps(slot, user_id))
 
     def interface_description(self, interface: str) -> str:
         """The IDL text of an interface (org.varlink.service.GetInterfaceDescription)."""

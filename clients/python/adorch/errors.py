@@ -89,8 +89,8 @@ class Closed(ConnectionFailure):
     during this call; a closed one stays closed."""
 
 
-# io.adorch.Ads and io.adorch.Manager errors. LedgerFailed and PermissionDenied are in both
-# interfaces with the same fields, so one class stands for both qualified names.
+# io.adorch.Ads and io.adorch.Manager errors. SlotNotFound, LedgerFailed and PermissionDenied
+# are in both interfaces with the same fields, so one class stands for both qualified names.
 
 class NoAdReady(AdorchError):
     idl_error = "NoAdReady"
@@ -143,6 +143,16 @@ class ShuttingDown(AdorchError):
 
 class RateLimited(AdorchError):
     idl_error = "RateLimited"
+    retry_after_ms = Field(int, 0)
+
+
+class Capped(AdorchError):
+    """A frequency rule of the slot holds this Show (docs/caps.md); nothing changed. A Show
+    after retry_after_ms is let in, if no other ad is shown to the user meanwhile."""
+    idl_error = "Capped"
+    slot = Field(str, "")
+    #: The rule's name, e.g. "pacing 30s per user".
+    rule = Field(str, "")
     retry_after_ms = Field(int, 0)
 
 
@@ -236,8 +246,8 @@ CONNECTION_REFUSALS: frozenset[str] = frozenset(
 ERRORS: dict[str, type[AdorchError]] = {
     **{_ADS + c.idl_error: c for c in (NoAdReady, SlotNotFound, AdNotValid, SessionNotFound, LoadFailed,
                                     InvalidParameter, RewardNotFound, LedgerFailed, ShuttingDown,
-                                    RateLimited, TooManyOpenAds, TooManySessions, PermissionDenied)},
-    **{_MANAGER + c.idl_error: c for c in (NoRewardKey, LedgerFailed, ReloadFailed, PermissionDenied)},
+                                    RateLimited, Capped, TooManyOpenAds, TooManySessions, PermissionDenied)},
+    **{_MANAGER + c.idl_error: c for c in (SlotNotFound, NoRewardKey, LedgerFailed, ReloadFailed, PermissionDenied)},
     **{_CONNECTION + c.idl_error: c for c in (TooManyConnections, TooManyPendingBytes, ReaderTooSlow, IncompleteMessage)},
     **{_VARLINK + c.idl_error: c for c in (InterfaceNotFound, MethodNotFound, MethodNotImplemented,
                                         VarlinkInvalidParameter, ExpectedMore, VarlinkPermissionDenied)},

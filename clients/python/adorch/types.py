@@ -80,6 +80,24 @@ class Demand:
 
 
 @dataclass(frozen=True)
+class CapHold:
+    """A frequency rule that holds a slot for a user (Slot.capped, docs/caps.md)."""
+    #: Its name, e.g. "pacing 30s per user", "sim: 1 per 1d per user".
+    rule: str
+    #: cap or pacing
+    kind: str
+    retry_after_ms: int
+    #: RFC 3339: when a Show is let in, if no other ad is shown before.
+    until: str
+    #: For a network's rule: its plugin.
+    network: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CapHold:
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
 class Slot:
     id: str
     format: str
@@ -90,6 +108,9 @@ class Slot:
     loading: int = 0
     demand: Demand | None = None
     unservable: str | None = None
+    #: The rule that would answer a Show for list_slots' user_id Capped, and until when; None
+    #: when the Show is let in.
+    capped: CapHold | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Slot:
@@ -179,6 +200,34 @@ class Rewards:
     """A page of ListRewards: `more` says others follow (call again with after=rewards[-1].trans_id)."""
     rewards: list[Reward]
     more: bool
+
+
+@dataclass(frozen=True)
+class CapRule:
+    """Manager.GetCaps: one frequency rule of a slot or of one of its networks, and what it
+    counts now for the user asked about."""
+    #: As Capped names it, e.g. "3 per 1h per user", "sim: pacing 30s per slot".
+    rule: str
+    #: cap or pacing
+    kind: str
+    #: user or slot
+    scope: str
+    #: At most `impressions` ads in any window of `window_ms`.
+    impressions: int
+    window_ms: int
+    #: Impressions the rule counts for the user (or the slot) now.
+    counted: int
+    #: For a network's rule: its plugin and ad unit.
+    network: str | None = None
+    ad_unit_id: str | None = None
+    #: Set when the rule holds a Show now: one after this many milliseconds is let in.
+    retry_after_ms: int | None = None
+    #: RFC 3339: the same moment.
+    until: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CapRule:
+        return _build(cls, data)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,10 @@ SOCKET = os.environ.get("ADORCH_SOCKET", "")
 REWARDED, INTERSTITIAL, EMPTY = "rewarded", "interstitial", "empty"
 BANNER, SPLASH, NATIVE, INTERACTIVE = "banner", "splash", "native", "interactive"
 SLOW_BANNER, NO_FILL_BANNER = "slowbanner", "nofillbanner"
+#: An interstitial slot paced at one ad a minute per user, and its rule as Capped names it.
+PACED, PACING_RULE = "paced", "pacing 1m per user"
+#: adorchd-test.toml's pacing of PACED, in milliseconds: a Capped's retry_after_ms is at most this.
+PACING_MS = 60_000
 #: SLOW_BANNER's sim latency is 1.5 s: a call timeout well under it.
 SHORT_CALL_TIMEOUT = 0.5
 #: adorchd-test.toml's reward model of the rewarded slot.

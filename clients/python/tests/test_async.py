@@ -3,8 +3,8 @@ import unittest
 
 import adorch
 
-from .common import (BANNER, CREATIVE_URL, EMPTY, INTERACTIVE, NATIVE, REWARD_AMOUNT, REWARDED, SHORT_CALL_TIMEOUT,
-                     SLOW_BANNER, SOCKET, SPLASH, WAIT, idl_errors, NO_DAEMON)
+from .common import (BANNER, CREATIVE_URL, EMPTY, INTERACTIVE, NATIVE, PACED, PACING_MS, PACING_RULE, REWARD_AMOUNT,
+                     REWARDED, SHORT_CALL_TIMEOUT, SLOW_BANNER, SOCKET, SPLASH, WAIT, idl_errors, NO_DAEMON)
 
 
 @unittest.skipIf(not SOCKET, NO_DAEMON)
@@ -75,6 +75,28 @@ class AsyncClientTests(unittest.IsolatedAsyncioTestCase):
                 error = adorch.error_from_reply(f"{interface}.{name}", {})
                 self.assertIsNot(type(error), adorch.AdorchError, f"{interface}.{name}")
                 self.assertEqual(type(error).__name__, name)
+
+    async def test_a_show_within_the_pacing_is_capped_and_list_slots_and_get_caps_say_so_for_that_user(self) -> None:
+        paced = adorch.AsyncInterstitialAd(self.client, PACED)
+        await paced.load(WAIT)
+        async with await paced.show(user_id="u-paced-async") as shown:
+            await shown.impression()
+            with self.assertRaises(adorch.Capped) as capped:
+                await paced.show(user_id="u-paced-async")
+            self.assertEqual((capped.exception.slot, capped.exception.rule), (PACED, PACING_RULE))
+            self.assertTrue(0 < capped.exception.retry_after_ms <= PACING_MS, capped.exception)
+            await shown.close()
+        holds = {slot.id: slot.capped for slot in await self.client.list_slots(user_id="u-paced-async")}
+        hold = holds[PACED]
+        assert hold is not None, "ListSlots tells the user's hold"
+        self.assertEqual((hold.rule, hold.kind, hold.network), (PACING_RULE, "pacing", None))
+        self.assertTrue(0 < hold.retry_after_ms <= PACING_MS, hold)
+        others = {slot.id: slot.capped for slot in await self.client.list_slots(user_id="u-paced-async-other")}
+        self.assertIsNone(others[PACED], "the pacing is per user")
+        [rule] = await self.client.get_caps(PACED, user_id="u-paced-async")
+        self.assertEqual((rule.rule, rule.counted, rule.retry_after_ms is not None), (PACING_RULE, 1, True))
+        with self.assertRaises(adorch.SlotNotFound):
+            await self.client.get_caps("no-such-slot")
 
     async def test_reward_listeners_run_in_wait_reward_when_the_ledger_has_the_reward(self) -> None:
         rewarded = adorch.AsyncRewardedAd(self.client, REWARDED)

@@ -333,6 +333,8 @@ class SyncWireTests(unittest.TestCase):
                 (TypeError, "slot_type", lambda: client.init_interactive("s", "https://x.invalid/", {}, adorch.SlotType)),  # type: ignore[arg-type]
                 (TypeError, "slots", lambda: client.subscribe(slots="s")),  # type: ignore[arg-type]
                 (TypeError, "slot", lambda: client.show(None)),  # type: ignore[arg-type]
+                (TypeError, "user_id", lambda: client.list_slots(user_id=7)),  # type: ignore[arg-type]
+                (TypeError, "slot", lambda: client.get_caps(["s"])),  # type: ignore[arg-type]
             ]
             for kind, parameter, call in bad:
                 with self.subTest(parameter), self.assertRaises(kind) as raised:
@@ -354,6 +356,9 @@ class SyncWireTests(unittest.TestCase):
                 wire.send({"error": "io.adorch.Ads.NoAdReady", "parameters": ["a"]})
             elif slot == "error-field-a-string":
                 wire.send({"error": "io.adorch.Ads.RateLimited", "parameters": {"retry_after_ms": "soon"}})
+            elif call.get("parameters", {}).get("user_id") == "capped-without-retry":
+                hold = {"rule": "pacing 1s per user", "kind": "pacing", "until": "t"}
+                wire.send({"parameters": {"slots": [{"id": "s", "format": "interstitial", "capped": hold}]}})
             elif slot == "two-replies":
                 wire.send_raw((json.dumps({"parameters": {"ad": ad("first")}}) + "\0"
                                + json.dumps({"parameters": {"ad": ad("second")}}) + "\0").encode())
@@ -377,6 +382,9 @@ class SyncWireTests(unittest.TestCase):
             with self.assertRaises(adorch.ProtocolError):
                 client.show("next")  # never handed the second reply as its own
             self.assertEqual(client.show("next").id, "ad-next")
+            with self.assertRaises(adorch.ProtocolError) as hold:
+                client.list_slots("capped-without-retry")  # a slot's capped is checked as the slot is
+            self.assertIn("retry_after_ms", str(hold.exception))
             with client.subscribe() as events:
                 self.assertEqual(events.next(5).kind, "subscribed")
                 for _ in range(4):

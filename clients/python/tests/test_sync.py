@@ -3,9 +3,9 @@ import unittest
 
 import adorch
 
-from .common import (BANNER, CREATIVE_URL, EMPTY, INTERACTIVE, INTERSTITIAL, NATIVE, NO_FILL_BANNER, REWARD_AMOUNT,
-                     REWARD_NAME, REWARDED, SHORT_CALL_TIMEOUT, SLOW_BANNER, SOCKET, SPLASH, WAIT, idl_error_fields,
-                     idl_errors, wait_until, NO_DAEMON)
+from .common import (BANNER, CREATIVE_URL, EMPTY, INTERACTIVE, INTERSTITIAL, NATIVE, NO_FILL_BANNER, PACED, PACING_MS,
+                     PACING_RULE, REWARD_AMOUNT, REWARD_NAME, REWARDED, SHORT_CALL_TIMEOUT, SLOW_BANNER, SOCKET, SPLASH,
+                     WAIT, idl_error_fields, idl_errors, wait_until, NO_DAEMON)
 
 #: A value of each IDL type an error field has, to build an error reply with.
 SAMPLES = {"string": "a-value", "int": 7, "[]Attempt": [{"network": "sim", "ad_unit_id": "u", "error": "no_fill"}]}
@@ -122,6 +122,10 @@ class SyncClientTests(unittest.TestCase):
         limited = adorch.error_from_reply("io.adorch.Ads.RateLimited", {"retry_after_ms": 250, "message": "m"})
         assert isinstance(limited, adorch.RateLimited)
         self.assertEqual(limited.retry_after_ms, 250)
+        capped = adorch.error_from_reply("io.adorch.Ads.Capped", {"slot": "s", "rule": PACING_RULE, "retry_after_ms": 9})
+        assert isinstance(capped, adorch.Capped)
+        self.assertEqual((capped.slot, capped.rule, capped.retry_after_ms), ("s", PACING_RULE, 9))
+        self.assertIs(type(adorch.error_from_reply("io.adorch.Manager.SlotNotFound", {"slot": "s"})), adorch.SlotNotFound)
 
     def test_every_idl_error_has_its_fields_and_no_others(self) -> None:
         for interface in ("io.adorch.Ads", "io.adorch.Manager", "org.varlink.service"):
@@ -138,6 +142,36 @@ class SyncClientTests(unittest.TestCase):
                         self.assertEqual(getattr(error, field), value, field)
                         if field != "attempts":
                             self.assertIn(repr(value), str(error), "without a message, str() names the fields")
+
+    def test_a_show_within_the_pacing_is_capped_and_list_slots_and_get_caps_say_so_for_that_user(self) -> None:
+        paced = adorch.InterstitialAd(self.client, PACED)
+        paced.load(WAIT)
+        self.assertIsNone(self.by_id(self.client.list_slots("u-paced-sync"))[PACED].capped, "no ad shown yet")
+        with paced.show(user_id="u-paced-sync") as shown:
+            shown.impression()
+            with self.assertRaises(adorch.Capped) as capped:
+                paced.show(user_id="u-paced-sync")
+            self.assertEqual((capped.exception.name, capped.exception.slot, capped.exception.rule),
+                             ("io.adorch.Ads.Capped", PACED, PACING_RULE))
+            self.assertTrue(0 < capped.exception.retry_after_ms <= PACING_MS, capped.exception)
+            shown.close()
+        hold = self.by_id(self.client.list_slots(user_id="u-paced-sync"))[PACED].capped
+        assert hold is not None, "ListSlots tells the user's hold"
+        self.assertEqual((hold.rule, hold.kind, hold.network), (PACING_RULE, "pacing", None))
+        self.assertTrue(0 < hold.retry_after_ms <= PACING_MS and hold.until, hold)
+        self.assertIsNone(self.by_id(self.client.list_slots("u-paced-other"))[PACED].capped, "the pacing is per user")
+        self.assertIsNone(self.by_id(self.client.list_slots())[PACED].capped, "nothing holds Shows without a user id")
+        [rule] = self.client.get_caps(PACED, "u-paced-sync")
+        self.assertEqual((rule.rule, rule.kind, rule.scope, rule.impressions, rule.window_ms, rule.counted),
+                         (PACING_RULE, "pacing", "user", 1, PACING_MS, 1))
+        self.assertTrue(rule.retry_after_ms is not None and 0 < rule.retry_after_ms <= PACING_MS and rule.until, rule)
+        with self.assertRaises(adorch.SlotNotFound) as missing:
+            self.client.get_caps("no-such-slot")
+        self.assertEqual((missing.exception.name, missing.exception.slot), ("io.adorch.Manager.SlotNotFound", "no-such-slot"))
+
+    @staticmethod
+    def by_id(slots: list[adorch.Slot]) -> dict[str, adorch.Slot]:
+        return {slot.id: slot for slot in slots}
 
     def test_a_connection_over_the_limit_is_too_many_connections(self) -> None:
         status = self.client.get_status().raw

@@ -36,7 +36,7 @@
  *
  * Reconnect. When the daemon restarts, the client reconnects with a bounded backoff (options
  * reconnect_timeout_ms, default 30 s), logging one line per retry. Reads (ListSlots,
- * ListRewards, ListEvents, GetStatus, GetInterfaceDescription) are retried on the new
+ * ListRewards, ListEvents, GetStatus, GetCaps, GetInterfaceDescription) are retried on the new
  * connection, and so is any call whose message did not get out whole (it had no effect), each
  * after the backoff. A call that may have taken effect (Show, Load, Report, AckReward, the
  * session calls) whose connection broke after it was sent is never retried: it fails with
@@ -74,7 +74,7 @@ extern "C" {
 
 /* The header's version: a new major breaks the ABI, a new minor only adds. */
 #define ADORCH_CLIENT_VERSION_MAJOR 0
-#define ADORCH_CLIENT_VERSION_MINOR 1
+#define ADORCH_CLIENT_VERSION_MINOR 2
 #define ADORCH_CLIENT_VERSION_PATCH 0
 
 /* Marks the library's exported symbols; everything else is hidden (-fvisibility=hidden). */
@@ -94,7 +94,7 @@ typedef enum adorch_status {
     ADORCH_OK = 0,                            /* success */
     /* io.adorch.Ads errors (and Manager's of the same name) */
     ADORCH_E_NO_AD_READY = 1,                 /* io.adorch.Ads.NoAdReady: the slot has no valid ad now */
-    ADORCH_E_SLOT_NOT_FOUND = 2,              /* io.adorch.Ads.SlotNotFound: no slot has this id */
+    ADORCH_E_SLOT_NOT_FOUND = 2,              /* io.adorch.Ads/Manager.SlotNotFound: no slot has this id */
     ADORCH_E_AD_NOT_VALID = 3,                /* io.adorch.Ads.AdNotValid: unknown/ended ad or repeated report */
     ADORCH_E_SESSION_NOT_FOUND = 4,           /* io.adorch.Ads.SessionNotFound: no live session has this id */
     ADORCH_E_LOAD_FAILED = 5,                 /* io.adorch.Ads.LoadFailed: a Load ended without ads */
@@ -106,6 +106,7 @@ typedef enum adorch_status {
     ADORCH_E_TOO_MANY_OPEN_ADS = 11,          /* io.adorch.Ads.TooManyOpenAds: report close on ads you are done with */
     ADORCH_E_TOO_MANY_SESSIONS = 12,          /* io.adorch.Ads.TooManySessions: stop a session first */
     ADORCH_E_PERMISSION_DENIED = 13,          /* io.adorch.Ads/Manager.PermissionDenied: this user may not */
+    ADORCH_E_CAPPED = 14,                     /* io.adorch.Ads.Capped: a frequency rule holds the Show; retry_after_ms, "slot", "rule" */
     /* io.adorch.Manager errors */
     ADORCH_E_NO_REWARD_KEY = 20,              /* io.adorch.Manager.NoRewardKey: no reward key is configured */
     ADORCH_E_RELOAD_FAILED = 21,              /* io.adorch.Manager.ReloadFailed: the new config was refused */
@@ -139,7 +140,7 @@ typedef struct adorch_error {
     char *name;               /* the daemon's qualified error name, or the library's ("adorch.client.Timeout") */
     char *message;            /* human-readable: the daemon's "message" parameter, or the library's text */
     char *parameters;         /* the error reply's parameters as JSON object text ("{}" for library errors) */
-    int64_t retry_after_ms;   /* RateLimited's retry_after_ms; -1 otherwise */
+    int64_t retry_after_ms;   /* RateLimited's and Capped's retry_after_ms; -1 otherwise */
     int sys_errno;            /* errno behind ADORCH_E_CONNECT / CONNECTION_LOST; 0 otherwise */
     void *reserved[4];        /* for growth; do not touch */
 } adorch_error;
@@ -203,6 +204,16 @@ ADORCH_CLIENT_EXPORT const char *adorch_client_socket_path(const adorch_client *
 
 /* ---- Results ------------------------------------------------------------------------------ */
 
+/* A frequency rule that holds a slot for a user (IDL type CapHold, docs/caps.md). */
+typedef struct adorch_cap_hold {
+    const char *rule;         /* its name: "pacing 30s per user", "sim: 1 per 1d per user" */
+    const char *kind;         /* cap or pacing */
+    const char *network;      /* a network's rule: its plugin; NULL for the slot's own */
+    int64_t retry_after_ms;   /* a Show after this many milliseconds is let in, if no other ad is shown before */
+    const char *until;        /* RFC 3339: the same moment */
+    void *reserved[4];        /* for growth */
+} adorch_cap_hold;
+
 /* A slot (IDL type Slot). */
 typedef struct adorch_slot {
     const char *id;           /* the slot's id */
@@ -214,7 +225,9 @@ typedef struct adorch_slot {
     int64_t loading;          /* loads in flight */
     const char *demand;       /* the Demand object as JSON text, or NULL */
     const char *unservable;   /* why the slot cannot fill, or NULL */
-    void *reserved[4];        /* for growth */
+    const adorch_cap_hold *capped; /* the rule that holds a Show for the user ListSlots was given, or NULL;
+                                    * since 0.2, in what was reserved[0] (a 0.1 library leaves it NULL) */
+    void *reserved[3];        /* for growth */
 } adorch_slot;
 
 /* The slots of ListSlots. */
@@ -222,6 +235,28 @@ typedef struct adorch_slot_list {
     size_t count;             /* number of items */
     adorch_slot *items;       /* count slots */
 } adorch_slot_list;
+
+/* One frequency rule of a slot or of one of its networks, and what it counts now (IDL type
+ * CapRule of io.adorch.Manager.GetCaps). */
+typedef struct adorch_cap_rule {
+    const char *rule;         /* as Capped names it: "3 per 1h per user", "sim: pacing 30s per slot" */
+    const char *kind;         /* cap or pacing */
+    const char *scope;        /* user or slot */
+    const char *network;      /* a network's rule: its plugin; NULL for the slot's own */
+    const char *ad_unit_id;   /* a network's rule: its ad unit; NULL for the slot's own */
+    int64_t impressions;      /* at most this many ads in any window of window_ms */
+    int64_t window_ms;        /* the window */
+    int64_t counted;          /* impressions the rule counts for the user (or the slot) now */
+    int64_t retry_after_ms;   /* the rule holds a Show now: one after this many ms is let in; -1 when it does not hold */
+    const char *until;        /* RFC 3339: the same moment, or NULL */
+    void *reserved[4];        /* for growth */
+} adorch_cap_rule;
+
+/* The rules of GetCaps. */
+typedef struct adorch_cap_rule_list {
+    size_t count;             /* number of items */
+    adorch_cap_rule *items;   /* count rules */
+} adorch_cap_rule_list;
 
 /* An ad handed to the app (IDL type Ad). */
 typedef struct adorch_ad {
@@ -299,6 +334,7 @@ ADORCH_CLIENT_EXPORT void adorch_reward_free(adorch_reward *reward);          /*
 ADORCH_CLIENT_EXPORT void adorch_reward_list_free(adorch_reward_list *list);  /* frees; NULL ignored */
 ADORCH_CLIENT_EXPORT void adorch_event_free(adorch_event *event);             /* frees; NULL ignored */
 ADORCH_CLIENT_EXPORT void adorch_event_list_free(adorch_event_list *list);    /* frees; NULL ignored */
+ADORCH_CLIENT_EXPORT void adorch_cap_rule_list_free(adorch_cap_rule_list *list); /* frees; NULL ignored */
 /* Frees a string the library returned (JSON text of get_status, call); NULL ignored. */
 ADORCH_CLIENT_EXPORT void adorch_string_free(char *text);
 
@@ -323,8 +359,11 @@ typedef struct adorch_load_request {
     const char *targeting;    /* JSON object text, or NULL */
 } adorch_load_request;
 
-/* ListSlots. */
+/* ListSlots; each slot's capped is for a Show without a user_id. */
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_slots(adorch_client *client, adorch_slot_list **out, adorch_error *error);
+/* ListSlots(user_id): each slot's capped says whether a frequency rule holds a Show for user_id (NULL: for one without). */
+ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_slots_for_user(adorch_client *client, const char *user_id, adorch_slot_list **out,
+                                                                     adorch_error *error);
 /* Show: user_id and reward may be NULL (a rewarded slot needs a user_id). */
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_show(adorch_client *client, const char *slot, const char *user_id,
                                                       const adorch_reward_model *reward, adorch_ad **out, adorch_error *error);
@@ -354,6 +393,9 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_events(adorch_client *clie
                                                              int32_t limit, adorch_event_list **out, adorch_error *error);
 /* io.adorch.Manager.GetStatus: the reply's parameters as JSON text (free with adorch_string_free). */
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_get_status(adorch_client *client, char **status_json, adorch_error *error);
+/* io.adorch.Manager.GetCaps: every frequency rule of slot and its networks, counted for user_id (NULL: Shows without one). */
+ADORCH_CLIENT_EXPORT adorch_status adorch_client_get_caps(adorch_client *client, const char *slot, const char *user_id,
+                                                          adorch_cap_rule_list **out, adorch_error *error);
 /* org.varlink.service.GetInterfaceDescription: the IDL text of an interface. */
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_get_interface_description(adorch_client *client, const char *interface_name,
                                                                           char **description, adorch_error *error);
