@@ -47,7 +47,7 @@ type Slot (
 
 # A frequency rule that holds a slot for a user (docs/caps.md).
 type CapHold (
-  # as the config writes it, e.g. "3 per 1h per user", "pacing 30s per user", or for a
+  # its window in the largest whole unit (60s is 1m), e.g. "3 per 1h per user", "pacing 30s per user", or for a
   # network's rule "sim: 1 per 1d per user"
   rule: string,
   # cap or pacing
@@ -242,7 +242,7 @@ error NoAdReady (slot: string, message: string)
 error SlotNotFound (slot: string, message: string)
 
 # A frequency rule of the slot, or of every network with an ad for this user, holds the Show:
-# rule names it as the config writes it (the stricter when several do); a Show after
+# rule names it, its window in the largest whole unit (the stricter when several do); a Show after
 # retry_after_ms is let in, if no other ad is shown before (docs/caps.md).
 error Capped (slot: string, rule: string, retry_after_ms: int, message: string)
 

@@ -24,7 +24,8 @@ public struct FrequencyRule: Sendable, Equatable, Hashable {
         FrequencyRule(impressions: 1, window: interval, scope: scope, isPacing: true)
     }
 
-    /// How Capped, ListSlots, adorchctl and the metrics name the rule: as it is written.
+    /// How Capped, ListSlots, adorchctl and the metrics name the rule: as the config would
+    /// write it, its window in the largest whole unit ("60s" is "1m").
     public var name: String {
         let per = "per \(scope.rawValue)"
         return isPacing ? "pacing \(Self.text(window)) \(per)" : "\(impressions) per \(Self.text(window)) \(per)"
