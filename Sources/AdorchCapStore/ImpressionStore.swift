@@ -6,16 +6,20 @@ public struct StoredImpression: Sendable, Equatable {
     public var slot: String
     public var plugin: String
     public var adUnitID: String
+    /// The uid of the app whose user it was; nil for a caller without credentials.
+    public var uid: UInt32?
     /// "" for a Show without a user id.
     public var userID: String
-    public var at: Date
+    /// Milliseconds since the Unix epoch, on the wall clock of the moment it was written.
+    public var atMilliseconds: Int64
 
-    public init(slot: String, plugin: String, adUnitID: String, userID: String, at: Date) {
+    public init(slot: String, plugin: String, adUnitID: String, uid: UInt32?, userID: String, atMilliseconds: Int64) {
         self.slot = slot
         self.plugin = plugin
         self.adUnitID = adUnitID
+        self.uid = uid
         self.userID = userID
-        self.at = at
+        self.atMilliseconds = atMilliseconds
     }
 }
 
@@ -40,6 +44,7 @@ public final class ImpressionStore: Sendable {
                 t.column("slot", .text).notNull()
                 t.column("plugin", .text).notNull()
                 t.column("ad_unit_id", .text).notNull()
+                t.column("uid", .integer)
                 t.column("user_id", .text).notNull()
                 // Milliseconds since the Unix epoch: what the rules' windows are measured in.
                 t.column("at_ms", .integer).notNull().indexed()
@@ -50,33 +55,39 @@ public final class ImpressionStore: Sendable {
 
     public func record(_ impression: StoredImpression) throws {
         try database.write { db in
-            try db.execute(sql: "INSERT INTO impressions (slot, plugin, ad_unit_id, user_id, at_ms) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [impression.slot, impression.plugin, impression.adUnitID, impression.userID,
-                                       Self.milliseconds(impression.at)])
+            try db.execute(sql: "INSERT INTO impressions (slot, plugin, ad_unit_id, uid, user_id, at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [impression.slot, impression.plugin, impression.adUnitID, impression.uid.map { Int64($0) },
+                                       impression.userID, impression.atMilliseconds])
         }
     }
 
-    /// Every impression at or after `since`, oldest first.
-    public func impressions(since: Date) throws -> [StoredImpression] {
+    /// The impressions from `since` to `until` (milliseconds since the epoch), oldest first.
+    /// Rows of the wrong types (a damaged file) are skipped, not trusted.
+    public func impressions(since: Int64, until: Int64) throws -> [StoredImpression] {
         try database.read { db in
-            try Row.fetchAll(db, sql: "SELECT slot, plugin, ad_unit_id, user_id, at_ms FROM impressions WHERE at_ms >= ? ORDER BY at_ms",
-                             arguments: [Self.milliseconds(since)]).map { row in
-                StoredImpression(slot: row["slot"], plugin: row["plugin"], adUnitID: row["ad_unit_id"], userID: row["user_id"],
-                                 at: Date(timeIntervalSince1970: Double(row["at_ms"] as Int64) / 1000))
+            try Row.fetchAll(db, sql: """
+                SELECT slot, plugin, ad_unit_id, uid, user_id, at_ms FROM impressions
+                WHERE typeof(at_ms) = 'integer' AND at_ms BETWEEN ? AND ?
+                  AND typeof(slot) = 'text' AND typeof(plugin) = 'text' AND typeof(ad_unit_id) = 'text'
+                  AND typeof(user_id) = 'text' AND (uid IS NULL OR (typeof(uid) = 'integer' AND uid BETWEEN 0 AND 4294967295))
+                ORDER BY at_ms
+                """, arguments: [since, until]).map { row in
+                StoredImpression(slot: row["slot"], plugin: row["plugin"], adUnitID: row["ad_unit_id"],
+                                 uid: (row["uid"] as Int64?).map { UInt32($0) }, userID: row["user_id"], atMilliseconds: row["at_ms"])
             }
         }
     }
 
-    /// Deletes what no rule counts any more; returns how many rows went.
+    /// Deletes what no rule counts any more, from before `since` or after `until` (written
+    /// by a clock that was far ahead), and rows a damaged file holds; returns how many went.
     @discardableResult
-    public func prune(before: Date) throws -> Int {
+    public func prune(since: Int64, until: Int64) throws -> Int {
         try database.write { db in
-            try db.execute(sql: "DELETE FROM impressions WHERE at_ms < ?", arguments: [Self.milliseconds(before)])
+            try db.execute(sql: "DELETE FROM impressions WHERE NOT (typeof(at_ms) = 'integer' AND at_ms BETWEEN ? AND ?)",
+                           arguments: [since, until])
             return db.changesCount
         }
     }
 
     public func count() throws -> Int { try database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM impressions") ?? 0 } }
-
-    private static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
 }

@@ -12,8 +12,17 @@ struct AdsMethods {
         let ids = runtime.ids
         let gate = runtime.gate
         let json = StatusJSON(ids: ids)
-        routes.add("io.adorch.Ads.ListSlots", ListSlotsCall.self) { p, _, replier in
-            runtime.slotStatuses(capsFor: p.userID) { replier.reply(["slots": .array($0.map(json.listedSlotJSON))]) }
+        routes.add("io.adorch.Ads.ListSlots", ListSlotsCall.self) { p, call, replier in
+            // The caller's own user: user ids are each app's (docs/caps.md), and a slot it may
+            // not use does not say when anyone saw its ads.
+            let viewer = Viewer(peer: call.peer, gate: gate)
+            runtime.slotStatuses(capsFor: CapUser(uid: call.peer?.uid, id: p.userID)) { slots in
+                replier.reply(["slots": .array(slots.map { slot in
+                    var shown = slot
+                    if !viewer.sees(slot: slot.config.id) { shown.capHold = nil }
+                    return json.listedSlotJSON(shown)
+                })])
+            }
         }
         routes.add("io.adorch.Ads.Show", ShowCall.self) { p, call, replier in
             if let refusal = gate.rateRefusal(.showRate, call) { return replier.fail(refusal) }

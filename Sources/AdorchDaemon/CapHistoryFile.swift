@@ -7,56 +7,85 @@ import Logging
 /// "Durable"): written as the engine counts them, read back at start, so that a cap does not
 /// reset when the daemon does. The engine keeps time on the monotonic clock and the file on
 /// the wall clock; the two are tied at each read and write.
-final class CapHistoryFile: Sendable {
+final class CapHistoryFile {
     static let fileName = "caps.sqlite"
-    let store: ImpressionStore
+    /// At most one line a minute about failed writes: a full disk fails every impression.
+    private static let failureLogInterval: TimeInterval = 60
+
+    private let store: ImpressionStore?
+    let path: String
     private let logger: Logger
+    private var unloggedFailures = 0
+    private var lastFailureLog: Date?
 
-    init(stateDir: String, logger: Logger) throws {
-        store = try ImpressionStore(path: stateDir + "/" + Self.fileName)
+    /// Opens the file; one that cannot be opened (damaged, not SQLite) is moved aside and a
+    /// new one started, so caps count from now on and the daemon serves: said in the journal.
+    init(stateDir: String, logger: Logger) {
+        path = stateDir + "/" + Self.fileName
         self.logger = logger
-    }
-
-    /// A failed write is logged and the cap still holds for this run: it lives in the engine.
-    func record(_ impression: CountedImpression, now: Moment) {
-        let row = StoredImpression(slot: impression.slot, plugin: impression.network.plugin, adUnitID: impression.network.adUnitID,
-                                   userID: impression.userID, at: Self.wall(impression.at, now: now))
         do {
-            try store.record(row)
-        } catch {
-            logger.error("the impression of \(row.slot) could not be written to \(store.path): \(error); its caps hold until the daemon restarts")
+            store = try ImpressionStore(path: path)
+        } catch let first {
+            let aside = path + ".broken-\(Int(Date().timeIntervalSince1970))"
+            let moved = (try? FileManager.default.moveItem(atPath: path, toPath: aside)) != nil
+            for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            store = try? ImpressionStore(path: path)
+            let outcome = store == nil ? "caps hold in memory only, until the daemon stops"
+                : moved ? "moved to \(aside); caps count from now on" : "caps count from now on"
+            logger.error("frequency caps: \(path) could not be opened (\(first)): \(outcome)")
         }
     }
 
-    /// Drops what the rules no longer count, then reads the rest back onto the engine's clock.
-    func restore(keeping kept: Duration, now: Moment) -> [CountedImpression] {
-        let since = Date(timeIntervalSinceNow: -kept.seconds)
+    /// A failed write is logged (at most once a minute) and the cap still holds for this run:
+    /// it lives in the engine.
+    func record(_ impression: CountedImpression, now: Moment) {
+        guard let store else { return }
+        let row = StoredImpression(slot: impression.slot, plugin: impression.network.plugin, adUnitID: impression.network.adUnitID,
+                                   uid: impression.user.uid, userID: impression.user.id,
+                                   atMilliseconds: Self.nowMilliseconds() &- (now.capTime &- impression.at) / 1_000_000)
         do {
-            let pruned = try store.prune(before: since)
-            let rows = try store.impressions(since: since)
-            if !rows.isEmpty || pruned > 0 {
-                logger.info("frequency caps: \(rows.count) impressions read back from \(store.path), \(pruned) older than \(FrequencyRule.text(kept)) dropped")
-            }
+            try store.record(row)
+        } catch {
+            unloggedFailures += 1
+            if let last = lastFailureLog, Date().timeIntervalSince(last) < Self.failureLogInterval { return }
+            logger.error("frequency caps: \(unloggedFailures) impressions could not be written to \(path) (\(error)); their caps hold until the daemon stops")
+            (unloggedFailures, lastFailureLog) = (0, Date())
+        }
+    }
+
+    /// What the rules in force can still count, on the engine's clock. Rows written by a
+    /// clock that was ahead count as now (never longer than their window); rows from further
+    /// ahead than any window, and damaged ones, are left for `prune`. Nothing is deleted
+    /// here: a daemon that then fails to start must not cost the running one its history.
+    func restore(keeping kept: Duration, now: Moment) -> [CountedImpression] {
+        guard let store else { return [] }
+        let nowMS = Self.nowMilliseconds(), keptMS = kept.nanosecondsClamped / 1_000_000
+        do {
+            let rows = try store.impressions(since: nowMS &- keptMS, until: nowMS &+ keptMS)
+            if !rows.isEmpty { logger.info("frequency caps: \(rows.count) impressions read back from \(path)") }
             return rows.map { row in
-                CountedImpression(slot: row.slot, network: CapNetwork(plugin: row.plugin, adUnitID: row.adUnitID), userID: row.userID,
-                                  at: now.capTime &- Int64(clamping: Int64(Date().timeIntervalSince(row.at) * 1e9)))
+                let ageNS = max(0, nowMS &- row.atMilliseconds).multipliedReportingOverflow(by: 1_000_000)
+                return CountedImpression(slot: row.slot, network: CapNetwork(plugin: row.plugin, adUnitID: row.adUnitID),
+                                         user: CapUser(uid: row.uid, id: row.userID),
+                                         at: now.capTime &- (ageNS.overflow ? .max : ageNS.partialValue))
             }
         } catch {
-            logger.error("frequency caps: \(store.path) could not be read: \(error); caps count from now on")
+            logger.error("frequency caps: \(path) could not be read (\(error)); caps count from now on")
             return []
         }
     }
 
-    /// Rows the rules in force no longer count go (at start, at each reload, and hourly).
+    /// Rows the rules in force no longer count go: once the daemon serves, at each reload, and hourly.
     func prune(keeping kept: Duration) {
+        guard let store else { return }
+        let nowMS = Self.nowMilliseconds(), keptMS = kept.nanosecondsClamped / 1_000_000
         do {
-            try store.prune(before: Date(timeIntervalSinceNow: -kept.seconds))
+            let gone = try store.prune(since: nowMS &- keptMS, until: nowMS &+ keptMS)
+            if gone > 0 { logger.debug("frequency caps: \(gone) impressions no rule counts any more deleted from \(path)") }
         } catch {
-            logger.warning("frequency caps: old impressions in \(store.path) could not be deleted: \(error)")
+            logger.warning("frequency caps: old impressions in \(path) could not be deleted: \(error)")
         }
     }
 
-    private static func wall(_ at: Int64, now: Moment) -> Date {
-        Date(timeIntervalSinceNow: -Double(now.capTime &- at) / 1e9)
-    }
+    private static func nowMilliseconds() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
 }

@@ -33,6 +33,11 @@ extension TableReader {
             settings.counting = counting
         }
         let rules = (settings.caps ?? []) + ((settings.pacing ?? nil).map { [$0] } ?? [])
+        for (index, rule) in (settings.caps ?? []).enumerated() {
+            if let first = settings.caps?.firstIndex(where: { $0.name == rule.name }), first < index {
+                throw error("caps[\(index)]", "is \(rule.name), as caps[\(first)] is: a rule twice would be counted twice")
+            }
+        }
         try checkReachable(rules)
         return settings
     }

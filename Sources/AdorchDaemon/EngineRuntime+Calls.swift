@@ -9,15 +9,14 @@ import Foundation
 // the engine queue, so neither can deadlock the other.
 
 extension EngineRuntime {
-    /// Every slot, with the frequency rule that would hold a Show for `userID`, if any.
-    func slotStatuses(capsFor userID: String? = nil, completion: @escaping @Sendable ([SlotStatus]) -> Void) {
-        queue.async { [self] in completion(engine.slotStatuses(at: now(), capsFor: userID)) }
+    /// Every slot, with the frequency rule that would hold a Show for `user`, if any.
+    func slotStatuses(capsFor user: CapUser = CapUser(uid: nil, id: nil), completion: @escaping @Sendable ([SlotStatus]) -> Void) {
+        queue.async { [self] in completion(engine.slotStatuses(at: now(), capsFor: user)) }
     }
 
-    /// Each rule of the slot and its networks, with what it counts for `userID` now; nil for
-    /// no such slot.
-    func capUses(slot: String, userID: String?, completion: @escaping @Sendable ([CapUse]?) -> Void) {
-        queue.async { [self] in completion(engine.capUses(slot: slot, userID: userID, now: now())) }
+    /// Each rule of the slot and its networks, with what it counts for `user` now; nil for no such slot.
+    func capUses(slot: String, user: CapUser, completion: @escaping @Sendable ([CapUse]?) -> Void) {
+        queue.async { [self] in completion(engine.capUses(slot: slot, user: user, now: now())) }
     }
 
     /// A Show call, decided by the engine (its fallbacks, retry limit and `holder`'s open-ads

@@ -66,8 +66,12 @@ final class EngineRuntime: @unchecked Sendable {
     func start() throws {
         try config.checkPluginFiles(pluginDir: options.pluginDir)
         try prepareStateDirectory()
-        rewards = try RewardDesk(stateDir: stateDir, config: config, logger: logger)
-        capHistory = try CapHistoryFile(stateDir: stateDir, logger: logger)
+        do {
+            rewards = try RewardDesk(stateDir: stateDir, config: config, logger: logger)
+        } catch {
+            throw StateDirectoryError(path: stateDir, reason: "holds a reward ledger, \(RewardDesk.fileName), that cannot be used: \(error)")
+        }
+        capHistory = CapHistoryFile(stateDir: stateDir, logger: logger)
         queue.sync {
             plugins.route(reports: reportHandler, exits: exitHandler)
             plugins.confinement = confinement(of: config)
@@ -97,6 +101,8 @@ final class EngineRuntime: @unchecked Sendable {
             lastStatus = summary
             ServiceNotifier.ready(status: summary)
             logger.notice("adorchd \(Daemon.version) ready on \(socketPath): \(summary)", metadata: MessageID.daemonReady.metadata)
+            // Only now that this daemon serves: one that fails to start must leave the history alone.
+            capHistory?.prune(keeping: engine.capHistoryKept)
             tickers.append(makeTimer(every: .seconds(1)) { [unowned self] in publishStatus() })
             if let interval = ServiceNotifier.watchdogInterval {
                 // From the engine queue itself: a stuck engine stops the pings.

@@ -117,8 +117,9 @@ type Event (
   rewards_waiting: ?int
 )
 
-# The slots and how many ads each has ready, and for each whether a frequency rule holds a
-# Show for user_id (without one: for a Show without one) and until when.
+# The slots and how many ads each has ready, and for each the caller may use whether a
+# frequency rule holds a Show of the caller's for user_id (without one: for a Show without
+# one) and until when. A user id is the calling app's own: other apps' users are apart.
 method ListSlots(
   # at most \(FieldBounds.userID) bytes
   user_id: ?string

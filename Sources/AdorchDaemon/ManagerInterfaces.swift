@@ -192,11 +192,13 @@ type CapRule (
 )
 
 # The frequency rules of a slot and its networks, with what each counts for user_id (without
-# one: for Shows without one) now: what `adorchctl caps` prints.
+# one: for Shows without one) now: what `adorchctl caps` prints. A user id is an app's: uid
+# names the app (the uid its Shows come from; default: the caller's).
 method GetCaps(
   slot: string,
   # at most \(FieldBounds.userID) bytes
-  user_id: ?string
+  user_id: ?string,
+  uid: ?int
 ) -> (rules: []CapRule)
 
 # No slot has this id.

@@ -1,3 +1,4 @@
+import AdorchEngine
 import AdorchRewards
 import AdorchVarlink
 
@@ -28,8 +29,8 @@ struct ManagerMethods {
         routes.add("io.adorch.Manager.GetMetrics", MetricsCall.self) { p, _, replier in
             runtime.metrics(p.format, server: serving.server, socket: serving.socketPath) { replier.reply(["text": .string($0)]) }
         }
-        routes.add("io.adorch.Manager.GetCaps", CapsCall.self) { p, _, replier in
-            runtime.capUses(slot: p.slot, userID: p.userID) { uses in
+        routes.add("io.adorch.Manager.GetCaps", CapsCall.self) { p, call, replier in
+            runtime.capUses(slot: p.slot, user: CapUser(uid: p.uid ?? call.peer?.uid, id: p.userID)) { uses in
                 guard let uses else {
                     return replier.fail(VarlinkError("io.adorch.Manager.SlotNotFound", ["slot": .string(p.slot), "message": .string("no slot \"\(p.slot)\" is configured")]))
                 }
@@ -59,13 +60,20 @@ struct CallbackQuery: CallParameters {
 }
 
 struct CapsCall: CallParameters {
-    static let names: Set<String> = ["slot", "user_id"]
+    static let names: Set<String> = ["slot", "user_id", "uid"]
     var slot: String
     var userID: String?
+    var uid: UInt32?
 
     init(_ call: VarlinkCall) throws(VarlinkError) {
         slot = try call.string("slot")
         if let id = try call.optionalString("user_id") { userID = try FieldBounds.check(id, "user_id", max: FieldBounds.userID) }
+        switch call.parameters["uid"] {
+        case nil, .null?: break
+        case let value?:
+            guard let n = value.intValue, let uid = UInt32(exactly: n) else { throw invalidParameter("uid", "expected a uid, 0 to 4294967295") }
+            self.uid = uid
+        }
     }
 }
 

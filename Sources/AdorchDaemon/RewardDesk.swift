@@ -8,6 +8,7 @@ import Logging
 /// key, and the server-to-server callback checked as the publisher's server would. Called on
 /// the engine queue so that a grant's ledger row is written before its event is published.
 final class RewardDesk: Sendable {
+    static let fileName = "adorch.sqlite"
     let ledger: RewardLedger
     /// The key of the server-to-server reward callback, if one is configured.
     private let key: String?
@@ -16,7 +17,7 @@ final class RewardDesk: Sendable {
     /// Opens the ledger in `stateDir` and reads the key from [rewards] key_file or the
     /// systemd credential reward-key (never from the socket).
     init(stateDir: String, config: DaemonConfig, logger: Logger) throws {
-        ledger = try RewardLedger(path: stateDir + "/adorch.sqlite")
+        ledger = try RewardLedger(path: stateDir + "/" + Self.fileName)
         self.logger = logger
         Self.reportOversized(ledger, logger)
         key = try config.rewardKey()

@@ -7,9 +7,10 @@ extension Engine {
     func target(of slotID: String, now: Moment) -> BufferTarget {
         let slot = slots[slotID]!
         var target = demandTarget(of: slot, now: now)
-        if slot.config.hasCaps, let fillFrom = capFillFrom(slot, now: now) {
+        if slot.config.hasCaps, let hold = capHoldOfBuffer(slot, now: now) {
             target.count = 0
-            target.reason = "capped: no expected user may see an ad for \(Int((fillFrom - now).seconds.rounded(.up))) s more"
+            target.reason = "capped: no expected user may see an ad for \(Int((hold.until - now).seconds.rounded(.up))) s more, "
+                + "refills in \(Int((hold.fillFrom - now).seconds.rounded(.up))) s"
         }
         return target
     }
@@ -27,7 +28,7 @@ extension Engine {
     }
 
     func targetCount(of slot: SlotState, now: Moment) -> Int {
-        targetCount(of: slot, capFill: slot.config.hasCaps ? capFillFrom(slot, now: now) : nil, now: now)
+        targetCount(of: slot, capFill: slot.config.hasCaps ? capHoldOfBuffer(slot, now: now)?.fillFrom : nil, now: now)
     }
 
     /// Of the usable entries (in waterfall order), the first whose ad is likely to be shown

@@ -13,8 +13,7 @@ extension Engine {
     /// docs/rules.md, "Preloading": keep the slot's target of fresh ads (docs/scheduler.md), starting at most
     /// `maxLoads` loads. An ad inside its refresh margin still counts as valid for Show but
     /// no longer as fresh, so its replacement is already on the way.
-    /// `expecting`: the user of an ad a Show is taking, whose impression the caps will count.
-    mutating func refill(_ slotID: String, now: Moment, maxLoads: Int = .max, expecting: String? = nil) -> [Effect] {
+    mutating func refill(_ slotID: String, now: Moment, maxLoads: Int = .max) -> [Effect] {
         guard let slot = slots[slotID], slot.config.format.isPreloaded else {
             if let rank = slotRank[slotID] { wanting.remove(rank) }
             return []
@@ -22,7 +21,7 @@ extension Engine {
         let closed = slot.config.hasCaps ? entriesClosedToAll(slot, now: now) : []
         let fresh = ads.count(in: slotID, .ready) { $0.isValid(at: now) && $0.refreshAt > now && !closed.contains($0.entryIndex) }
         let loading = ads.count(in: slotID, .loading)
-        let capFill = slot.config.hasCaps ? capFillFrom(slot, expecting: expecting, now: now) : nil
+        let capFill = slot.config.hasCaps ? capHoldOfBuffer(slot, now: now)?.fillFrom : nil
         var deficit = targetCount(of: slot, capFill: capFill, now: now) - fresh - loading
         var effects: [Effect] = []
         if deficit > 0, slot.config.parallel > 1 {
@@ -45,7 +44,7 @@ extension Engine {
             }
             // Or because an entry's per-slot rule holds it: look again when it frees.
             for entry in slot.config.waterfall where entry.caps.contains(where: { $0.scope == .slot }) {
-                if let hold = strictest(entry.caps, slot: slotID, network: entry.capNetwork, user: "", scopes: [.slot], now: now) {
+                if let hold = strictestForAll(entry.caps, slot: slotID, network: entry.capNetwork, now: now) {
                     ads.timers.set(.capLifts(slotID), at: min(hold.until, ads.timers.moment(of: .capLifts(slotID)) ?? hold.until))
                 }
             }

@@ -34,8 +34,11 @@ extension Engine {
         }
         // Refused before it counts as demand: the refusal changes nothing else.
         if let refusal = openAdsRefusal(holder, asking: 1) { return (.failure(refusal), []) }
-        noteAsker(slotID, userID: userID, now: now)
-        if let refusal = capRefusal(slotID, userID: userID, now: now) { return (.failure(refusal), []) }
+        let user = CapUser(uid: holder, id: userID)
+        noteAsker(slotID, user: user, now: now)
+        if let hold = capHold(slot: slotID, user: user, now: now) {
+            return (.failure(.capped(slot: slotID, rule: hold.ruleName, retryAfter: hold.retryAfter)), [])
+        }
         // Demand is every Show asked, found or not.
         slots[slotID]!.demand.noteShow(at: now)
         let effects = advance(to: now)
@@ -131,14 +134,14 @@ extension Engine {
     private mutating func take(from slotID: String, userID: String?, reward: RewardModel?, holder: UInt32?,
                                now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
         // Ads of networks whose own rules hold this user are skipped (docs/caps.md).
-        let held = slots[slotID]!.config.hasCaps ? entryHolds(slots[slotID]!, user: userID ?? "", now: now) : [:]
+        let held = slots[slotID]!.config.hasCaps ? entryHolds(slots[slotID]!, user: CapUser(uid: holder, id: userID), now: now) : [:]
         // The highest price, then the earliest expiry (the one that would be wasted first).
         guard let pick = ads.first(in: slotID, .ready, where: { $0.isValid(at: now) && held[$0.entryIndex] == nil }, by: { a, b in
             (-a.price, a.expiresAt!, a.id) < (-b.price, b.expiresAt!, b.id)
         }) else {
             // The Show raised the slot's demand: its target may have risen with it.
             let error = missingPlugins(of: slotID).map { ShowError.unservable(slot: slotID, missingPlugins: $0) } ?? .noAdReady(slot: slotID)
-            return (.failure(error), markDry(slotID) + refill(slotID, now: now))
+            return (.failure(error), markDry(slotID) + refill(slotID, now: now) + loadForHeldUser(slotID, held: held, now: now))
         }
         ads[pick.id]!.state = .shown(endsAt: now + settings.shownLifetime)
         ads[pick.id]!.userID = userID
@@ -151,8 +154,10 @@ extension Engine {
         )
         var effects: [Effect] = [.show(pick.id, plugin: pick.plugin, userID: userID)]
         effects.append(.emit(EngineEvent(.adShown, slot: slotID, adID: pick.id, network: pick.plugin, userID: userID)))
+        // Counted by the rules from now, before the refill asks whether anyone may see another.
+        holdUntilCounted(pick.id, now: now)
         effects += markDryIfEmpty(slotID, now: now)
-        effects += refill(slotID, now: now, expecting: slots[slotID]!.config.hasCaps ? userID ?? "" : nil)
+        effects += refill(slotID, now: now)
         return (.success(shown), effects)
     }
 }

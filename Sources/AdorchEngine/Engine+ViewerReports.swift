@@ -36,7 +36,7 @@ extension Engine {
 
     /// plugin.h, ADORCH_EVENT_IMPRESSION: an impression or click counts once per ad, whichever
     /// of the app and a self-tracking plugin reports it first; so does an impression against
-    /// the frequency rules of a slot that counts them so.
+    /// the frequency rules, unless the ad counted when its Show returned it.
     mutating func countOnce(_ event: ViewerEvent, of id: AdID, now: Moment) -> [Effect] {
         guard event == .impression || event == .click, let ad = ads[id], ads[id]!.counted.insert(event).inserted else { return [] }
         guard event == .impression else {
@@ -44,7 +44,7 @@ extension Engine {
             return []
         }
         slots[ad.slot]?.counters.impressions += 1
-        return slots[ad.slot]?.config.capCounting == .impression ? countAgainstCaps(id, now: now) : []
+        return countAgainstCaps(id, now: now)
     }
 
     // MARK: Rewards

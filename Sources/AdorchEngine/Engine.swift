@@ -33,6 +33,9 @@ public struct Engine: Sendable {
     public internal(set) var networkLoads: [String: NetworkLoads] = [:]
     /// The impressions the frequency rules count (docs/caps.md).
     var history = ImpressionHistory()
+    /// Ads handed out in a slot with rules, not counted yet: the rules count them meanwhile.
+    var pending = ImpressionHistory()
+    var pendingByAd: [AdID: CountedImpression] = [:]
 
     public init(slots: [SlotConfig], plugins: Set<String>, settings: SchedulerSettings = .init(), seed: UInt64 = 1) {
         self.settings = settings
@@ -106,9 +109,8 @@ public struct Engine: Sendable {
         ads.timers.first.map { max($0.at, now) }
     }
 
-    /// Every slot as operators and apps see it; `capHold` is what a Show for `userID` (nil:
-    /// one without a user id) would meet.
-    public func slotStatuses(at now: Moment, capsFor userID: String? = nil) -> [SlotStatus] {
+    /// Every slot as operators and apps see it; `capHold` is what a Show for `user` would meet.
+    public func slotStatuses(at now: Moment, capsFor user: CapUser = CapUser(uid: nil, id: nil)) -> [SlotStatus] {
         slotOrder.compactMap { id in
             guard let slot = slots[id] else { return nil }
             let valid = ads.inSlot(id, .ready).filter { $0.isValid(at: now) }
@@ -127,7 +129,7 @@ public struct Engine: Sendable {
                 },
                 target: target(of: id, now: now),
                 missingPlugins: missingPlugins(of: id),
-                capHold: capHold(slot: id, userID: userID, now: now)
+                capHold: capHold(slot: id, user: user, now: now)
             )
         }
     }
@@ -151,6 +153,7 @@ public struct Engine: Sendable {
     /// Ends an ad: its object is destroyed and only its memory is kept, for late callbacks.
     mutating func end(_ id: AdID, as reason: RetiredAd.Reason, now: Moment) -> [Effect] {
         guard let ad = ads.removeValue(forKey: id) else { return [] }
+        dropUncounted(id)
         retire(id, RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory))
         var effects = interruptShow(of: id, plugin: ad.plugin, slot: ad.slot, .interrupted(slot: ad.slot, reason: reason.rawValue))
         if let object = ad.objectID {

@@ -9,7 +9,7 @@ struct SlotState: Sendable {
     var demand = DemandEstimate()
     /// The users who asked this slot for an ad lately, with when they last did: the users
     /// the scheduler expects (docs/caps.md, "The scheduler"). At most `Engine.expectedUsersAtMost`.
-    var askers: [String: Int64] = [:]
+    var askers: [CapUser: Int64] = [:]
     /// How often a user it did not expect asks: while they are likely to, the slot is held
     /// for them even when every user it expects is capped.
     var newcomers = DemandEstimate()

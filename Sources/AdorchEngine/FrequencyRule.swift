@@ -108,20 +108,41 @@ public struct CapNetwork: Sendable, Hashable {
     public func name(of rule: FrequencyRule) -> String { "\(name): \(rule.name)" }
 }
 
+/// Whose impressions a per-user rule counts: a user id of one app. Apps name their users
+/// themselves, so the id is the calling app's (its uid): one app's Shows never cap another's
+/// users, nor tell it when they saw an ad. Ids are compared as bytes, as apps send them.
+public struct CapUser: Sendable, Hashable {
+    /// The uid of the app that made the Show; nil for a caller without credentials (tests).
+    public var uid: UInt32?
+    /// "" for a Show without a user id.
+    public var id: String
+
+    public init(uid: UInt32?, id: String?) {
+        self.uid = uid
+        self.id = id ?? ""
+    }
+
+    public static func == (a: CapUser, b: CapUser) -> Bool { a.uid == b.uid && a.id.utf8.elementsEqual(b.id.utf8) }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(uid)
+        for byte in id.utf8 { hasher.combine(byte) }
+    }
+}
+
 /// One counted impression, as the history keeps it and the state directory stores it.
 public struct CountedImpression: Sendable, Equatable {
     public var slot: String
     public var network: CapNetwork
-    /// "" for a Show without a user id.
-    public var userID: String
+    public var user: CapUser
     /// Nanoseconds on the engine's clock; negative for an impression from before its origin
     /// (read back from the state directory after a reboot).
     public var at: Int64
 
-    public init(slot: String, network: CapNetwork, userID: String, at: Int64) {
+    public init(slot: String, network: CapNetwork, user: CapUser, at: Int64) {
         self.slot = slot
         self.network = network
-        self.userID = userID
+        self.user = user
         self.at = at
     }
 }

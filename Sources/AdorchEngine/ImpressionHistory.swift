@@ -1,12 +1,12 @@
-/// The impressions the frequency rules count (docs/caps.md), indexed the four ways a rule
-/// asks: per slot, per slot and user, per network instance, per network instance and user.
-/// Times are kept oldest first and only for as long as the longest window of any rule.
+/// Impressions the frequency rules count (docs/caps.md), indexed the four ways a rule asks:
+/// per slot, per slot and user, per network instance, per network instance and user. Times
+/// are kept oldest first; `prune` drops those older than the longest window of any rule.
 struct ImpressionHistory: Sendable {
     struct Key: Hashable, Sendable {
         var slot: String
         var network: CapNetwork?
         /// nil: every user together (a `per = "slot"` rule).
-        var userID: String?
+        var user: CapUser?
     }
 
     private var times: [Key: [Int64]] = [:]
@@ -20,19 +20,28 @@ struct ImpressionHistory: Sendable {
 
     var isEmpty: Bool { times.isEmpty }
 
+    private static func keys(of impression: CountedImpression) -> [Key] {
+        let (slot, user, network) = (impression.slot, impression.user, impression.network)
+        return [Key(slot: slot, network: nil, user: nil), Key(slot: slot, network: nil, user: user),
+                Key(slot: slot, network: network, user: nil), Key(slot: slot, network: network, user: user)]
+    }
+
     mutating func add(_ impression: CountedImpression) {
-        let slot = impression.slot, user = impression.userID, network = impression.network
-        for key in [Key(slot: slot, network: nil, userID: nil), Key(slot: slot, network: nil, userID: user),
-                    Key(slot: slot, network: network, userID: nil), Key(slot: slot, network: network, userID: user)] {
-            var list = times[key, default: []]
-            // In order as impressions come; a restore may not be.
-            let at = impression.at
-            if let last = list.last, last > at {
-                list.insert(at, at: FrequencyRule.firstIndex(in: list[...], after: at))
-            } else {
-                list.append(at)
-            }
-            times[key] = list
+        let at = impression.at
+        for key in Self.keys(of: impression) {
+            // In place: a copy of the list per impression made reading a long history back quadratic.
+            let before = times[key].flatMap { list in (list.last ?? .min) > at ? FrequencyRule.firstIndex(in: list[...], after: at) : nil }
+            if let before { times[key]!.insert(at, at: before) } else { times[key, default: []].append(at) }
+        }
+    }
+
+    /// Takes back one impression `add` put in (an ad that ended uncounted).
+    mutating func remove(_ impression: CountedImpression) {
+        for key in Self.keys(of: impression) {
+            guard let list = times[key] else { continue }
+            let index = FrequencyRule.firstIndex(in: list[...], after: impression.at) - 1
+            guard index >= 0, list[index] == impression.at else { continue }
+            if list.count == 1 { times[key] = nil } else { times[key]!.remove(at: index) }
         }
     }
 
@@ -48,7 +57,7 @@ struct ImpressionHistory: Sendable {
             if first == list.count {
                 times[key] = nil
             } else if first > 0 {
-                times[key] = Array(list[first...])
+                times[key]!.removeFirst(first)
             }
         }
     }

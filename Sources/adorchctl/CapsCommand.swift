@@ -4,15 +4,20 @@ import ArgumentParser
 struct Caps: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "A slot's frequency caps and pacing: what each rule counts for a user now, and until when it holds.",
-        discussion: "Without --user: for Shows without a user id, which count as one user. Rules are set in the config (docs/caps.md)."
+        discussion: """
+            A user id is an app's own: --uid names the app whose Shows it is (default: your own uid). \
+            Without --user: for Shows without a user id, which count as one user. Rules are set in the config (docs/caps.md).
+            """
     )
     @OptionGroup var connection: Connection
     @Argument(help: "The slot id.") var slot: String
     @Option(help: ArgumentHelp("The app's user id, as Show gets it.", valueName: "id")) var user: String?
+    @Option(help: ArgumentHelp("The uid of the app whose user it is.", valueName: "uid")) var uid: UInt32?
 
     func run() throws {
         var parameters: [String: JSONValue] = ["slot": .string(slot)]
         if let user { parameters["user_id"] = .string(user) }
+        if let uid { parameters["uid"] = .int(Int64(uid)) }
         let reply = try connection.call("io.adorch.Manager.GetCaps", parameters)
         if connection.json { return connection.printJSON(reply) }
         let rules = reply["rules"]?.arrayValue ?? []

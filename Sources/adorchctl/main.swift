@@ -109,7 +109,7 @@ struct Status: ParsableCommand {
 struct Slots: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Each slot and how many ads it has ready.")
     @OptionGroup var connection: Connection
-    @Option(help: ArgumentHelp("Say which slots a frequency rule holds for this user id (default: for Shows without one).",
+    @Option(help: ArgumentHelp("Say which slots a frequency rule holds for this user id of yours (default: for Shows without one); an app's users: adorchctl caps --uid.",
                                valueName: "id")) var user: String?
 
     func run() throws {

@@ -166,6 +166,45 @@ final class FrequencyCapTests: XCTestCase {
         XCTAssertEqual(after.target.demandPerMinute, before.target.demandPerMinute, "a capped Show is no demand")
     }
 
+    func testShowsInFlightTogetherPassARuleOnlyAsOftenAsItAllows() {
+        // Plugins answer ad_show later (an isolated plugin): every Show waits on its answer.
+        start([slot(caps: [.cap(1, per: .seconds(3600))], counting: .show, buffer: 20)])
+        for request in 1...20 { run(engine.requestShow(slot: "s", userID: "racer", request: RequestID(request), now: now)) }
+        let taken = effects.compactMap { if case .show(let id, _, _) = $0 { id } else { nil } }
+        XCTAssertEqual(taken.count, 1, "the first Show's ad counts from the moment it is taken")
+        let capped = effects.filter { if case .completeShow(_, .failure(.capped)) = $0 { true } else { false } }
+        XCTAssertEqual(capped.count, 19)
+        run(engine.showAnswered(taken[0], presented: true, now: now))
+        XCTAssertEqual(recorded.count, 1)
+    }
+
+    func testAShownAdCountsUntilItIsSeenOrEndsUnseen() {
+        start([slot(caps: [.pacing(.seconds(30))])])
+        let first = try! watch("u", impression: false).get()
+        // A double tap: the first ad is not reported yet, and still holds the second Show.
+        assertCapped(watch("u"), rule: "pacing 30s per user", retryAfterMS: 30_000)
+        advance(to: .seconds(5))
+        // Closed unseen: it never counted, and the user may see another at once.
+        run(engine.report(.close, for: first.id, now: now).1)
+        assertShown(watch("u"))
+        XCTAssertEqual(recorded.count, 1, "only the ad seen is stored")
+    }
+
+    func testUsersOfDifferentAppsAreApartAndIDsAreBytes() {
+        start([slot(caps: [.cap(1, per: .seconds(60))], counting: .show, buffer: 4)])
+        func show(_ user: String, _ app: UInt32) -> Result<ShownAd, ShowError> {
+            let (result, shown) = engine.show(slot: "s", userID: user, holder: app, now: now)
+            run(shown)
+            return result
+        }
+        assertShown(show("alice", 1001))
+        XCTAssertEqual(show("alice", 1001).failure, .capped(slot: "s", rule: "1 per 1m per user", retryAfter: .seconds(60)))
+        assertShown(show("alice", 1002))
+        // Canonically equivalent, other bytes: another user, as the app sent them.
+        assertShown(show("\u{E9}", 1001))
+        assertShown(show("e\u{301}", 1001))
+    }
+
     // MARK: Networks
 
     func testAnEntryCapMakesAShowSkipThatNetworksAdsForTheUserItHolds() {
@@ -188,20 +227,21 @@ final class FrequencyCapTests: XCTestCase {
         XCTAssertEqual(loadsStarted.map(\.plugin), ["a"], "one impression of two: a is still asked")
         effects = []
         advance(to: .seconds(100))
-        // The refill starts as the Show takes the ad; the impression then reaches a's cap:
-        // a's ad just loaded serves no one, so the buffer is filled from b.
+        // The ad v takes is a's second in the window: a holds from now, and the waterfall goes to b.
         XCTAssertEqual(try watch("v").get().network, "a")
-        XCTAssertEqual(loadsStarted.map(\.plugin), ["a", "b"])
+        XCTAssertEqual(loadsStarted.map(\.plugin), ["b"])
         effects = []
         advance(to: .seconds(200))
-        XCTAssertEqual(try watch("w").get().network, "b", "a's ready ad is held for everyone")
+        XCTAssertEqual(try watch("w").get().network, "b")
         XCTAssertEqual(loadsStarted.map(\.plugin), ["b"], "the waterfall skips a")
         effects = []
         advance(to: .seconds(600))
-        XCTAssertEqual(try watch("x").get().network, "a", "a's first impression left the window: its ad pays more")
-        XCTAssertEqual(loadsStarted.map(\.plugin), [], "b's ad fills the buffer")
-        XCTAssertEqual(try watch("y").get().network, "b")
-        XCTAssertEqual(loadsStarted.map(\.plugin), ["b"], "a's cap holds again: its impressions of 100 s and 600 s")
+        XCTAssertEqual(try watch("x").get().network, "b")
+        XCTAssertEqual(loadsStarted.map(\.plugin), ["a"], "a's first impression left the window: a is asked again")
+        effects = []
+        advance(to: .seconds(601))
+        XCTAssertEqual(try watch("y").get().network, "a", "its ad pays more")
+        XCTAssertEqual(loadsStarted.map(\.plugin), ["b"], "a holds again: its impressions of 100 s and 601 s")
     }
 
     func testWhenEveryNetworkHoldsTheUserTheShowIsCappedUntilTheSoonestFrees() {
@@ -213,9 +253,35 @@ final class FrequencyCapTests: XCTestCase {
         XCTAssertEqual(try watch("u").get().network, "b")
         advance(to: .seconds(20))
         assertCapped(watch("u"), rule: "b/x: pacing 5m per user", retryAfterMS: 290_000)
-        XCTAssertEqual(engine.capHold(slot: "s", userID: "u", now: now)?.ruleName, "b/x: pacing 5m per user")
-        XCTAssertNil(engine.capHold(slot: "s", userID: "v", now: now))
+        XCTAssertEqual(engine.capHold(slot: "s", user: CapUser(uid: nil, id: "u"), now: now)?.ruleName, "b/x: pacing 5m per user")
+        XCTAssertNil(engine.capHold(slot: "s", user: CapUser(uid: nil, id: "v"), now: now))
         assertShown(watch("v"))
+    }
+
+    func testASlotRuleAndEveryNetworksRuleTogetherGiveTheLaterTime() {
+        let entries = [WaterfallEntry(plugin: "a", adUnitID: "n1", caps: [.cap(1, per: .seconds(8))])]
+        start([slot(caps: [.cap(1, per: .seconds(3))], counting: .show, buffer: 2, waterfall: entries)])
+        assertShown(watch("u"))
+        assertCapped(watch("u"), rule: "a/n1: 1 per 8s per user", retryAfterMS: 8000)
+        advance(to: .seconds(3))
+        assertCapped(watch("u"), rule: "a/n1: 1 per 8s per user", retryAfterMS: 5000)
+        XCTAssertEqual(engine.capHold(slot: "s", user: CapUser(uid: nil, id: "u"), now: now)?.retryAfter, .seconds(5))
+    }
+
+    func testAUserEveryReadyAdIsHeldForGetsALoadFromANetworkThatMayServeThem() {
+        let entries = [WaterfallEntry(plugin: "a", adUnitID: "premium", caps: [.cap(1, per: .seconds(3600))]),
+                       WaterfallEntry(plugin: "b", adUnitID: "standard")]
+        start([slot(buffer: 2, waterfall: entries)])
+        XCTAssertEqual(try watch("p1").get().network, "a")
+        XCTAssertEqual(engine.slotStatuses(at: now)[0].readyAds.compactMap { engine.ads[$0]?.plugin }, ["a", "a"])
+        effects = []
+        filling = ["a": 2]  // b answers later
+        // Two premium ads ready, neither for p1: a load from b, once, and p1 is told to wait for it.
+        XCTAssertEqual(watch("p1").failure, .noAdReady(slot: "s"))
+        XCTAssertEqual(watch("p1").failure, .noAdReady(slot: "s"))
+        XCTAssertEqual(loadsStarted.map(\.plugin), ["b"])
+        run(engine.pluginReported(.loaded(payloadJSON: "{}", expiresIn: nil, price: 1), for: loadsStarted[0].adID, from: "b", now: now))
+        XCTAssertEqual(try watch("p1").get().network, "b")
     }
 
     // MARK: Counting
@@ -223,11 +289,12 @@ final class FrequencyCapTests: XCTestCase {
     func testAnImpressionCountsOnceWhoeverReportsIt() {
         start([slot(caps: [.cap(2, per: .seconds(60))])])
         let ad = try! watch("u", impression: false).get()
-        XCTAssertEqual(engine.capUses(slot: "s", userID: "u", now: now)?.first?.counted, 0, "shown, not yet an impression")
+        XCTAssertEqual(engine.capUses(slot: "s", user: CapUser(uid: nil, id: "u"), now: now)?.first?.counted, 1, "handed out: counted until it is seen or ends")
+        XCTAssertEqual(recorded, [], "not stored before it is seen")
         run(engine.pluginReported(.other(name: "impression"), for: ad.id, from: "a", now: now))
         run(engine.report(.impression, for: ad.id, now: now).1)
-        XCTAssertEqual(engine.capUses(slot: "s", userID: "u", now: now)?.first?.counted, 1)
-        XCTAssertEqual(recorded, [CountedImpression(slot: "s", network: CapNetwork(plugin: "a", adUnitID: ""), userID: "u", at: now.capTime)])
+        XCTAssertEqual(engine.capUses(slot: "s", user: CapUser(uid: nil, id: "u"), now: now)?.first?.counted, 1)
+        XCTAssertEqual(recorded, [CountedImpression(slot: "s", network: CapNetwork(plugin: "a", adUnitID: ""), user: CapUser(uid: nil, id: "u"), at: now.capTime)])
     }
 
     func testASlotThatCountsOnShowCountsTheAdItsPluginPresentedOnce() {
@@ -271,8 +338,8 @@ final class FrequencyCapTests: XCTestCase {
         let network = CapNetwork(plugin: "a", adUnitID: "")
         // Two impressions: 20 h and 1 h before now, the first before the engine clock's origin.
         engine.restoreImpressions([
-            CountedImpression(slot: "s", network: network, userID: "u", at: now.capTime - 3600 * 1_000_000_000),
-            CountedImpression(slot: "s", network: network, userID: "u", at: now.capTime - 20 * 3600 * 1_000_000_000),
+            CountedImpression(slot: "s", network: network, user: CapUser(uid: nil, id: "u"), at: now.capTime - 3600 * 1_000_000_000),
+            CountedImpression(slot: "s", network: network, user: CapUser(uid: nil, id: "u"), at: now.capTime - 20 * 3600 * 1_000_000_000),
         ])
         XCTAssertLessThan(now.capTime - 20 * 3600 * 1_000_000_000, 0)
         assertCapped(watch("u"), rule: "2 per 1d per user", retryAfterMS: 4 * 3_600_000)
