@@ -194,6 +194,78 @@ final class FrequencyCapIntegrationTests: XCTestCase {
                        "io.adorch.Ads.Capped")
     }
 
+    private func sqlite(_ path: String, _ statements: String) throws -> String {
+        let result = try runCommand("/usr/bin/python3", ["-c", """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            for row in db.execute(sys.argv[2]) if not sys.argv[2].lstrip().upper().startswith("INSERT") else []: print(*row)
+            if sys.argv[2].lstrip().upper().startswith("INSERT"): db.executescript(sys.argv[2])
+            db.commit()
+            """, path, statements])
+        guard result.status == 0 else { throw TestFailure("sqlite: \(result.stderr)") }
+        return result.stdout
+    }
+
+    func testADamagedHistoryNeitherStopsTheDaemonNorHoldsLongerThanAWindow() throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-caps-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: state) }
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        let file = state.appendingPathComponent("caps.sqlite").path
+        try "hello".write(toFile: file, atomically: true, encoding: .utf8)
+        do {
+            let daemon = try DaemonProcess(config: config, stateDir: state)
+            defer { daemon.stop() }
+            XCTAssertTrue(daemon.log.contains("frequency caps: \(file) could not be opened"), daemon.log)
+            let aside = try FileManager.default.contentsOfDirectory(atPath: state.path).filter { $0.hasPrefix("caps.sqlite.broken-") }
+            XCTAssertEqual(aside.count, 1, "the damaged file is kept aside for a look")
+            try daemon.waitFor("paced full") { try daemon.slotStatus("paced")["ready"]?.intValue == 2 }
+            let id = try XCTUnwrap(try daemon.call("io.adorch.Ads.Show", ["slot": "paced", "user_id": "dee"])["ad"]?["id"]?.stringValue)
+            _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": .string(id), "event": "impression"])
+        }
+        XCTAssertEqual(try sqlite(file, "SELECT user_id FROM impressions"), "dee\n", "a new file counts from then on")
+        // Rows a clock far ahead wrote, one a little ahead, and damaged ones.
+        let nowMS = Int64(Date().timeIntervalSince1970 * 1000)
+        _ = try sqlite(file, """
+            INSERT INTO impressions VALUES ('paced', 'sim', '', 0, 'far', \(nowMS + 10 * 86_400_000));
+            INSERT INTO impressions VALUES ('paced', 'sim', '', 0, 'near', \(nowMS + 5000));
+            INSERT INTO impressions VALUES ('paced', 'sim', '', 0, 'huge', 10000000000000000);
+            INSERT INTO impressions VALUES ('paced', 'sim', '', 0, 'text', 'x');
+            INSERT INTO impressions VALUES ('paced', 'sim', '', 'root', 'baduid', \(nowMS));
+            INSERT INTO impressions VALUES ('paced', 'sim', '', 0, X'00ff', \(nowMS));
+            """)
+        let daemon = try DaemonProcess(config: config, stateDir: state)
+        defer { daemon.stop() }
+        try daemon.waitFor("paced full") { try daemon.slotStatus("paced")["ready"]?.intValue == 2 }
+        // A row from a little ahead counts as now: pacing holds near for 2 s at most, never 5 + 2.
+        let (error, held) = try daemon.callExpectingError("io.adorch.Ads.Show", ["slot": "paced", "user_id": "near"])
+        XCTAssertEqual(error, "io.adorch.Ads.Capped")
+        XCTAssertLessThanOrEqual(held["retry_after_ms"]?.intValue ?? .max, 2000)
+        XCTAssertEqual(held["rule"]?.stringValue, "pacing 2s per user")
+        for user in ["far", "huge", "text", "baduid"] {
+            XCTAssertNil(try daemon.client().call("io.adorch.Ads.Show", ["slot": "paced", "user_id": .string(user)]).error, user)
+            try daemon.waitFor("an ad") { try daemon.slotStatus("paced")["ready"]?.intValue ?? 0 > 0 }
+        }
+        // Once it serves, the daemon deletes what no rule counts: the rows far ahead and the damaged ones.
+        try daemon.waitFor("the damaged rows gone") { !(try sqlite(file, "SELECT user_id FROM impressions").contains("far")) }
+        XCTAssertFalse(try sqlite(file, "SELECT count(*) FROM impressions WHERE typeof(at_ms) != 'integer'").hasPrefix("1"))
+    }
+
+    func testADaemonThatCannotStartLeavesTheRunningOnesHistoryAlone() throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-caps-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: state) }
+        let daemon = try DaemonProcess(config: config, stateDir: state)
+        defer { daemon.stop() }
+        try daemon.waitFor("paced full") { try daemon.slotStatus("paced")["ready"]?.intValue == 2 }
+        let id = try XCTUnwrap(try daemon.call("io.adorch.Ads.Show", ["slot": "paced", "user_id": "eve"])["ad"]?["id"]?.stringValue)
+        _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": .string(id), "event": "impression"])
+        // A second daemon on the same socket and state, with no rules at all: it cannot serve.
+        let second = try runCommand(productsDirectory.appendingPathComponent("adorchd").path, [
+            "--socket", daemon.socket, "--state-dir", state.path, "--plugin-dir", productsDirectory.path, "--log-target", "console"])
+        XCTAssertNotEqual(second.status, 0, second.stderr)
+        XCTAssertEqual(try sqlite(state.appendingPathComponent("caps.sqlite").path, "SELECT user_id FROM impressions"), "eve\n")
+        XCTAssertEqual(try daemon.callExpectingError("io.adorch.Ads.Show", ["slot": "paced", "user_id": "eve"]).0, "io.adorch.Ads.Capped")
+    }
+
     func testInvalidRulesStopTheDaemonWithExit78NamingTheKey() throws {
         let bad = config.replacingOccurrences(of: #"caps = [{ impressions = 3, per = "10s" }]"#,
                                               with: #"caps = [{ impressions = 3, per = "0s" }]"#)
