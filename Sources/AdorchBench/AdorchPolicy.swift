@@ -50,12 +50,15 @@ public final class AdorchPolicy: PreloadPolicy {
         }
     }
 
-    public func show(slot: Int, _ sim: DaySimulator) -> Int? {
-        let (result, effects) = engine.show(slot: slotIDs[slot], userID: "viewer", now: moment(sim.now))
+    public func show(slot: Int, user: Int, _ sim: DaySimulator) -> Int? {
+        let (result, effects) = engine.show(slot: slotIDs[slot], userID: Audience.id(user), now: moment(sim.now))
         apply(effects, sim)
         guard case .success(let shown) = result else { return nil }
-        defer { apply(engine.report(.close, for: shown.id, now: moment(sim.now)).1, sim) }
-        return simAd.removeValue(forKey: shown.id)
+        // Taken from the map first: the close destroys the ad, which must not drop it as unshown.
+        let ad = simAd.removeValue(forKey: shown.id)
+        // The app reports the impression, which a slot's caps count, then the close.
+        for event in [ViewerEvent.impression, .close] { apply(engine.report(event, for: shown.id, now: moment(sim.now)).1, sim) }
+        return ad
     }
 
     public func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator) {

@@ -11,8 +11,8 @@ public enum LoadResult: Sendable, Equatable {
 public protocol PreloadPolicy: AnyObject {
     var name: String { get }
     func start(_ sim: DaySimulator)
-    /// A show request now: the ad to hand out, or nil.
-    func show(slot: Int, _ sim: DaySimulator) -> Int?
+    /// A show request now, from `user` (an `Audience` index): the ad to hand out, or nil.
+    func show(slot: Int, user: Int, _ sim: DaySimulator) -> Int?
     func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator)
     /// A wake-up the policy asked for (it may have asked for several).
     func wake(_ sim: DaySimulator)
@@ -81,13 +81,13 @@ public final class DaySimulator {
     public static func run(_ policy: PreloadPolicy, workload: Workload, trace: Trace) -> DayResult {
         let sim = DaySimulator(workload: workload, trace: trace, policy: policy.name)
         for (slot, times) in trace.requests.enumerated() {
-            for t in times { sim.events.push(t, .request(slot)) }
+            for (i, t) in times.enumerated() { sim.events.push(t, .request(slot, i)) }
         }
         policy.start(sim)
         while let (time, event) = sim.events.pop(), time < workload.seconds {
             sim.now = time
             switch event {
-            case .request(let slot): sim.request(slot, policy)
+            case .request(let slot, let i): sim.request(slot, i, policy)
             case .loadDone(let load, let slot, let network, let result): sim.finish(load, slot, network, result, policy)
             case .wake: policy.wake(sim)
             }
@@ -142,9 +142,9 @@ public final class DaySimulator {
 
     // MARK: The day
 
-    private func request(_ slot: Int, _ policy: PreloadPolicy) {
+    private func request(_ slot: Int, _ i: Int, _ policy: PreloadPolicy) {
         result.requests += 1
-        if let ad = policy.show(slot: slot, self), ads.indices.contains(ad), ads[ad].slot == slot, isValid(ad) {
+        if let ad = policy.show(slot: slot, user: trace.users[slot][i], self), ads.indices.contains(ad), ads[ad].slot == slot, isValid(ad) {
             ads[ad].shown = true
             result.hits += 1
         } else {
@@ -176,7 +176,8 @@ public final class DaySimulator {
 /// Events in time order (ties in insertion order).
 struct EventQueue {
     enum Event {
-        case request(Int)
+        /// A slot and the request's index in the trace.
+        case request(Int, Int)
         case loadDone(Int, Int, Int, LoadResult)
         case wake
     }

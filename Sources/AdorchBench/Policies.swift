@@ -77,7 +77,7 @@ public final class ClassicPolicy: PreloadPolicy {
         runs.start(slot, sim)
     }
 
-    public func show(slot: Int, _ sim: DaySimulator) -> Int? {
+    public func show(slot: Int, user: Int, _ sim: DaySimulator) -> Int? {
         let ad = held.take(slot, sim)
         reload(slot, sim)
         return ad
@@ -132,7 +132,7 @@ public final class BufferedPolicy: PreloadPolicy {
         while held.ads[slot].count + runs.running[slot] < sim.workload.slots[slot].buffer { runs.start(slot, sim) }
     }
 
-    public func show(slot: Int, _ sim: DaySimulator) -> Int? {
+    public func show(slot: Int, user: Int, _ sim: DaySimulator) -> Int? {
         let ad = held.take(slot, sim)
         topUp(slot, sim)
         return ad
@@ -188,7 +188,7 @@ public final class SmartPolicy: PreloadPolicy {
         sim.wake(at: nextCheck[slot])
     }
 
-    public func show(slot: Int, _ sim: DaySimulator) -> Int? { held.take(slot, sim) }
+    public func show(slot: Int, user: Int, _ sim: DaySimulator) -> Int? { held.take(slot, sim) }
 
     public func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator) {
         guard let (slot, ad) = runs.finished(load, result, sim) else { return }
@@ -255,7 +255,7 @@ public final class OraclePolicy: PreloadPolicy {
         while held.ads[slot].count + runs.running[slot] < due { runs.start(slot, sim) }
     }
 
-    public func show(slot: Int, _ sim: DaySimulator) -> Int? {
+    public func show(slot: Int, user: Int, _ sim: DaySimulator) -> Int? {
         if served[slot] < upcoming[slot].count, upcoming[slot][served[slot]] <= sim.now { served[slot] += 1 }
         return held.take(slot, sim)
     }
