@@ -205,9 +205,9 @@ public final class SmartPolicy: PreloadPolicy {
     }
 }
 
-/// oracle: knows when every show request will come (not what the networks will answer) and
-/// holds exactly as many ads as requests in the next `horizon` seconds: the upper bound a
-/// real scheduler can approach. A waterfall that every network answered rate_limited is
+/// oracle: knows when every show request it is to serve will come (not those a capped day's
+/// check refuses, and not what the networks will answer) and holds exactly as many ads as
+/// requests in the next `horizon` seconds: the upper bound a real scheduler can approach. A waterfall that every network answered rate_limited is
 /// retried after 2^min(6, n) s, n such waterfalls in a row, not at once: else the oracle
 /// would hammer the networks into a lockout for the rest of the day, an answer every 50 ms
 /// per ad it wants (the standard day's last network has no limit: no waterfall fails so).
@@ -226,7 +226,7 @@ public final class OraclePolicy: PreloadPolicy {
 
     public func start(_ sim: DaySimulator) {
         let n = sim.workload.slots.count
-        (runs, held, upcoming, served) = (Waterfalls(slots: n), Held(slots: n), sim.trace.requests, Array(repeating: 0, count: n))
+        (runs, held, upcoming, served) = (Waterfalls(slots: n), Held(slots: n), sim.letIn, Array(repeating: 0, count: n))
         (limitedEnds, pausedUntil) = (Array(repeating: 0, count: n), Array(repeating: 0, count: n))
         for times in upcoming { for t in times { sim.wake(at: t - horizon) } }
         wake(sim)
