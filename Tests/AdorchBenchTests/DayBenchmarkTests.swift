@@ -74,9 +74,11 @@ final class DayBenchmarkTests: XCTestCase {
                                "\(x.policy): the same day gives the same figures, in parallel too")
             }
         }
-        XCTAssertEqual(first.targets.count, 4)
+        XCTAssertEqual(first.targets.count, 6, "4, and the capped variants' 2")
+        XCTAssertEqual(first.capped.compactMap { $0?.engine.requests }, first.results("adorch").map(\.requests), "each day has its capped variant")
         let report = first.report(file: file)
         for policy in first.policies { XCTAssertTrue(report.contains("| \(policy) "), report) }
+        XCTAssertTrue(report.contains("| capped, caps in the engine "), report)
         XCTAssertTrue(report.contains("--family-file \(file) --day K"), report)
     }
 
