@@ -38,7 +38,8 @@ final class CappedDayTests: XCTestCase {
         let refused = caps.refused(in: Trace(workload))
         XCTAssertGreaterThan(runs.engine.capped, 0)
         XCTAssertEqual(runs.engine.capped, refused[caps.slot].filter { $0 }.count)
-        assertEngineAgrees(policy, runs.engine, refused, Trace(workload), caps)
+        // Exactly: rw_hot's one miss that day changes no answer.
+        assertEngineAgrees(policy, runs.engine, refused, Trace(workload), exactly: true)
         XCTAssertLessThanOrEqual(runs.engine.slotWasted[caps.slot], uncapped.slotWasted[caps.slot])
         XCTAssertLessThanOrEqual(runs.engine.waste, runs.control.waste)
 
@@ -61,7 +62,7 @@ final class CappedDayTests: XCTestCase {
             let caps = try XCTUnwrap(DayCaps(on: workload))
             let (_, runs, policy) = run(workload, caps)
             XCTAssertGreaterThan(runs.engine.capped, 0, "day seed \(workload.seed)")
-            assertEngineAgrees(policy, runs.engine, caps.refused(in: Trace(workload)), Trace(workload), caps)
+            assertEngineAgrees(policy, runs.engine, caps.refused(in: Trace(workload)), Trace(workload), exactly: false)
             engine.append(runs.engine)
             control.append(runs.control)
         }
@@ -78,12 +79,13 @@ final class CappedDayTests: XCTestCase {
     }
 
     /// The engine answered Capped only to requests the check refused, and to every one of them
-    /// unless the slot had a miss: the check counts a let-in request the engine had no ad for.
-    private func assertEngineAgrees(_ policy: AdorchPolicy, _ result: DayResult, _ refused: [[Bool]], _ trace: Trace, _ caps: DayCaps,
+    /// if `exactly` or the slot had no miss: the check counts a let-in request the engine had
+    /// no ad for, and may then refuse a later one the engine lets in.
+    private func assertEngineAgrees(_ policy: AdorchPolicy, _ result: DayResult, _ refused: [[Bool]], _ trace: Trace, exactly: Bool,
                                     file: StaticString = #filePath, line: UInt = #line) {
         for slot in trace.requests.indices {
             let times = zip(trace.requests[slot], refused[slot]).filter(\.1).map(\.0)
-            if result.slotMisses[slot] == 0 {
+            if exactly || result.slotMisses[slot] == 0 {
                 XCTAssertEqual(policy.cappedAt[slot], times, "slot \(slot)", file: file, line: line)
             } else {
                 XCTAssertTrue(Set(policy.cappedAt[slot]).isSubset(of: times), "slot \(slot)", file: file, line: line)
