@@ -3,15 +3,19 @@ import Foundation
 /// The day benchmark: every policy on the same trace, the table and adorch's targets.
 public struct DayBenchmark: Sendable {
     public var workload: Workload
+    /// The app-side caps the day ran behind; nil for the day as it is.
+    public var caps: DayCaps?
     public var results: [DayResult]
 
-    /// adorch first, then the references, then the oracle.
-    public static func run(_ workload: Workload) -> DayBenchmark {
+    /// adorch first (on a capped day, then adorch with the caps in the app), then the
+    /// references, then the oracle.
+    public static func run(_ workload: Workload, caps: DayCaps? = nil) -> DayBenchmark {
         let trace = Trace(workload)
-        let policies: [PreloadPolicy] = [AdorchPolicy(), ClassicPolicy(), BufferedPolicy(), SmartPolicy(), OraclePolicy()]
-        return DayBenchmark(workload: workload, results: policies.map { policy in
+        let control: [PreloadPolicy] = caps == nil ? [] : [AdorchPolicy(capsInEngine: false)]
+        let policies = [AdorchPolicy()] + control + [ClassicPolicy(), BufferedPolicy(), SmartPolicy(), OraclePolicy()]
+        return DayBenchmark(workload: workload, caps: caps, results: policies.map { policy in
             let started = ContinuousClock.now
-            var result = DaySimulator.run(policy, workload: workload, trace: trace)
+            var result = DaySimulator.run(policy, workload: workload, trace: trace, caps: caps)
             result.elapsed = ContinuousClock.now - started
             return result
         })
@@ -19,12 +23,14 @@ public struct DayBenchmark: Sendable {
 
     public var table: String {
         let requests = results.first?.requests ?? 0
-        var rows = [["policy", "hit rate", "waste", "requests/show", "rate-limit hits", "wait p99 (s)", "shows", "loads"]]
+        // A capped day's hit rate is over the requests let in: "shows" says of how many.
+        var rows = [["policy", "hit rate", "waste", "requests/show", "rate-limit hits", "wait p99 (s)", "shows", "loads"] + (caps == nil ? [] : ["capped"])]
         for r in results {
             rows.append([r.policy, percent(r.hitRate), percent(r.waste), String(format: "%.2f", r.requestsPerShow), "\(r.rateLimitHits)",
-                         String(format: "%.1f", r.waitPercentile(0.99)), "\(r.hits)/\(r.requests)", "\(r.loadCalls)"])
+                         String(format: "%.1f", r.waitPercentile(0.99)), "\(r.hits)/\(r.letIn)", "\(r.loadCalls)"] + (caps == nil ? [] : ["\(r.capped)"]))
         }
-        var out = "Day of traffic: \(String(format: "%g", workload.hours)) h, seed \(workload.seed), \(requests) show requests, \(workload.slots.count) slots\n\n"
+        var out = "Day of traffic: \(String(format: "%g", workload.hours)) h, seed \(workload.seed), \(requests) show requests, \(workload.slots.count) slots"
+            + (caps.map { ", capped on \($0.describe(workload))" } ?? "") + "\n\n"
         out += markdownTable(rows) + "\n"
         guard let adorch = results.first(where: { $0.policy == "adorch" }) else { return out }
         out += "\nadorch / reference (same trace):\n\n"

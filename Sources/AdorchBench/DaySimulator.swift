@@ -11,17 +11,28 @@ public enum LoadResult: Sendable, Equatable {
 public protocol PreloadPolicy: AnyObject {
     var name: String { get }
     func start(_ sim: DaySimulator)
-    /// A show request now: the ad to hand out, or nil.
-    func show(slot: Int, _ sim: DaySimulator) -> Int?
+    /// A show request now, from `user` (an `Audience` index): the ad to hand out, or nil.
+    func show(slot: Int, user: Int, _ sim: DaySimulator) -> Int?
+    /// A show request the app's own frequency check refused (`DayCaps`): no ad is wanted.
+    func refused(slot: Int, user: Int, _ sim: DaySimulator)
     func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator)
     /// A wake-up the policy asked for (it may have asked for several).
     func wake(_ sim: DaySimulator)
 }
 
+extension PreloadPolicy {
+    /// A policy that knows nothing of caps never hears of a refused request: the app did
+    /// not ask it.
+    public func refused(slot: Int, user: Int, _ sim: DaySimulator) {}
+}
+
 /// One policy's day: the results the benchmark prints.
 public struct DayResult: Sendable {
     public var policy: String
+    /// Every request of the trace, the capped ones included.
     public var requests = 0
+    /// Requests the app's frequency check refused: neither hits nor misses, and no wait.
+    public var capped = 0
     public var hits = 0
     public var fills = 0
     public var wasted = 0
@@ -30,8 +41,14 @@ public struct DayResult: Sendable {
     public var waits: [Double] = []
     /// The wall-clock time the policy's run of the day took (the simulator's share included).
     public var elapsed: Duration = .zero
+    /// Per slot: fills and wasted ads, to tell which slot the waste comes from; and misses.
+    public var slotFills: [Int] = []
+    public var slotWasted: [Int] = []
+    public var slotMisses: [Int] = []
 
-    public var hitRate: Double { requests == 0 ? 0 : Double(hits) / Double(requests) }
+    /// The requests the policy was asked to serve.
+    public var letIn: Int { requests - capped }
+    public var hitRate: Double { letIn == 0 ? 0 : Double(hits) / Double(letIn) }
     public var waste: Double { fills == 0 ? 0 : Double(wasted) / Double(fills) }
     public var requestsPerShow: Double { hits == 0 ? .infinity : Double(loadCalls) / Double(hits) }
 
@@ -48,6 +65,13 @@ public struct DayResult: Sendable {
 public final class DaySimulator {
     public let workload: Workload
     public let trace: Trace
+    /// The app-side frequency check the day runs behind, if any.
+    public let caps: DayCaps?
+    /// The times of the requests a policy is asked to serve, per slot: the trace's, less
+    /// those the day's caps refuse (what an oracle may know ahead).
+    public let letIn: [[Double]]
+    /// Per request of the trace, whether the caps refuse it.
+    private let refused: [[Bool]]
     public private(set) var now = 0.0
     private var outcomes: Outcomes
     private var events = EventQueue()
@@ -67,27 +91,30 @@ public final class DaySimulator {
         var droppedAt: Double?
     }
 
-    public init(workload: Workload, trace: Trace, policy name: String) {
+    public init(workload: Workload, trace: Trace, caps: DayCaps?, policy name: String) {
         self.workload = workload
         self.trace = trace
+        self.caps = caps
+        refused = caps?.refused(in: trace) ?? trace.requests.map { $0.map { _ in false } }
+        letIn = zip(trace.requests, refused).map { times, refused in zip(times, refused).filter { !$0.1 }.map(\.0) }
         outcomes = trace.outcomes()
-        result = DayResult(policy: name)
+        result = DayResult(policy: name, slotFills: workload.slots.map { _ in 0 }, slotMisses: workload.slots.map { _ in 0 })
         recentLoads = workload.networks.map { _ in [] }
         limitedUntil = workload.networks.map { _ in 0 }
         pendingMisses = workload.slots.map { _ in [] }
     }
 
-    /// Runs the day and returns what happened.
-    public static func run(_ policy: PreloadPolicy, workload: Workload, trace: Trace) -> DayResult {
-        let sim = DaySimulator(workload: workload, trace: trace, policy: policy.name)
+    /// Runs the day, behind the app-side check of `caps` if given, and returns what happened.
+    public static func run(_ policy: PreloadPolicy, workload: Workload, trace: Trace, caps: DayCaps? = nil) -> DayResult {
+        let sim = DaySimulator(workload: workload, trace: trace, caps: caps, policy: policy.name)
         for (slot, times) in trace.requests.enumerated() {
-            for t in times { sim.events.push(t, .request(slot)) }
+            for (i, t) in times.enumerated() { sim.events.push(t, .request(slot, i)) }
         }
         policy.start(sim)
         while let (time, event) = sim.events.pop(), time < workload.seconds {
             sim.now = time
             switch event {
-            case .request(let slot): sim.request(slot, policy)
+            case .request(let slot, let i): sim.request(slot, i, policy)
             case .loadDone(let load, let slot, let network, let result): sim.finish(load, slot, network, result, policy)
             case .wake: policy.wake(sim)
             }
@@ -142,12 +169,17 @@ public final class DaySimulator {
 
     // MARK: The day
 
-    private func request(_ slot: Int, _ policy: PreloadPolicy) {
+    private func request(_ slot: Int, _ i: Int, _ policy: PreloadPolicy) {
         result.requests += 1
-        if let ad = policy.show(slot: slot, self), ads.indices.contains(ad), ads[ad].slot == slot, isValid(ad) {
+        let user = trace.users[slot][i]
+        if refused[slot][i] {
+            result.capped += 1
+            policy.refused(slot: slot, user: user, self)
+        } else if let ad = policy.show(slot: slot, user: user, self), ads.indices.contains(ad), ads[ad].slot == slot, isValid(ad) {
             ads[ad].shown = true
             result.hits += 1
         } else {
+            result.slotMisses[slot] += 1
             pendingMisses[slot].append(now)
         }
     }
@@ -155,6 +187,7 @@ public final class DaySimulator {
     private func finish(_ load: Int, _ slot: Int, _ network: Int, _ outcome: LoadResult, _ policy: PreloadPolicy) {
         if case .fill = outcome {
             result.fills += 1
+            result.slotFills[slot] += 1
             // A miss "would have been served" once its slot has an ad again.
             result.waits += pendingMisses[slot].map { now - $0 }
             pendingMisses[slot] = []
@@ -166,7 +199,9 @@ public final class DaySimulator {
         var r = result
         r.waits += pendingMisses.flatMap { $0.map { now - $0 } }
         // Waste: loaded, never shown, and expired or dropped before the day ended.
-        r.wasted = ads.filter { !$0.shown && ($0.droppedAt != nil || $0.expiresAt <= now) }.count
+        let wasted = ads.filter { !$0.shown && ($0.droppedAt != nil || $0.expiresAt <= now) }
+        r.wasted = wasted.count
+        r.slotWasted = workload.slots.indices.map { slot in wasted.filter { $0.slot == slot }.count }
         // Fills whose answer came after the day's end are not counted either way.
         r.fills = min(r.fills, ads.count)
         return r
@@ -176,7 +211,8 @@ public final class DaySimulator {
 /// Events in time order (ties in insertion order).
 struct EventQueue {
     enum Event {
-        case request(Int)
+        /// A slot and the request's index in the trace.
+        case request(Int, Int)
         case loadDone(Int, Int, Int, LoadResult)
         case wake
     }

@@ -6,18 +6,22 @@ import Foundation
 /// summary over the days, adorch against each reference, the worst days and the targets.
 public struct FamilyBenchmark: Sendable {
     public var runs: [DayBenchmark]
+    /// adorch on each day's capped variant (`DayCaps`); nil for a day without slots.
+    public var capped: [CappedRuns?]
     /// Wall-clock time for the whole family, its days spread over the cores.
     public var elapsed: Duration
 
-    /// Runs every day; the days run in parallel, each with its own policies and simulator.
+    /// Runs every day, and adorch on its capped variant; the days run in parallel, each with
+    /// its own policies and simulator.
     public static func run(_ days: [Workload]) -> FamilyBenchmark {
         let started = ContinuousClock.now
-        let done = LockedValue([DayBenchmark?](repeating: nil, count: days.count))
+        let done = LockedValue([(DayBenchmark, CappedRuns?)?](repeating: nil, count: days.count))
         DispatchQueue.concurrentPerform(iterations: days.count) { i in
-            let run = DayBenchmark.run(days[i])
-            done.withLock { $0[i] = run }
+            let run = DayBenchmark.run(days[i]), capped = CappedRuns.run(days[i])
+            done.withLock { $0[i] = (run, capped) }
         }
-        return FamilyBenchmark(runs: done.withLock { $0.map { $0! } }, elapsed: ContinuousClock.now - started)
+        let all = done.withLock { $0.map { $0! } }
+        return FamilyBenchmark(runs: all.map(\.0), capped: all.map(\.1), elapsed: ContinuousClock.now - started)
     }
 
     public var policies: [String] { runs.first?.results.map(\.policy) ?? [] }
@@ -55,7 +59,7 @@ public struct FamilyBenchmark: Sendable {
             let days = adorchAgainst(reference)
             versus.append([reference, "\(days.hit)", "\(days.waste)", "\(days.both)"])
         }
-        out += markdownTable(versus) + "\n"
+        out += markdownTable(versus) + "\n" + cappedReport
         let worst = worstDays(5)
         guard !worst.isEmpty else { return out }
         out += "\nadorch's worst days by hit rate (replay one with `adorch-bench day --family-file \(file) --day K`):\n\n"
@@ -85,7 +89,7 @@ public struct FamilyBenchmark: Sendable {
             ("family: 10th percentile hit rate ≥ 97 % (\(percent(percentile(hits, 0.1))))", percentile(hits, 0.1) >= 0.97),
             ("family: hit rate ≥ buffered's on every day (\(buffered.hit) of \(n))", buffered.hit == n),
             ("family: waste ≤ buffered's on at least \(wasteDays) of \(n) days (\(buffered.waste))", buffered.waste >= wasteDays),
-        ]
+        ] + cappedTargets
     }
 
     private var totalRequests: Int { runs.map { $0.results.first?.requests ?? 0 }.reduce(0, +) }

@@ -1,5 +1,3 @@
-import AdorchEngine
-
 /// The reference policies' loads: the waterfall A, B, C in order until one fills. Every step
 /// is one network request; a rate-limited answer is just another failure to them.
 final class Waterfalls {
@@ -79,7 +77,7 @@ public final class ClassicPolicy: PreloadPolicy {
         runs.start(slot, sim)
     }
 
-    public func show(slot: Int, _ sim: DaySimulator) -> Int? {
+    public func show(slot: Int, user: Int, _ sim: DaySimulator) -> Int? {
         let ad = held.take(slot, sim)
         reload(slot, sim)
         return ad
@@ -134,7 +132,7 @@ public final class BufferedPolicy: PreloadPolicy {
         while held.ads[slot].count + runs.running[slot] < sim.workload.slots[slot].buffer { runs.start(slot, sim) }
     }
 
-    public func show(slot: Int, _ sim: DaySimulator) -> Int? {
+    public func show(slot: Int, user: Int, _ sim: DaySimulator) -> Int? {
         let ad = held.take(slot, sim)
         topUp(slot, sim)
         return ad
@@ -190,7 +188,7 @@ public final class SmartPolicy: PreloadPolicy {
         sim.wake(at: nextCheck[slot])
     }
 
-    public func show(slot: Int, _ sim: DaySimulator) -> Int? { held.take(slot, sim) }
+    public func show(slot: Int, user: Int, _ sim: DaySimulator) -> Int? { held.take(slot, sim) }
 
     public func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator) {
         guard let (slot, ad) = runs.finished(load, result, sim) else { return }
@@ -207,9 +205,9 @@ public final class SmartPolicy: PreloadPolicy {
     }
 }
 
-/// oracle: knows when every show request will come (not what the networks will answer) and
-/// holds exactly as many ads as requests in the next `horizon` seconds: the upper bound a
-/// real scheduler can approach. A waterfall that every network answered rate_limited is
+/// oracle: knows when every show request it is to serve will come (not those a capped day's
+/// check refuses, and not what the networks will answer) and holds exactly as many ads as
+/// requests in the next `horizon` seconds: the upper bound a real scheduler can approach. A waterfall that every network answered rate_limited is
 /// retried after 2^min(6, n) s, n such waterfalls in a row, not at once: else the oracle
 /// would hammer the networks into a lockout for the rest of the day, an answer every 50 ms
 /// per ad it wants (the standard day's last network has no limit: no waterfall fails so).
@@ -228,7 +226,7 @@ public final class OraclePolicy: PreloadPolicy {
 
     public func start(_ sim: DaySimulator) {
         let n = sim.workload.slots.count
-        (runs, held, upcoming, served) = (Waterfalls(slots: n), Held(slots: n), sim.trace.requests, Array(repeating: 0, count: n))
+        (runs, held, upcoming, served) = (Waterfalls(slots: n), Held(slots: n), sim.letIn, Array(repeating: 0, count: n))
         (limitedEnds, pausedUntil) = (Array(repeating: 0, count: n), Array(repeating: 0, count: n))
         for times in upcoming { for t in times { sim.wake(at: t - horizon) } }
         wake(sim)
@@ -257,7 +255,7 @@ public final class OraclePolicy: PreloadPolicy {
         while held.ads[slot].count + runs.running[slot] < due { runs.start(slot, sim) }
     }
 
-    public func show(slot: Int, _ sim: DaySimulator) -> Int? {
+    public func show(slot: Int, user: Int, _ sim: DaySimulator) -> Int? {
         if served[slot] < upcoming[slot].count, upcoming[slot][served[slot]] <= sim.now { served[slot] += 1 }
         return held.take(slot, sim)
     }
@@ -277,85 +275,5 @@ public final class OraclePolicy: PreloadPolicy {
 
     public func wake(_ sim: DaySimulator) {
         for slot in upcoming.indices { topUp(slot, sim) }
-    }
-}
-
-/// adorch: the daemon's own engine, unchanged, driven by the simulator's clock.
-public final class AdorchPolicy: PreloadPolicy {
-    public let name = "adorch"
-    private var engine: Engine!
-    private var slotIDs: [String] = []
-    /// The engine's ad id for each load in flight, and for each ad the simulator's id.
-    private var engineIDForLoad: [Int: AdID] = [:]
-    private var simAd: [AdID: Int] = [:]
-    private var networkIndex: [String: Int] = [:]
-    private var pendingWakes: Set<Double> = []
-    private let settings: SchedulerSettings
-
-    public init(settings: SchedulerSettings = SchedulerSettings()) { self.settings = settings }
-
-    private func moment(_ t: Double) -> Moment { Moment(nanoseconds: UInt64((t + 1) * 1e9)) }
-
-    public func start(_ sim: DaySimulator) {
-        let w = sim.workload
-        networkIndex = Dictionary(uniqueKeysWithValues: w.networks.enumerated().map { ($1.name, $0) })
-        slotIDs = w.slots.map(\.id)
-        let waterfall = w.networks.map { WaterfallEntry(plugin: $0.name, timeout: .milliseconds(Int64($0.timeoutSeconds * 1000))) }
-        // As a user would run it: the workload's buffer is the floor of a demand-aware buffer.
-        let slots = w.slots.map {
-            SlotConfig(id: $0.id, format: $0.format, buffer: $0.buffer, bufferMax: SlotConfig.defaultBufferMax,
-                       ttl: .seconds(4 * 3600), waterfall: waterfall)
-        }
-        engine = Engine(slots: slots, plugins: Set(networkIndex.keys), settings: settings, seed: w.seed)
-        apply(engine.advance(to: moment(sim.now)), sim)
-    }
-
-    private func apply(_ effects: [Effect], _ sim: DaySimulator) {
-        for effect in effects {
-            switch effect {
-            case .load(let order):
-                let load = sim.load(slot: slotIDs.firstIndex(of: order.slotID)!, network: networkIndex[order.plugin]!)
-                engineIDForLoad[load] = order.adID
-            case .destroy(let id, _):
-                if let ad = simAd.removeValue(forKey: id) { sim.drop(ad) }
-            default:
-                break
-            }
-        }
-        // A microsecond late, so that the moment of the wake-up is surely not before `next`;
-        // one wake-up per moment, or they would pile up with every input.
-        if let next = engine.nextWakeup(after: moment(sim.now)) {
-            let at = Double(next.nanoseconds) / 1e9 - 1 + 1e-6
-            if pendingWakes.insert(at).inserted { sim.wake(at: at) }
-        }
-    }
-
-    public func show(slot: Int, _ sim: DaySimulator) -> Int? {
-        let (result, effects) = engine.show(slot: slotIDs[slot], userID: "viewer", now: moment(sim.now))
-        apply(effects, sim)
-        guard case .success(let shown) = result else { return nil }
-        defer { apply(engine.report(.close, for: shown.id, now: moment(sim.now)).1, sim) }
-        return simAd.removeValue(forKey: shown.id)
-    }
-
-    public func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator) {
-        guard let id = engineIDForLoad.removeValue(forKey: load) else { return }
-        let plugin = sim.workload.networks[network].name
-        let report: PluginReport
-        switch result {
-        case .fill(let ad, let expiresAt):
-            simAd[id] = ad
-            report = .loaded(payloadJSON: "{}", expiresIn: .milliseconds(Int64((expiresAt - sim.now) * 1000)), price: nil)
-        case .noFill: report = .failed(.noFill, networkCode: 0, message: "")
-        case .error: report = .failed(.network, networkCode: 0, message: "")
-        case .rateLimited: report = .failed(.rateLimited, networkCode: 0, message: "")
-        case .timeout: return  // the engine's own deadline ends the load
-        }
-        apply(engine.pluginReported(report, for: id, from: plugin, now: moment(sim.now)), sim)
-    }
-
-    public func wake(_ sim: DaySimulator) {
-        pendingWakes = pendingWakes.filter { $0 > sim.now }
-        apply(engine.advance(to: moment(sim.now)), sim)
     }
 }

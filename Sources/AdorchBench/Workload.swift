@@ -62,10 +62,12 @@ public struct Outcome: Sendable, Equatable {
     public var latency: Double
 }
 
-/// Show request times per slot, and the network outcomes each (slot, network) pair gives to
-/// its 1st, 2nd, ... load: every policy replays the same day.
+/// Show request times per slot, who asks each, and the network outcomes each (slot, network)
+/// pair gives to its 1st, 2nd, ... load: every policy replays the same day.
 public struct Trace: Sendable {
     public var requests: [[Double]]
+    /// The user of each request (`requests`' shape): an index into the `Audience`.
+    public var users: [[Int]]
     public var bursts: [Double]
     private let seed: UInt64
     private let networks: [Workload.Network]
@@ -94,6 +96,8 @@ public struct Trace: Sendable {
             }
             return times
         }
+        // From a stream of their own: the request times are those of a trace without users.
+        users = Audience.draw(for: requests, seed: workload.seed)
     }
 
     /// A fresh cursor over the outcomes: each policy run takes its own.

@@ -34,8 +34,9 @@ public struct FrequencyRule: Sendable, Equatable, Hashable {
     /// When the rule lets the next impression in, given the `times` (nanoseconds on the
     /// engine's clock, oldest first) of the impressions it counts: nil if it does now. An
     /// impression at t counts while now < t + window, so the one that must leave is the
-    /// `impressions`-th newest.
-    func freesAt(_ times: ArraySlice<Int64>, now: Int64) -> Int64? {
+    /// `impressions`-th newest. Public for the day benchmark, whose app-side cap must refuse
+    /// exactly what the engine's would.
+    public func freesAt(_ times: ArraySlice<Int64>, now: Int64) -> Int64? {
         let windowNS = window.nanosecondsClamped
         let counted = times.count - Self.firstIndex(in: times, after: now &- windowNS)
         guard counted >= impressions else { return nil }

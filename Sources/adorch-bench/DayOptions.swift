@@ -39,6 +39,10 @@ struct DayOptions: ParsableArguments {
             \(standard.table)
             """
         var targets = standard.targets
+        if let capped = CappedDayReport(uncapped: standard) {
+            text += "\n" + capped.text
+            targets += capped.targets
+        }
         let (days, origin, file) = try familyDays()
         if !days.isEmpty {
             let family = FamilyBenchmark.run(days)
@@ -94,7 +98,8 @@ struct DayOptions: ParsableArguments {
         return BenchSection(title: "Day \(k) of the family", text: """
             \(origin): \(DayFamily.describe(w)).
 
-            \(run.table.trimmingCharacters(in: .newlines))
-            """, targets: [])
+            \(run.table)
+            \(CappedDayReport(uncapped: run)?.text ?? "")
+            """.trimmingCharacters(in: .newlines), targets: [])
     }
 }

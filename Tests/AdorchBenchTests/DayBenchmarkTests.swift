@@ -74,9 +74,11 @@ final class DayBenchmarkTests: XCTestCase {
                                "\(x.policy): the same day gives the same figures, in parallel too")
             }
         }
-        XCTAssertEqual(first.targets.count, 4)
+        XCTAssertEqual(first.targets.count, 6, "4, and the capped variants' 2")
+        XCTAssertEqual(first.capped.compactMap { $0?.engine.requests }, first.results("adorch").map(\.requests), "each day has its capped variant")
         let report = first.report(file: file)
         for policy in first.policies { XCTAssertTrue(report.contains("| \(policy) "), report) }
+        XCTAssertTrue(report.contains("| capped, caps in the engine "), report)
         XCTAssertTrue(report.contains("--family-file \(file) --day K"), report)
     }
 
@@ -139,6 +141,17 @@ final class DayBenchmarkTests: XCTestCase {
         }
     }
 
+    /// Users come from their own stream: a skewed mix, one per request.
+    func testEveryRequestHasAUserAndAFewUsersMakeMostRequests() throws {
+        let trace = Trace(try Workload.load(path: workloadPath))
+        XCTAssertEqual(trace.users.map(\.count), trace.requests.map(\.count))
+        let all = trace.users.flatMap { $0 }
+        XCTAssertTrue(all.allSatisfy { (0..<Audience.size).contains($0) })
+        let share = Double(all.filter { $0 == 0 }.count) / Double(all.count)
+        XCTAssertEqual(share, 0.234, accuracy: 0.03, "the busiest user makes 1 / H(40) of the requests")
+        XCTAssertEqual(Set(all).count, Audience.size, "over a day, every user asks")
+    }
+
     /// A policy that never loads misses everything; one that hammers network B trips its limit.
     func testTheSimulatorCountsMissesAndTheRateLimit() throws {
         var workload = try Workload.load(path: workloadPath)
@@ -156,7 +169,7 @@ final class DayBenchmarkTests: XCTestCase {
     private final class Idle: PreloadPolicy {
         let name = "idle"
         func start(_ sim: DaySimulator) {}
-        func show(slot: Int, _ sim: DaySimulator) -> Int? { nil }
+        func show(slot: Int, user: Int, _ sim: DaySimulator) -> Int? { nil }
         func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator) {}
         func wake(_ sim: DaySimulator) {}
     }
@@ -164,7 +177,7 @@ final class DayBenchmarkTests: XCTestCase {
     private final class Hammer: PreloadPolicy {
         let name = "hammer"
         func start(_ sim: DaySimulator) { for _ in 0..<100 { sim.load(slot: 0, network: 1) } }
-        func show(slot: Int, _ sim: DaySimulator) -> Int? { nil }
+        func show(slot: Int, user: Int, _ sim: DaySimulator) -> Int? { nil }
         func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator) {}
         func wake(_ sim: DaySimulator) {}
     }
