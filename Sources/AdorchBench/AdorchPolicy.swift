@@ -90,7 +90,7 @@ public final class AdorchPolicy: PreloadPolicy {
     public func refused(slot: Int, user: Int, _ sim: DaySimulator) {
         guard capsInEngine else { return }
         let (id, userID, now) = (slotIDs[slot], Audience.id(user), Self.moment(sim.now))
-        guard engine.capHold(slot: id, userID: userID, now: now) != nil else { return }
+        guard engine.capHold(slot: id, user: CapUser(uid: nil, id: userID), now: now) != nil else { return }
         let (result, effects) = engine.show(slot: id, userID: userID, now: now)
         apply(effects, sim)
         if case .failure(.capped) = result { cappedAt[slot].append(sim.now) }

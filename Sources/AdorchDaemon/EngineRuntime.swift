@@ -66,11 +66,7 @@ final class EngineRuntime: @unchecked Sendable {
     func start() throws {
         try config.checkPluginFiles(pluginDir: options.pluginDir)
         try prepareStateDirectory()
-        do {
-            rewards = try RewardDesk(stateDir: stateDir, config: config, logger: logger)
-        } catch {
-            throw StateDirectoryError(path: stateDir, reason: "holds a reward ledger, \(RewardDesk.fileName), that cannot be used: \(error)")
-        }
+        rewards = try RewardDesk(stateDir: stateDir, config: config, logger: logger)
         capHistory = CapHistoryFile(stateDir: stateDir, logger: logger)
         queue.sync {
             plugins.route(reports: reportHandler, exits: exitHandler)

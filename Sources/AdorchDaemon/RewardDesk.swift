@@ -17,7 +17,12 @@ final class RewardDesk: Sendable {
     /// Opens the ledger in `stateDir` and reads the key from [rewards] key_file or the
     /// systemd credential reward-key (never from the socket).
     init(stateDir: String, config: DaemonConfig, logger: Logger) throws {
-        ledger = try RewardLedger(path: stateDir + "/" + Self.fileName)
+        let path = stateDir + "/" + Self.fileName
+        do {
+            ledger = try RewardLedger(path: path)
+        } catch {
+            throw StateDirectoryError(path: stateDir, reason: "holds a reward ledger, \(Self.fileName), that cannot be used: \(error)")
+        }
         self.logger = logger
         Self.reportOversized(ledger, logger)
         key = try config.rewardKey()

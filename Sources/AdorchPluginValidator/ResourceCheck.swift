@@ -20,29 +20,42 @@ extension Validator {
             if case .loaded? = record.completions.first { _ = plugin.show(ad.object) }
             plugin.destroy(ad.id, ad.object)
         }
-        for cycle in 0..<(warmUp + options.iterations) {
-            if cycle == warmUp {
-                inFlight.forEach(retire)
-                inFlight.removeAll()
-                Thread.sleep(forTimeInterval: seconds(options.grace))
-                start = Self.usage()
+        /// `count` cycles, the first `warmUp` of them before `start` is measured; what is in use after.
+        func cycles(_ count: Int, warmUp: Int = 0) -> (memory: Int, fds: Int) {
+            for cycle in 0..<count {
+                if cycle == warmUp, start == nil {
+                    inFlight.forEach(retire)
+                    inFlight.removeAll()
+                    Thread.sleep(forTimeInterval: seconds(options.grace))
+                    start = Self.usage()
+                }
+                let ad = plugin.create(request, check: check)
+                guard let object = ad.object else { nulls += 1; continue }
+                _ = plugin.load(ad.id, object)
+                inFlight.append((ad.id, object, Date() + seconds(request.timeout)))
+                if inFlight.count >= 32 { retire(inFlight.removeFirst()) }
+                if stuck > 10 { break }
             }
-            let ad = plugin.create(request, check: check)
-            guard let object = ad.object else { nulls += 1; continue }
-            _ = plugin.load(ad.id, object)
-            inFlight.append((ad.id, object, Date() + seconds(request.timeout)))
-            if inFlight.count >= 32 { retire(inFlight.removeFirst()) }
-            if stuck > 10 { break }
+            inFlight.forEach(retire)
+            inFlight.removeAll()
+            Thread.sleep(forTimeInterval: seconds(options.grace))
+            var end = Self.usage()
+            // A network client may hold an idle keep-alive connection for a moment after its
+            // last request: a leak is a descriptor that stays, so look again for up to 2 s.
+            for _ in 0..<20 where end.fds > (start?.fds ?? .max) {
+                Thread.sleep(forTimeInterval: 0.1)
+                end = Self.usage()
+            }
+            return end
         }
-        inFlight.forEach(retire)
-        Thread.sleep(forTimeInterval: seconds(options.grace))
-        var end = Self.usage()
-        // A network client may hold an idle keep-alive connection for a moment after its
-        // last request (vast's URLSession did, under load): a leak is a descriptor that
-        // stays, so look again for up to 2 s before calling it one.
-        for _ in 0..<20 where end.fds > (start?.fds ?? .max) {
-            Thread.sleep(forTimeInterval: 0.1)
-            end = Self.usage()
+        var end = cycles(warmUp + options.iterations, warmUp: warmUp)
+        // Still more: a client's connection pool (vast's URLSession, under load) may keep one
+        // more for as long as it likes, once; a leak grows again over as many cycles again.
+        var once: Int?, settled = false
+        if let first = start, end.fds > first.fds, stuck <= 10 {
+            once = end.fds
+            end = cycles(options.iterations)
+            settled = end.fds <= once!
         }
         guard let start else {
             return add(check, .fail, "\(stuck) loads never completed within \(ms(request.timeout)): the cycles stopped in the warm-up")
@@ -50,14 +63,19 @@ extension Validator {
         var problems = violations(check, Rule.allCases)
         if stuck > 0 { problems.append("\(stuck) loads never completed") }
         if nulls > 0 { problems.append("ad_create returned NULL \(nulls) times") }
-        if end.fds > start.fds { problems.append("open fds grew from \(start.fds) to \(end.fds)") }
+        if end.fds > start.fds, !settled {
+            problems.append("open fds grew from \(start.fds) to \(once.map { "\($0), then to " } ?? "")\(end.fds)")
+        }
         let memory = Self.memoryMeasure.name
         if end.memory - start.memory > options.memorySlack {
             problems.append(String(format: "%@ grew %.1f MB (from %.1f to %.1f MB), more than the %.0f MB allowed",
                                    memory, mb(end.memory - start.memory), mb(start.memory), mb(end.memory), mb(options.memorySlack)))
         }
-        let numbers = String(format: "%@ load, show, destroy: %@ %.1f → %.1f MB, fds %d → %d (after %d to warm up)",
+        var numbers = String(format: "%@ load, show, destroy: %@ %.1f → %.1f MB, fds %d → %d (after %d to warm up)",
                              format.rawValue, memory, mb(start.memory), mb(end.memory), start.fds, end.fds, warmUp)
+        if settled, let once {
+            numbers += "; fds rose to \(once) once and grew no more through \(options.iterations) cycles more: a pool, not a leak"
+        }
         add(check, problems.isEmpty ? .pass : .fail, problems.isEmpty ? numbers : summary(problems) + "; " + numbers)
     }
 

@@ -23,9 +23,11 @@ final class SoakAndCyclesTests: XCTestCase {
         XCTAssertTrue(result.samples.allSatisfy { $0.rss > 0 && $0.fds > 0 }, "\(result.samples)")
         XCTAssertGreaterThan(result.samples.map(\.fds).max()!, result.samples.first!.fds / 2, "clients' connections show in the fds")
         // The crashing isolated plugin crashed, and the hosts were counted: sim's and stuck's, and
-        // the crashing one's while it is up (two of them for a moment while a reload replaces it).
+        // the crashing one's while it is up. A reload starts a changed plugin's new host before
+        // its old one has stopped, so for a moment each of the three may have two (a sample
+        // once saw 5). None is left over: the census at the end is exact.
         XCTAssertGreaterThan(result.samples.last!.crashes, 0, lines.joined(separator: "\n"))
-        XCTAssertTrue(result.samples.allSatisfy { (2...4).contains($0.hosts) }, lines.joined(separator: "\n"))
+        XCTAssertTrue(result.samples.allSatisfy { (2...6).contains($0.hosts) }, lines.joined(separator: "\n"))
         XCTAssertTrue(result.report.contains("0 zombies, 0 left running after adorchd stopped"), result.report)
     }
 
