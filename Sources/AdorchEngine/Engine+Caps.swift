@@ -182,14 +182,16 @@ extension Engine {
         return soonest
     }
 
-    /// A slot no one it expects may be shown an ad for longer than a refill takes: until when
-    /// that holds, and when its buffer fills again (twice a refill's expected time and
-    /// `capFillMargin` before). nil when it is held as usual.
+    /// A slot no one it expects may be shown an ad before the ads a refill would bring expire:
+    /// until when that holds, and when its buffer fills again: twice a refill's expected time
+    /// and `capFillMargin` before, or as soon as an ad would outlive the hold, if earlier. nil
+    /// when it is held as usual: an ad that outlives the hold is shown after it, so holding it
+    /// wastes nothing, and a user it did not expect finds it meanwhile.
     func capHoldOfBuffer(_ slot: SlotState, now: Moment) -> (until: Moment, fillFrom: Moment)? {
         guard let until = everyoneHeldUntil(slot, now: now) else { return nil }
         let usable = slot.config.waterfall.indices.filter { availablePlugins.contains(slot.config.waterfall[$0].plugin) }
-        let refill = BufferTarget.chain(usable.map { slot.entries[$0].estimate }, ttl: slot.config.ttl).refill
-        let fillFrom = until - .saturating(nanoseconds: 2 * refill * 1e9) - Self.capFillMargin
+        let (refill, lifetime) = BufferTarget.chain(usable.map { slot.entries[$0].estimate }, ttl: slot.config.ttl)
+        let fillFrom = min(until - .saturating(nanoseconds: 2 * refill * 1e9) - Self.capFillMargin, until - .saturating(nanoseconds: lifetime * 1e9))
         return fillFrom > now ? (until, fillFrom) : nil
     }
 
