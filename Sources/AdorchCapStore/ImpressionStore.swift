@@ -51,6 +51,17 @@ public final class ImpressionStore: Sendable {
             }
         }
         try migrator.migrate(database)
+        // A file that says it is migrated but is not (another program's, or damaged): refused,
+        // so that it is moved aside rather than failing every write.
+        let columns = try database.read { db in Set(try db.columns(in: "impressions").map(\.name)) }
+        let needed: Set = ["slot", "plugin", "ad_unit_id", "uid", "user_id", "at_ms"]
+        guard needed.isSubset(of: columns) else { throw SchemaError(missing: needed.subtracting(columns).sorted()) }
+    }
+
+    /// The impressions table lacks columns this store writes.
+    public struct SchemaError: Error, CustomStringConvertible {
+        public var missing: [String]
+        public var description: String { "its impressions table has no column \(missing.joined(separator: ", "))" }
     }
 
     public func record(_ impression: StoredImpression) throws {
@@ -81,11 +92,14 @@ public final class ImpressionStore: Sendable {
     /// Deletes what no rule counts any more, from before `since` or after `until` (written
     /// by a clock that was far ahead), and rows a damaged file holds; returns how many went.
     @discardableResult
-    public func prune(since: Int64, until: Int64) throws -> Int {
+    public func prune(since: Int64, until: Int64, now: Int64) throws -> Int {
         try database.write { db in
             try db.execute(sql: "DELETE FROM impressions WHERE NOT (typeof(at_ms) = 'integer' AND at_ms BETWEEN ? AND ?)",
                            arguments: [since, until])
-            return db.changesCount
+            let gone = db.changesCount
+            // A row from a clock that was ahead counts as now: written so, it does again at the next start.
+            try db.execute(sql: "UPDATE impressions SET at_ms = ? WHERE at_ms > ?", arguments: [now, now])
+            return gone
         }
     }
 

@@ -45,6 +45,10 @@ final class CapHistoryFile {
                                    atMilliseconds: Self.nowMilliseconds() &- (now.capTime &- impression.at) / 1_000_000)
         do {
             try store.record(row)
+            if unloggedFailures > 0 {
+                logger.error("frequency caps: \(unloggedFailures) impressions could not be written to \(path) before this one was; their caps hold until the daemon stops")
+                unloggedFailures = 0
+            }
         } catch {
             unloggedFailures += 1
             if let last = lastFailureLog, Date().timeIntervalSince(last) < Self.failureLogInterval { return }
@@ -80,7 +84,7 @@ final class CapHistoryFile {
         guard let store else { return }
         let nowMS = Self.nowMilliseconds(), keptMS = kept.nanosecondsClamped / 1_000_000
         do {
-            let gone = try store.prune(since: nowMS &- keptMS, until: nowMS &+ keptMS)
+            let gone = try store.prune(since: nowMS &- keptMS, until: nowMS &+ keptMS, now: nowMS)
             if gone > 0 { logger.debug("frequency caps: \(gone) impressions no rule counts any more deleted from \(path)") }
         } catch {
             logger.warning("frequency caps: old impressions in \(path) could not be deleted: \(error)")

@@ -85,6 +85,17 @@ extension TableReader {
         return window
     }
 
+    /// Entries of one network instance (plugin and ad unit) count the same impressions: rules
+    /// that differ between them would each hold only its own entry's ads, the other's not.
+    func checkOneRuleSetPerNetwork(_ waterfall: [WaterfallEntry]) throws(ConfigError) {
+        for (index, entry) in waterfall.enumerated() {
+            if let first = waterfall.firstIndex(where: { $0.capNetwork == entry.capNetwork }), first < index, waterfall[first].caps != entry.caps {
+                throw error("waterfall[\(index)].caps", "\(entry.capNetwork.name) is waterfall[\(first)]'s network instance too, with other "
+                            + "frequency rules: they count the same ads, so give both the same caps and pacing")
+            }
+        }
+    }
+
     /// A cap that pacing never lets its count reach would never hold: a mistake, said.
     func checkReachable(_ rules: [FrequencyRule]) throws(ConfigError) {
         for pacing in rules where pacing.isPacing {

@@ -266,6 +266,7 @@ extension DaemonConfig {
                 ))
             }
             guard !waterfall.isEmpty else { throw s.error("waterfall", "a slot needs at least one [[slots.waterfall]] entry") }
+            try s.checkOneRuleSetPerNetwork(waterfall)
             let (bufferMin, bufferMax) = try s.buffer(format: format)
             let fetchTimeout = try s.int("fetch_timeout_ms", in: ConfigBounds.sessionTimeoutMilliseconds)
             let startTimeout = try s.int("start_timeout_ms", in: ConfigBounds.sessionTimeoutMilliseconds)

@@ -29,6 +29,9 @@ final class EngineRuntime: @unchecked Sendable {
     private(set) var rewards: RewardDesk?
     /// The frequency rules' impressions, durably; opened by start.
     private(set) var capHistory: CapHistoryFile?
+    /// The state directory's lock, held for the daemon's life: two daemons on one ledger and
+    /// one history would each undo the other's (closed on exec, so no plugin host holds it).
+    private var stateLock: Int32 = -1
     /// Show and Load calls waiting for the engine's answer, by request.
     var pendingShows: [RequestID: @Sendable (Result<ShownAd, ShowError>) -> Void] = [:]
     var pendingLoads: [RequestID: @Sendable (Result<[ShownAd], LoadFailure>) -> Void] = [:]
@@ -240,6 +243,15 @@ final class EngineRuntime: @unchecked Sendable {
         guard access(stateDir, W_OK | X_OK) == 0 else {
             throw StateDirectoryError(path: stateDir, reason: "is not writable by uid \(getuid()): \(String(cString: strerror(errno)))")
         }
+        let lockPath = stateDir + "/adorchd.lock"
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StateDirectoryError(path: stateDir, reason: "cannot hold \(lockPath): \(String(cString: strerror(errno)))") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let why = errno == EWOULDBLOCK ? "is in use by another adorchd (it holds \(lockPath))" : "cannot lock \(lockPath): \(String(cString: strerror(errno)))"
+            close(fd)
+            throw StateDirectoryError(path: stateDir, reason: why)
+        }
+        stateLock = fd
     }
 
     /// Blocks the engine queue (io.adorch.Debug, tests only): the watchdog pings must stop.

@@ -103,33 +103,39 @@ extension Engine {
 
     /// A Show took this ad: until it counts, or ends uncounted, the rules count it from now,
     /// so that Shows in flight together cannot all pass one rule.
-    mutating func holdUntilCounted(_ id: AdID, now: Moment) {
-        guard let ad = ads[id], let impression = capImpression(of: ad, at: now) else { return }
+    mutating func holdUntilCounted(_ id: AdID) {
+        guard let ad = ads[id], let impression = capImpression(of: ad) else { return }
         pendingByAd[id] = impression
         pending.add(impression)
     }
 
-    /// The ad's impression counts against its slot's and entry's rules, once ever
-    /// (docs/caps.md, "Counting"). The shell stores it before anyone hears of it.
+    /// The ad's impression counts against its slot's and entry's rules, once ever, at the
+    /// moment its Show took it (docs/caps.md, "Counting"): however late it is reported, it
+    /// counts where it was counted while in flight. The shell stores it before anyone hears of it.
     mutating func countAgainstCaps(_ id: AdID, now: Moment) -> [Effect] {
-        guard let ad = ads[id], !ad.capCounted, let impression = capImpression(of: ad, at: now) else { return [] }
+        guard let ad = ads[id], !ad.capCounted, let impression = capImpression(of: ad) else { return [] }
         ads[id]!.capCounted = true
-        dropUncounted(id)
+        if let waiting = pendingByAd.removeValue(forKey: id) { pending.remove(waiting) }
         history.add(impression)
         // An entry's per-slot rule may hold it from now on: its ready ads no longer fill the buffer.
         let entry = slots[ad.slot]!.config.waterfall[ad.entryIndex]
         return [.recordImpression(impression)] + (entry.caps.contains { $0.scope == .slot } ? refill(ad.slot, now: now) : [])
     }
 
-    /// The ad ended before it counted (closed unseen, not presented, removed): it holds no more.
-    mutating func dropUncounted(_ id: AdID) {
-        if let impression = pendingByAd.removeValue(forKey: id) { pending.remove(impression) }
+    /// The ad ended before it counted (closed unseen, not presented, removed): it holds no
+    /// more, and a slot held for its user may fill again at once.
+    mutating func dropUncounted(_ id: AdID, slot: String, now: Moment) -> [Effect] {
+        guard let impression = pendingByAd.removeValue(forKey: id) else { return [] }
+        pending.remove(impression)
+        return refill(slot, now: now)
     }
 
-    private func capImpression(of ad: AdRecord, at now: Moment) -> CountedImpression? {
-        guard let slot = slots[ad.slot], slot.config.hasCaps, slot.config.waterfall.indices.contains(ad.entryIndex) else { return nil }
+    private func capImpression(of ad: AdRecord) -> CountedImpression? {
+        guard let slot = slots[ad.slot], slot.config.hasCaps, slot.config.waterfall.indices.contains(ad.entryIndex),
+              let takenAt = ad.takenAt
+        else { return nil }
         return CountedImpression(slot: ad.slot, network: slot.config.waterfall[ad.entryIndex].capNetwork,
-                                 user: CapUser(uid: ad.holder, id: ad.userID), at: now.capTime)
+                                 user: CapUser(uid: ad.holder, id: ad.userID), at: takenAt.capTime)
     }
 
     /// Impressions read back from the state directory at start.

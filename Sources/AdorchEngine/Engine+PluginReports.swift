@@ -85,7 +85,7 @@ extension Engine {
             return [.emit(EngineEvent(.mediaCached, slot: ad.slot, adID: id, network: ad.plugin))]
 
         case (.reward(let transID), _):
-            return grant(id, networkTransID: transID)
+            return grant(id, networkTransID: transID, now: now)
 
         case (.other(let name, let detail), let state):
             // A self-tracking plugin's impression or click counts, once, when the ad is on screen.

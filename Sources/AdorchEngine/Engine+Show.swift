@@ -147,6 +147,7 @@ extension Engine {
         ads[pick.id]!.userID = userID
         ads[pick.id]!.rewardOverride = reward
         ads[pick.id]!.holder = holder
+        ads[pick.id]!.takenAt = now
         slots[slotID]!.counters.shows += 1
         let shown = ShownAd(
             id: pick.id, slot: slotID, network: pick.plugin, format: pick.format,
@@ -155,7 +156,7 @@ extension Engine {
         var effects: [Effect] = [.show(pick.id, plugin: pick.plugin, userID: userID)]
         effects.append(.emit(EngineEvent(.adShown, slot: slotID, adID: pick.id, network: pick.plugin, userID: userID)))
         // Counted by the rules from now, before the refill asks whether anyone may see another.
-        holdUntilCounted(pick.id, now: now)
+        holdUntilCounted(pick.id)
         effects += markDryIfEmpty(slotID, now: now)
         effects += refill(slotID, now: now)
         return (.success(shown), effects)

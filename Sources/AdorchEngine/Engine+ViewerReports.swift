@@ -22,13 +22,15 @@ extension Engine {
         }
         ads[id]!.reported.insert(event)
         var effects = countOnce(event, of: id, now: now)
+        // A click or a complete is only ever reported of an ad that was seen.
+        if event == .click || event == .complete { effects += countAgainstCaps(id, now: now) }
         effects.append(.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, viewerEvent: event)))
         // A plugin that tracks impressions and clicks itself is not told again: never both.
         if !(ad.tracksItself && (event == .impression || event == .click)) {
             effects.insert(.notify(ad.objectID ?? id, plugin: ad.plugin, event: event), at: 0)
         }
         // A network that leaves the reward to the host: the viewer finishing the video earns it.
-        if event == .complete, ad.format == .rewarded, !ad.rewardByNetwork { effects += grant(id, networkTransID: nil) }
+        if event == .complete, ad.format == .rewarded, !ad.rewardByNetwork { effects += grant(id, networkTransID: nil, now: now) }
         if event == .close { effects += end(id, as: .closed, now: now) }
         return (.success(()), effects)
     }
@@ -51,7 +53,7 @@ extension Engine {
 
     /// The reward of a shown rewarded ad, once: the first of the network's reward event and
     /// the app's complete wins; any later one is refused and counted.
-    mutating func grant(_ id: AdID, networkTransID: String?) -> [Effect] {
+    mutating func grant(_ id: AdID, networkTransID: String?, now: Moment) -> [Effect] {
         guard let ad = ads[id], ad.format == .rewarded, case .shown = ad.state else { return [] }
         guard !ad.rewarded else {
             slots[ad.slot]?.counters.duplicateRewards += 1
@@ -59,8 +61,9 @@ extension Engine {
         }
         ads[id]!.rewarded = true
         slots[ad.slot]?.counters.rewards += 1
+        let counted = countAgainstCaps(id, now: now)
         let model = ad.rewardOverride ?? slots[ad.slot]?.config.reward ?? RewardModel()
-        return [.grantReward(RewardGrant(adID: id, slot: ad.slot, network: ad.plugin, userID: ad.userID ?? "",
-                                         reward: model, networkTransID: networkTransID))]
+        return counted + [.grantReward(RewardGrant(adID: id, slot: ad.slot, network: ad.plugin, userID: ad.userID ?? "",
+                                                   reward: model, networkTransID: networkTransID))]
     }
 }

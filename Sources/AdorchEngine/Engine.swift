@@ -153,7 +153,6 @@ public struct Engine: Sendable {
     /// Ends an ad: its object is destroyed and only its memory is kept, for late callbacks.
     mutating func end(_ id: AdID, as reason: RetiredAd.Reason, now: Moment) -> [Effect] {
         guard let ad = ads.removeValue(forKey: id) else { return [] }
-        dropUncounted(id)
         retire(id, RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory))
         var effects = interruptShow(of: id, plugin: ad.plugin, slot: ad.slot, .interrupted(slot: ad.slot, reason: reason.rawValue))
         if let object = ad.objectID {
@@ -168,7 +167,7 @@ public struct Engine: Sendable {
             effects.append(.destroy(id, plugin: ad.plugin))
         }
         if reason == .expired { effects += markDryIfEmpty(ad.slot, now: now) }
-        return effects
+        return effects + dropUncounted(id, slot: ad.slot, now: now)
     }
 
     mutating func retire(_ id: AdID, _ memory: RetiredAd) {

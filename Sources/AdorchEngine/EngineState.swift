@@ -74,6 +74,8 @@ struct AdRecord: Sendable {
     var counted: Set<ViewerEvent> = []
     /// Whether this ad's impression was counted against the frequency rules: once, ever.
     var capCounted = false
+    /// When a Show took it: the moment the frequency rules count it at, whenever it is seen.
+    var takenAt: Moment?
 
     var expiresAt: Moment? {
         if case .ready(let expiresAt) = state { expiresAt } else { nil }

@@ -104,6 +104,14 @@ final class CapConfigTests: XCTestCase {
         XCTAssertNoThrow(try config("[frequency]\npacing = \"10m\"\n" + slot("caps = [{ impressions = 40, per = \"30m\", scope = \"slot\" }]")))
     }
 
+    func testEntriesOfOneNetworkInstanceMustShareTheirRules() {
+        let text = slot("", entry: "ad_unit_id = \"std\"\n  caps = [{ impressions = 1, per = \"1h\" }]\n"
+                        + "  [[slots.waterfall]]\n  plugin = \"sim\"\n  ad_unit_id = \"std\"\n  caps = [{ impressions = 2, per = \"1h\" }]")
+        let error = refusal(text)
+        XCTAssertEqual(error?.location, "key slots[0].waterfall[1].caps")
+        XCTAssertTrue(error?.message.contains("sim/std is waterfall[0]'s network instance too") == true, error?.message ?? "")
+    }
+
     func testWindowsReadBackAsTheyAreNamed() {
         for text in ["1ms", "999ms", "1s", "90s", "2m", "90m", "1h", "36h", "1d", "31d"] {
             XCTAssertEqual(FrequencyRule.window(text).map(FrequencyRule.text), text)

@@ -313,6 +313,43 @@ final class FrequencyCapTests: XCTestCase {
         assertCapped(watch("u"), rule: "1 per 1m per user", retryAfterMS: 60_000)
     }
 
+    func testAClickACompleteOrARewardCountsAnAdNeverReportedAsSeen() {
+        start([slot(caps: [.cap(1, per: .seconds(3600))], buffer: 3)])
+        for (user, event) in [("u", ViewerEvent.click), ("v", .complete)] {
+            let ad = try! watch(user, impression: false).get()
+            run(engine.report(event, for: ad.id, now: now).1)
+            run(engine.report(.close, for: ad.id, now: now).1)
+            assertCapped(watch(user), rule: "1 per 1h per user", retryAfterMS: 3_600_000)
+        }
+        XCTAssertEqual(recorded.count, 2)
+    }
+
+    func testAnImpressionReportedLateCountsWhenItsShowTookTheAd() {
+        start([slot(caps: [.cap(1, per: .seconds(20))], buffer: 3)])
+        let first = try! watch("u", impression: false).get()
+        advance(to: .seconds(5))
+        assertCapped(watch("u"), rule: "1 per 20s per user", retryAfterMS: 15_000)
+        // Reported at 5 s, it counts at 0 s, where it counted while in flight: the promise holds.
+        run(engine.report(.impression, for: first.id, now: now).1)
+        XCTAssertEqual(recorded.map(\.at), [Moment(nanoseconds: 1_000_000_000).capTime])
+        advance(to: .seconds(20))
+        let second = try! watch("u", impression: false).get()
+        // The first ad, reported now, still counts at 0 s: it cannot push the second out.
+        run(engine.report(.close, for: first.id, now: now).1)
+        run(engine.report(.impression, for: second.id, now: now).1)
+        XCTAssertEqual(engine.capUses(slot: "s", user: CapUser(uid: nil, id: "u"), now: now)?.first?.counted, 1)
+    }
+
+    func testASlotHeldForAUserFillsAgainWhenTheirAdIsClosedUnseen() {
+        start([slot(caps: [.cap(1, per: .seconds(3600), scope: .slot)], buffer: 1, ttl: .seconds(600))])
+        let ad = try! watch("u", impression: false).get()
+        XCTAssertEqual(engine.slotStatuses(at: now)[0].target.count, 0, "the ad in flight holds everyone")
+        effects = []
+        run(engine.report(.close, for: ad.id, now: now).1)
+        XCTAssertEqual(loadsStarted.count, 1, "closed unseen, it holds no one: the slot fills at once")
+        assertShown(watch("v"))
+    }
+
     func testASlotWithoutRulesRecordsNothing() {
         start([slot()])
         assertShown(watch("u"))

@@ -28,7 +28,8 @@ final class FrequencyCapIntegrationTests: XCTestCase {
     private var start = ContinuousClock.now
     private func clock() -> Double { (ContinuousClock.now - start).inSeconds }
 
-    /// One user's ads so far: when each impression was reported.
+    /// One user's ads so far: when the Show of each ad seen was made (an ad counts from the
+    /// moment its Show took it).
     private struct Viewer {
         var name: String
         var impressions: [Span] = []
@@ -99,9 +100,8 @@ final class FrequencyCapIntegrationTests: XCTestCase {
                 // Let in: no rule held it by the time it reached the daemon.
                 XCTAssertNil(viewers[i].hold(at: span.answered, by: \.sent), "\(viewers[i].name) got an ad at \(span) that a rule holds")
                 let id = try XCTUnwrap(reply.parameters["ad"]?["id"]?.stringValue)
-                let sent = clock()
                 _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": .string(id), "event": "impression"])
-                viewers[i].impressions.append(Span(sent: sent, answered: clock()))
+                viewers[i].impressions.append(span)
                 _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": .string(id), "event": "close"])
             }
             // Until the next user may Show: the time the daemon named, not a guess.
@@ -138,9 +138,8 @@ final class FrequencyCapIntegrationTests: XCTestCase {
                 continue
             }
             let id = try XCTUnwrap(reply.parameters["ad"]?["id"]?.stringValue)
-            let sent = clock()
             _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": .string(id), "event": "impression"])
-            viewers[2].impressions.append(Span(sent: sent, answered: clock()))
+            viewers[2].impressions.append(span)
         }
         let (before, held) = try show(daemon, "cat")
         checkCapped(held, at: before, viewers[2])
@@ -262,6 +261,7 @@ final class FrequencyCapIntegrationTests: XCTestCase {
         let second = try runCommand(productsDirectory.appendingPathComponent("adorchd").path, [
             "--socket", daemon.socket, "--state-dir", state.path, "--plugin-dir", productsDirectory.path, "--log-target", "console"])
         XCTAssertNotEqual(second.status, 0, second.stderr)
+        XCTAssertTrue(second.stderr.contains("is in use by another adorchd"), second.stderr)
         XCTAssertEqual(try sqlite(state.appendingPathComponent("caps.sqlite").path, "SELECT user_id FROM impressions"), "eve\n")
         XCTAssertEqual(try daemon.callExpectingError("io.adorch.Ads.Show", ["slot": "paced", "user_id": "eve"]).0, "io.adorch.Ads.Capped")
     }
