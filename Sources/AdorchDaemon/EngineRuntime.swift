@@ -27,7 +27,8 @@ final class EngineRuntime: @unchecked Sendable {
     var sessions = InteractiveSessions()
     /// Rewards, durably; opened by start.
     private(set) var rewards: RewardDesk?
-    /// The frequency rules' impressions, durably; opened by start.
+    /// The frequency rules' impressions, durably; opened once a config has rules
+    /// (`openCapHistory`): a daemon without any keeps no second database (its idle footprint).
     private(set) var capHistory: CapHistoryFile?
     /// The state directory's lock, held for the daemon's life: two daemons on one ledger and
     /// one history would each undo the other's (closed on exec, so no plugin host holds it).
@@ -70,7 +71,6 @@ final class EngineRuntime: @unchecked Sendable {
         try config.checkPluginFiles(pluginDir: options.pluginDir)
         try prepareStateDirectory()
         rewards = try RewardDesk(stateDir: stateDir, config: config, logger: logger)
-        capHistory = CapHistoryFile(stateDir: stateDir, logger: logger)
         queue.sync {
             plugins.route(reports: reportHandler, exits: exitHandler)
             plugins.confinement = confinement(of: config)
@@ -78,7 +78,7 @@ final class EngineRuntime: @unchecked Sendable {
             engine = Engine(slots: config.slots, plugins: Set(plugins.loaded.keys), settings: config.scheduler,
                             seed: UInt64.random(in: 1...UInt64.max))
             logUnservable(config.slots)
-            if let capHistory { engine.restoreImpressions(capHistory.restore(keeping: engine.capHistoryKept, now: now())) }
+            openCapHistory(for: config)
             timer = makeTimer { [unowned self] in advance() }
             if let (kept, away) = estimatesFile.load(logger: logger) {
                 let (effects, refused) = engine.restore(kept, away: away, now: now())
@@ -207,6 +207,7 @@ final class EngineRuntime: @unchecked Sendable {
         let kept = Set(next.slots.map(\.id))
         showStats = showStats.filter { kept.contains($0.key) }
         for slot in next.slots { showStats[slot.id]?.keepCappedRules(of: slot) }
+        openCapHistory(for: next)
         capHistory?.prune(keeping: engine.capHistoryKept)
         logUnservable(next.slots)
         config = next
@@ -221,6 +222,15 @@ final class EngineRuntime: @unchecked Sendable {
             guard let missing = engine.missingPlugins(of: slot.id) else { continue }
             logger.error("slot \(slot.id) cannot be filled: \(StatusJSON.unservable(missing))", metadata: ["slot": "\(slot.id)"])
         }
+    }
+
+    /// The first config with frequency rules opens their history and reads back what it can
+    /// still count (at start, or at the reload that brings rules).
+    private func openCapHistory(for config: DaemonConfig) {
+        guard capHistory == nil, config.slots.contains(where: \.hasCaps) else { return }
+        let file = CapHistoryFile(stateDir: stateDir, logger: logger)
+        engine.restoreImpressions(file.restore(keeping: engine.capHistoryKept, now: now()))
+        capHistory = file
     }
 
     /// The state directory (ledger, estimates) must exist and be writable: said in words,
