@@ -114,7 +114,7 @@ struct ListSlotsCall: CallParameters {
     var userID: String?
 
     init(_ call: VarlinkCall) throws(VarlinkError) {
-        if let id = try call.optionalString("user_id") { userID = try FieldBounds.check(id, "user_id", max: FieldBounds.userID) }
+        userID = try FieldBounds.userID(of: call)
     }
 }
 
@@ -126,7 +126,7 @@ struct ShowCall: CallParameters {
 
     init(_ call: VarlinkCall) throws(VarlinkError) {
         slot = try call.string("slot")
-        if let id = try call.optionalString("user_id") { userID = try FieldBounds.check(id, "user_id", max: FieldBounds.userID) }
+        userID = try FieldBounds.userID(of: call)
         switch call.parameters["reward"] {
         case nil, .null?: break
         case .object(let r)?:
@@ -226,7 +226,7 @@ struct ListRewardsCall: CallParameters {
             guard let date = try? Date(text, strategy: .iso8601) else { throw invalidParameter("since", "expected an RFC 3339 time, got \"\(text)\"") }
             since = date
         }
-        if let id = try call.optionalString("user_id") { userID = try FieldBounds.check(id, "user_id", max: FieldBounds.userID) }
+        userID = try FieldBounds.userID(of: call)
     }
 }
 

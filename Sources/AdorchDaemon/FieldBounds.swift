@@ -39,6 +39,11 @@ enum FieldBounds {
         return value
     }
 
+    /// A call's optional `user_id`, bounded: Show, ListSlots, ListRewards and GetCaps take one.
+    static func userID(of call: VarlinkCall) throws(VarlinkError) -> String? {
+        try call.optionalString("user_id").map { id throws(VarlinkError) in try check(id, "user_id", max: userID) }
+    }
+
     /// The C0 controls and DEL. Every byte of a multi-byte UTF-8 sequence is 0x80 or above.
     private static func isControl(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x7F }
 

@@ -67,7 +67,7 @@ struct CapsCall: CallParameters {
 
     init(_ call: VarlinkCall) throws(VarlinkError) {
         slot = try call.string("slot")
-        if let id = try call.optionalString("user_id") { userID = try FieldBounds.check(id, "user_id", max: FieldBounds.userID) }
+        userID = try FieldBounds.userID(of: call)
         switch call.parameters["uid"] {
         case nil, .null?: break
         case let value?:
