@@ -11,6 +11,10 @@ public enum CallbackBounds {
     public static let textBytes = Int(ADORCH_TEXT_MAX_BYTES)
     public static let logLinesPerSecond = Int(ADORCH_LOG_LINES_PER_S)
     public static let callbacksPerSecond = Int(ADORCH_CALLBACKS_PER_S)
+    /// Callbacks are also paced within the second: each slice of it admits that share of
+    /// callbacksPerSecond. A second's worth sent at once (20,000 in a few ms) is work the
+    /// daemon does ahead of every Show queued behind it: it held Shows up 100 ms and more.
+    public static let callbackSlicesPerSecond = Int(ADORCH_CALLBACK_SLICES_PER_S)
 
     /// A plugin's text for one log line: cut at textBytes, and control characters (C0, DEL,
     /// C1 and the Unicode line and paragraph separators) written as escapes, so that no line
@@ -35,15 +39,30 @@ public enum CallbackBounds {
     public static func message(_ text: String) -> String { logText(text) }
 }
 
-/// Admits at most `perSecond` events in each second and counts the rest; once a second
+/// Admits at most `perSecond` events in each second, and with `slices` above 1 at most
+/// perSecond / slices in each of the second's slices, and counts the rest; once a second
 /// passed with some dropped, `admit` hands their count over once, for one log line.
 ///
 /// @unchecked Sendable: its counters are behind its lock (it is called from plugin threads).
 public final class SecondWindow: @unchecked Sendable {
-    private let perSecond: Int
-    private let state = LockedValue((start: ContinuousClock.now, admitted: 0, dropped: 0))
+    private struct Counts {
+        var start = ContinuousClock.now
+        var admitted = 0
+        var dropped = 0
+        var slice = 0
+        var admittedInSlice = 0
+    }
 
-    public init(perSecond: Int) { self.perSecond = perSecond }
+    private let perSecond: Int
+    private let slices: Int
+    private let perSlice: Int
+    private let state = LockedValue(Counts())
+
+    public init(perSecond: Int, slices: Int = 1) {
+        self.perSecond = perSecond
+        self.slices = max(1, slices)
+        perSlice = max(1, perSecond / max(1, slices))
+    }
 
     /// Whether this one is admitted, and how many were dropped in the second that just ended.
     public func admit() -> (admitted: Bool, droppedBefore: Int) {
@@ -52,10 +71,13 @@ public final class SecondWindow: @unchecked Sendable {
             var dropped = 0
             if now - s.start >= .seconds(1) {
                 dropped = s.dropped
-                s = (now, 0, 0)
+                s = Counts(start: now)
             }
-            if s.admitted < perSecond {
+            let slice = Int((now - s.start) / (Duration.seconds(1) / slices))
+            if slice != s.slice { (s.slice, s.admittedInSlice) = (slice, 0) }
+            if s.admitted < perSecond, slices == 1 || s.admittedInSlice < perSlice {
                 s.admitted += 1
+                s.admittedInSlice += 1
                 return (true, dropped)
             }
             s.dropped += 1

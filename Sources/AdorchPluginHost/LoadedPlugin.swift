@@ -245,7 +245,7 @@ final class CallbackSink: Sendable {
     let plugin: String
     let logger: Logger
     let onReport: PluginReportHandler
-    private let callbacks = SecondWindow(perSecond: CallbackBounds.callbacksPerSecond)
+    private let callbacks = SecondWindow(perSecond: CallbackBounds.callbacksPerSecond, slices: CallbackBounds.callbackSlicesPerSecond)
     private let logLines = SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
 
     init(plugin: String, logger: Logger, onReport: @escaping PluginReportHandler) {

@@ -22,7 +22,7 @@ public final class PluginProcess: @unchecked Sendable {
     private let queue: DispatchQueue
     private let state = LockedValue(Waiting())
     /// The host already bounds its plugin's callbacks; these bound what a plugin could forge on the channel.
-    private let callbacks = SecondWindow(perSecond: CallbackBounds.callbacksPerSecond)
+    private let callbacks = SecondWindow(perSecond: CallbackBounds.callbacksPerSecond, slices: CallbackBounds.callbackSlicesPerSecond)
     private let logLines = SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
     private var heartbeat: DispatchSourceTimer?
 

@@ -106,11 +106,14 @@ extern "C" {
  * ADORCH_TEXT_MAX_BYTES is cut there, a detail_json longer than it is dropped; past
  * ADORCH_LOG_LINES_PER_S log lines or ADORCH_CALLBACKS_PER_S other callbacks in a second,
  * the rest of that second's are dropped and counted (one flooding plugin must not drown the
- * daemon's journal or hold up the other plugins' ads). */
+ * daemon's journal or hold up the other plugins' ads). The callbacks are paced within the
+ * second too: each 1/ADORCH_CALLBACK_SLICES_PER_S of it admits that share of
+ * ADORCH_CALLBACKS_PER_S (1,000 per 50 ms), so that a second's worth never arrives at once. */
 #define ADORCH_PAYLOAD_MAX_BYTES (8u << 20)
 #define ADORCH_TEXT_MAX_BYTES (16u << 10)
 #define ADORCH_LOG_LINES_PER_S 200
 #define ADORCH_CALLBACKS_PER_S 20000
+#define ADORCH_CALLBACK_SLICES_PER_S 20
 
 /* Non-zero if the struct at `ptr` (one that starts with struct_size) is long enough to
  * hold `field`: how one side finds out whether the other side's minor version has it. */
