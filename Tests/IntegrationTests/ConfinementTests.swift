@@ -37,12 +37,24 @@ final class ConfinementTests: XCTestCase {
         try buildProgram()
         let tag = UUID().uuidString.prefix(8)
         let work = URL(fileURLWithPath: "/tmp").appendingPathComponent("adorch-confinement-\(tag)")
-        let outside = Self.buildDir.appendingPathComponent("outside-\(tag)")
+        let outside = try Self.outsideTheWritableTree().appendingPathComponent("adorch-confinement-outside-\(tag)")
         for dir in [work, outside] { try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: false) }
         defer { for dir in [work, outside] { try? FileManager.default.removeItem(at: dir) } }
         let result = try runCommand(Self.program, [mode, work.path, outside.path])
         XCTAssertEqual(result.status, 0, "\(result.stdout)\(result.stderr)")
         return result.stdout
+    }
+
+    /// A folder the test may write that is not below /tmp, where the sandbox lets a host
+    /// write: the build folder, unless the checkout itself lies below /tmp.
+    private static func outsideTheWritableTree() throws -> URL {
+        let writable = URL(fileURLWithPath: "/tmp").resolvingSymlinksInPath().path + "/"
+        let candidates = [buildDir, URL(fileURLWithPath: "/var/tmp"), URL(fileURLWithPath: "/dev/shm")]
+        guard let outside = candidates.first(where: { candidate in
+            let real = candidate.resolvingSymlinksInPath().path
+            return !(real + "/").hasPrefix(writable) && access(real, W_OK) == 0
+        }) else { throw TestFailure("no writable folder outside /tmp among \(candidates.map(\.path))") }
+        return outside
     }
 
     /// Each check passed; a failed or missing one is named with what the program said of it.

@@ -19,6 +19,11 @@ ps_cgroup adorch-deb-$$
 scratch=$out/ns
 mkdir -p "$scratch/units" "$scratch/pkg"
 cp -r "$out/vast-docs" "$scratch/vast-docs"
+# What the namespace runs from the checkout, copied into the scratch folder it sees: the
+# checkout may lie below /tmp, which is private there, or where only its owner may enter.
+mkdir -p "$scratch/tree/Tests/vast"
+cp -r "$root/examples" "$scratch/tree/examples"
+cp "$root/Tests/vast/adserver.py" "$scratch/tree/Tests/vast/"
 for layer in usr etc var; do mkdir -p "$scratch/$layer-upper" "$scratch/$layer-work"; done
 : >"$scratch/console.log"
 
@@ -87,11 +92,11 @@ $NS adorchctl status --json >"$out/status.json" 2>"$out/status.err" || true
 # The client libraries as an app uses them, from the package alone: the Python example imports
 # the installed package (no PYTHONPATH), and the C example is built against the installed
 # header and pkg-config file; each shows a rewarded ad and prints its reward.
-$NS python3 "$root/examples/python/rewarded.py" >"$out/python-client.txt" 2>&1 \
+$NS python3 "$scratch/tree/examples/python/rewarded.py" >"$out/python-client.txt" 2>&1 \
     && echo 0 >"$out/python-client-exit.txt" || echo $? >"$out/python-client-exit.txt"
 dpkg-architecture -qDEB_HOST_MULTIARCH >"$out/multiarch.txt"
 $NS python3 -c 'import adorch; print(adorch.__file__)' >"$out/python-module.txt" 2>&1 || true
-$NS make -s -C "$root/examples/c" OUT="$scratch" >"$out/c-client.txt" 2>&1 && $NS "$scratch/rewarded" >>"$out/c-client.txt" 2>&1 \
+$NS make -s -C "$scratch/tree/examples/c" OUT="$scratch" >"$out/c-client.txt" 2>&1 && $NS "$scratch/rewarded" >>"$out/c-client.txt" 2>&1 \
     && echo 0 >"$out/c-client-exit.txt" || echo $? >"$out/c-client-exit.txt"
 $NS systemctl is-active adorchd.service >"$out/service-after-call.txt" || true
 # The Swift plugins carry their own static Swift runtime: the validator loads and drives one.
@@ -99,7 +104,7 @@ $NS adorch-plugin-validate /usr/lib/adorch/plugins/libadorch-plugin-swift-exampl
     && echo 0 >"$out/validate-swift-exit.txt" || echo $? >"$out/validate-swift-exit.txt"
 # vast's private runtime holds Foundation's URLSession and XMLParser: the validator drives it
 # against the test ad server on the namespace's loopback.
-$NS sh -c "echo \$\$ >$scratch/adserver.pid; exec python3 $root/Tests/vast/adserver.py --root $scratch/vast-docs" >"$scratch/adserver.out" 2>&1 &
+$NS sh -c "echo \$\$ >$scratch/adserver.pid; exec python3 $scratch/tree/Tests/vast/adserver.py --root $scratch/vast-docs" >"$scratch/adserver.out" 2>&1 &
 await grep -q "listening on" "$scratch/adserver.out"
 port=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$scratch/adserver.out")
 $NS adorch-plugin-validate /usr/lib/adorch/plugins/libadorch-plugin-vast.so --server-parameter "tag_url=http://127.0.0.1:$port/vast/inline.xml" \

@@ -31,8 +31,10 @@ daemon=$!
 await grep -q "serving on" "$out/stdout"
 export ADORCH_SOCKET="$out/adorchd.sock"
 await "$build/adorchctl" show rewarded_main --user u-journal --json >"$out/ad.json"
-# A user who is not an admin asks for the status: refused, and the journal names them.
-setpriv --reuid=5555 --regid=5555 --clear-groups "$build/adorchctl" status >"$out/denied.txt" 2>&1 || true
+# A user who is not an admin asks for the status: refused, and the journal names them. It runs
+# a copy in OUT: the build folder may lie where only its owner may enter.
+install -m 755 "$build/adorchctl" "$out/adorchctl"
+setpriv --reuid=5555 --regid=5555 --clear-groups "$out/adorchctl" status >"$out/denied.txt" 2>&1 || true
 kill -TERM $daemon
 wait $daemon && echo 0 >"$out/exit" || echo $? >"$out/exit"
 journalctl --sync 2>/dev/null || true

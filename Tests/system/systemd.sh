@@ -16,6 +16,10 @@ ps_cgroup adorch-st-$$
 scratch=$out/ns
 mkdir -p "$scratch/units" "$scratch/etc-upper" "$scratch/etc-work" "$scratch/var-lib"
 : >"$scratch/console.log"
+# What the namespace runs from the checkout, copied into the scratch folder it sees: the
+# checkout may lie below /tmp, which is private there, or where only its owner may enter.
+mkdir -p "$scratch/tree/clients"
+cp -r "$root/clients/python" "$scratch/tree/clients/python"
 
 # The project's own install, as a package would lay it out.
 make -s -C "$root" install-files CONFIGURATION=debug DESTDIR="$scratch/dest" PREFIX=/usr/local >"$out/install.log" 2>&1
@@ -61,8 +65,8 @@ $NS systemctl is-active adorchd.service >"$out/service-after.txt" || true
 # A client library's subscription across `systemctl restart`: the socket stays with systemd,
 # the Python client subscribes again on the new daemon and hears a Show made after it.
 $NS systemctl show -p MainPID --value adorchd.service >"$out/restart-pids.txt"
-$NS env PYTHONPATH="$root/clients/python" ADORCH_SOCKET=/run/adorch/adorchd.sock \
-    python3 -B "$root/clients/python/tests/restart_probe.py" sync interstitial_main >"$out/restart-probe.txt" 2>&1 &
+$NS env PYTHONPATH="$scratch/tree/clients/python" ADORCH_SOCKET=/run/adorch/adorchd.sock \
+    python3 -B "$scratch/tree/clients/python/tests/restart_probe.py" sync interstitial_main >"$out/restart-probe.txt" 2>&1 &
 probe=$!
 await grep -q SUBSCRIBED "$out/restart-probe.txt"
 $NS systemctl restart adorchd.service
