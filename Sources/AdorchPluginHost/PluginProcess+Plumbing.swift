@@ -2,11 +2,12 @@ import AdorchLocking
 import Dispatch
 import Foundation
 
-/// The one thread hosts are spawned from, alive as long as the daemon: a host asks the
-/// kernel (PR_SET_PDEATHSIG) to kill it when its parent goes, and "parent" there is the
-/// thread that spawned it. Spawned from a Dispatch worker, which exits after a few idle
-/// seconds, a restarted host was killed about 5 s after it started.
-enum SpawnThread {
+/// The one thread children that must die with their parent are spawned from, alive as long
+/// as the process: such a child asks the kernel (PR_SET_PDEATHSIG) to kill it when its parent
+/// goes, and "parent" there is the thread that spawned it. Spawned from a Dispatch worker,
+/// which exits after a few idle seconds, a restarted host was killed about 5 s after it
+/// started. The daemon spawns its plugin hosts here; the tests and benchmarks their daemons.
+public enum SpawnThread {
     private static let jobs = LockedValue<[@Sendable () -> Void]>([])
     private static let ready = DispatchSemaphore(value: 0)
     private static let started: Bool = {
@@ -21,7 +22,8 @@ enum SpawnThread {
         return true
     }()
 
-    static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+    /// Runs `body` on the spawn thread and returns its result.
+    public static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
         _ = started
         let done = DispatchSemaphore(value: 0)
         let result = LockedValue<T?>(nil)

@@ -19,6 +19,8 @@ final class BadInputTests: XCTestCase {
     }
 
     override func tearDownWithError() throws {
+        // A setUp that threw left these unset; its error is the test's failure already.
+        guard let daemon, let polite else { return }
         let (calls, errors) = polite.stop()
         XCTAssertGreaterThan(calls, 0, "the polite client made calls meanwhile")
         XCTAssertEqual(errors, [], "the polite client saw errors")

@@ -7,7 +7,8 @@ import XCTest
 /// example built through pkg-config from an install.
 final class CClientTests: XCTestCase {
     private static let clientDir = packageRoot.appendingPathComponent("clients/c")
-    private static let testProgram = clientDir.appendingPathComponent("build/client-test").path
+    private static let buildDir = clientDir.appendingPathComponent("build")
+    private static let testProgram = buildDir.appendingPathComponent("client-test").path
 
     /// A preloaded rewarded slot that fills at once, one that never does, and one open ad per uid.
     private static let config = simConfig(slots: """
@@ -54,7 +55,9 @@ final class CClientTests: XCTestCase {
     /// Runs the test program with `arguments` against `daemon` (as `uid`, an app's user, when
     /// given); its output, or a failure showing it.
     private func run(_ arguments: [String], _ daemon: DaemonProcess, as uid: Int? = nil) throws -> String {
-        let argv = (uid.map { ["/usr/bin/setpriv"] + setprivArguments(uid: $0) } ?? []) + [Self.testProgram] + arguments
+        // Another uid runs a copy of the build folder (the program finds the library beside it).
+        let argv = try uid.map { try asUser($0, [try RunFolder.copy(of: Self.buildDir).appendingPathComponent("client-test").path] + arguments) }
+            ?? [Self.testProgram] + arguments
         let result = try runCommand(argv[0], Array(argv.dropFirst()), environment: ["ADORCH_SOCKET": daemon.socket])
         guard result.status == 0 else {
             throw daemon.diagnosis("client-test \(arguments.joined(separator: " ")) exited \(result.status):\n\(result.stdout)\(result.stderr)")

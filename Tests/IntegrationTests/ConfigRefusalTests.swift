@@ -78,8 +78,11 @@ final class ConfigRefusalTests: XCTestCase {
         for (path, words, uid) in [(folder, "is a directory", 0), (loop, "too many levels of symbolic links", 0),
                                    (missing, "no such file or directory", 0), (locked, "permission denied", 65534)] {
             // Root reads any file: the permission case runs as nobody.
-            let result = uid == 0 ? try checkConfig(path)
-                : try runCommand("/usr/bin/setpriv", setprivArguments(uid: uid) + [adorchd, "--config", path, "--check-config"])
+            let result = try uid == 0 ? checkConfig(path) : {
+                let argv = try asUser(uid, [try RunFolder.copy(of: URL(fileURLWithPath: adorchd)).path, "--config", path, "--check-config"],
+                                      unreadable: [path])
+                return try runCommand(argv[0], Array(argv.dropFirst()))
+            }()
             XCTAssertEqual(result.status, 78, path)
             XCTAssertTrue(result.stderr.contains("\(path): file: cannot be read: \(words)"), result.stderr)
         }
@@ -198,24 +201,15 @@ final class ConfigRefusalTests: XCTestCase {
                          "--socket", socket, "--state-dir", dir.appendingPathComponent("state").path,
                          "--log-level", "debug", "--log-target", "console"]
         var output: [Int32] = [0, 0]
-        XCTAssertEqual(pipe(&output), 0)
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        // stdout and stderr both into the pipe, as `2>&1 |` does.
-        posix_spawn_file_actions_adddup2(&actions, output[1], STDOUT_FILENO)
-        posix_spawn_file_actions_adddup2(&actions, output[1], STDERR_FILENO)
-        posix_spawn_file_actions_addclose(&actions, output[0])
-        posix_spawn_file_actions_addclose(&actions, output[1])
+        guard pipe(&output) == 0 else { throw TestFailure("pipe: \(String(cString: strerror(errno)))") }
+        for end in output { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         var environment = ProcessInfo.processInfo.environment
         for key in ["WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "JOURNAL_STREAM"] { environment[key] = nil }
         environment["NOTIFY_SOCKET"] = listener.path
-        let argv = arguments.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0)=\($1)") } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
-        var pid: pid_t = 0
-        XCTAssertEqual(posix_spawn(&pid, adorchd, &actions, nil, argv, envp), 0)
+        // stdout and stderr both into the pipe, as `2>&1 |` does.
+        let spawned = Result { try spawnTiedToTheTests(arguments, environment: environment, stdio: [nil, output[1], output[1]]) }
         close(output[1])
+        let pid = try spawned.get()
         var status: Int32 = 0
         var reaped = false
         // Stopped by its pid, and only while it is ours: not yet reaped.

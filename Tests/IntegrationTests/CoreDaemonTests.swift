@@ -15,6 +15,7 @@ final class CoreDaemonTests: XCTestCase {
         let ctl = try runCommand(productsDirectory.appendingPathComponent("adorchctl").path, ["slots", "--socket", daemon.socket])
         XCTAssertEqual(ctl.status, 0, ctl.stderr)
         let rows = ctl.stdout.split(separator: "\n").dropFirst().map { $0.split(separator: " ", omittingEmptySubsequences: true) }
+        guard rows.allSatisfy({ $0.count >= 4 }) else { throw TestFailure("adorchctl slots: rows of fewer than 4 columns:\n\(ctl.stdout)") }
         XCTAssertEqual(rows.map { String($0[0]) }, ["rewarded_main", "fullscreen_main", "interstitial_main", "banner_main", "splash_main", "native_main",
                                                      "interactive_main"])
         for row in rows { XCTAssertEqual(row[2], row[3], "ready == buffer in \(row)") }
@@ -143,7 +144,7 @@ final class CoreDaemonTests: XCTestCase {
         let iso = ISO8601DateFormatter()
         iso.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         for _ in 0..<10 {
-            try daemon.waitFor("short ready") { try daemon.slots()[0]["ready"]?.intValue ?? 0 > 0 }
+            try daemon.waitFor("short ready") { try daemon.slots().first?["ready"]?.intValue ?? 0 > 0 }
             let asked = Date()
             let ad = try daemon.call("io.adorch.Ads.Show", ["slot": "short"])["ad"]
             let expiresAt = try XCTUnwrap(ad?["expires_at"]?.stringValue.flatMap(iso.date(from:)))
@@ -190,8 +191,8 @@ final class CoreDaemonTests: XCTestCase {
         for slot in ["never", "twice", "after", "empty"] {
             try daemon.waitFor("\(slot) ready") { try daemon.slotStatus(slot)["ready"]?.intValue ?? 0 > 0 }
             let ad = try daemon.call("io.adorch.Ads.Show", ["slot": .string(slot)])["ad"]
-            XCTAssertNotNil(ad?["id"], "\(slot) serves")
-            _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": ad!["id"]!, "event": "close"])
+            let id = try XCTUnwrap(ad?["id"], "\(slot) serves")
+            _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": id, "event": "close"])
         }
         try daemon.waitFor("a callback after destroy ignored in after") {
             try daemon.slotStatus("after")["counters"]?["ignored_callbacks"]?.intValue ?? 0 >= 1

@@ -1,3 +1,4 @@
+import AdorchPluginHost
 import AdorchVarlink
 import Foundation
 import XCTest
@@ -63,26 +64,19 @@ final class DaemonProcess {
         var inherited = ProcessInfo.processInfo.environment
         for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "JOURNAL_STREAM"] { inherited[key] = nil }
         let adorchd = productsDirectory.appendingPathComponent("adorchd").path
-        let executable = fileLimit == nil ? adorchd : "/usr/bin/prlimit"
-        let launcher = fileLimit.map { [executable, "--nofile=\($0):\($0)", "--"] } ?? []
+        let limit = fileLimit.map { ["/usr/bin/prlimit", "--nofile=\($0):\($0)", "--"] } ?? []
         var output: [Int32] = [0, 0]
         guard pipe(&output) == 0 else { throw TestFailure("pipe: \(String(cString: strerror(errno)))") }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, output[1], STDOUT_FILENO)
-        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, logFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_addclose(&actions, output[0])
-        posix_spawn_file_actions_addclose(&actions, output[1])
-        let argv = (launcher + [adorchd] + arguments + extraArguments).map { strdup($0) } + [nil]
-        let envp = inherited.merging(environment) { $1 }.map { strdup("\($0)=\($1)") } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
-        var child: pid_t = 0
-        let rc = posix_spawn(&child, executable, &actions, nil, argv, envp)
-        close(output[1])
+        for end in output { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         stdout = FileHandle(fileDescriptor: output[0], closeOnDealloc: true)
-        guard rc == 0 else { throw TestFailure("posix_spawn \(executable): \(String(cString: strerror(rc)))") }
-        pid = child
+        let log = open(logFile.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        defer {
+            close(output[1])
+            if log >= 0 { close(log) }
+        }
+        guard log >= 0 else { throw TestFailure("\(logFile.path): \(String(cString: strerror(errno)))") }
+        pid = try spawnTiedToTheTests(limit + [adorchd] + arguments + extraArguments, environment: inherited.merging(environment) { $1 },
+                                      stdio: [nil, output[1], log])
 
         // Wait for the line adorchd prints once the socket is bound: an event, not a sleep.
         var seen = Data()
@@ -186,14 +180,40 @@ final class DaemonProcess {
     /// it looks at changes only when something happens. Fails after `timeout`.
     func waitFor(_ what: String, timeout: Duration = .seconds(10), _ condition: () throws -> Bool) throws {
         let deadline = ContinuousClock.now + timeout.scaled
-        let events = try client(timeout: .milliseconds(250))
-        let first = try events.call("io.adorch.Ads.Subscribe", [:], more: true)
+        let events = try client()
+        let first: VarlinkClient.Reply
+        do { first = try events.call("io.adorch.Ads.Subscribe", [:], more: true) } catch { throw diagnosis("Subscribe, waiting for \(what): \(error)") }
         guard first.error == nil else { throw TestFailure("Subscribe failed: \(first)") }
+        events.setReadTimeout(.milliseconds(250))
         while true {
             if try condition() { return }
             if ContinuousClock.now >= deadline { throw diagnosis("timed out after \(timeout.scaled) waiting for \(what)") }
             // A read timeout only means no event came in that quarter second: check again.
             _ = try? events.nextReply()
+        }
+    }
+
+    /// Waits until the log holds every one of `lines`, checking again whenever the daemon
+    /// writes to it (inotify): for a log line among a flood of events, which a subscription
+    /// would have to read one by one. Fails after `timeout`.
+    func waitForLog(_ lines: [String], timeout: Duration = .seconds(10)) throws {
+        let deadline = ContinuousClock.now + timeout.scaled
+        let watch = inotify_init1(Int32(IN_CLOEXEC))
+        guard watch >= 0 else { throw TestFailure("inotify_init1: \(String(cString: strerror(errno)))") }
+        defer { close(watch) }
+        guard inotify_add_watch(watch, logFile.path, UInt32(IN_MODIFY)) >= 0 else {
+            throw TestFailure("inotify_add_watch \(logFile.path): \(String(cString: strerror(errno)))")
+        }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let log = log
+            if lines.allSatisfy({ log.contains($0) }) { return }
+            let left = Int((deadline - ContinuousClock.now).inSeconds * 1000)
+            var ready = pollfd(fd: watch, events: Int16(POLLIN), revents: 0)
+            guard left > 0, poll(&ready, 1, Int32(left)) > 0 else {
+                throw diagnosis("timed out after \(timeout.scaled) waiting for \(lines.filter { !log.contains($0) }) in the log")
+            }
+            _ = read(watch, &buffer, buffer.count)
         }
     }
 
@@ -217,6 +237,52 @@ final class DaemonProcess {
         }
         return slot
     }
+}
+
+/// What makes a child die with the test process, whatever ends it (a trap, a SIGKILL):
+/// setpriv asks the kernel for SIGKILL when its parent goes (PR_SET_PDEATHSIG) and execs the
+/// command under the same pid. Run it from `SpawnThread`: the parent the kernel watches is
+/// the thread that spawned the child.
+let diesWithTheTests = ["/usr/bin/setpriv", "--pdeathsig", "KILL", "--"]
+
+/// posix_spawn of `argv` behind `diesWithTheTests`, on SpawnThread: descriptors 0, 1 and 2
+/// from `stdio` (nil: /dev/null; pass them close-on-exec, so that no other child holds them);
+/// with `shellSignals`, SIGPIPE at its default and no signal blocked, as a shell leaves them
+/// (the test process's ignored or blocked signals stay so across exec). The child's pid.
+func spawnTiedToTheTests(_ argv: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
+                         stdio: [Int32?], shellSignals: Bool = false) throws -> pid_t {
+    let argv = diesWithTheTests + argv
+    let (rc, child) = SpawnThread.run { () -> (Int32, pid_t) in
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        if shellSignals {
+            var defaults = sigset_t()
+            sigemptyset(&defaults)
+            sigaddset(&defaults, SIGPIPE)
+            posix_spawnattr_setsigdefault(&attributes, &defaults)
+            var unblocked = sigset_t()
+            sigemptyset(&unblocked)
+            posix_spawnattr_setsigmask(&attributes, &unblocked)
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for (target, fd) in stdio.enumerated() {
+            if let fd { posix_spawn_file_actions_adddup2(&actions, fd, Int32(target)) } else {
+                posix_spawn_file_actions_addopen(&actions, Int32(target), "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
+            }
+        }
+        let cArguments = argv.map { strdup($0) } + [nil]
+        let cEnvironment = environment.map { strdup("\($0)=\($1)") } + [nil]
+        defer { (cArguments + cEnvironment).forEach { free($0) } }
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, argv[0], &actions, &attributes, cArguments, cEnvironment)
+        return (rc, child)
+    }
+    guard rc == 0 else { throw TestFailure("posix_spawn \(argv.joined(separator: " ")): \(String(cString: strerror(rc)))") }
+    return child
 }
 
 struct TestFailure: Error, CustomStringConvertible {
@@ -249,28 +315,25 @@ func runCommand(_ executable: String, _ arguments: [String], environment: [Strin
     return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
 }
 
-/// A config of the test's own: the sim plugin from the build and the given slots.
-/// setpriv's arguments to run a program as `uid` with its own gid and, unless `groups`
-/// names some, no supplementary groups: how the tests (root) become an app's user.
-func setprivArguments(uid: Int, groups: [Int] = []) -> [String] {
-    ["--reuid=\(uid)", "--regid=\(uid)", groups.isEmpty ? "--clear-groups" : "--groups=\(groups.map(String.init).joined(separator: ","))"]
-}
-
 /// python3 running `script` (inline) as `uid` (0: as the test itself) with `arguments`: the
 /// argv for runCommand or Process. The script's first lines,
 /// `import sys; sys.path.insert(0, sys.argv.pop(1)); import varlink`, get the one Varlink
-/// client the tests' Python speaks through (Tests/hostile/varlink.py).
-func pythonClient(_ script: String, as uid: Int, _ arguments: [String]) -> [String] {
-    let python = ["/usr/bin/python3", "-B", "-c", script, packageRoot.appendingPathComponent("Tests/hostile").path] + arguments
-    return uid == 0 ? python : ["/usr/bin/setpriv"] + setprivArguments(uid: uid) + python
+/// client the tests' Python speaks through (Tests/hostile/varlink.py), from the run folder
+/// when another uid runs it.
+func pythonClient(_ script: String, as uid: Int, _ arguments: [String]) throws -> [String] {
+    let hostile = packageRoot.appendingPathComponent("Tests/hostile")
+    let python = ["/usr/bin/python3", "-B", "-c", script, (uid == 0 ? hostile : try RunFolder.copy(of: hostile)).path] + arguments
+    return uid == 0 ? python : try asUser(uid, python)
 }
 
 /// adorchctl against `daemon` as `uid`, the way an app of that user would call.
 func adorchctl(as uid: Int, groups: [Int] = [], _ daemon: DaemonProcess, _ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-    try runCommand("/usr/bin/setpriv", setprivArguments(uid: uid, groups: groups)
-        + [productsDirectory.appendingPathComponent("adorchctl").path] + arguments + ["--socket", daemon.socket])
+    let argv = try asUser(uid, groups: groups, [try RunFolder.copy(of: productsDirectory.appendingPathComponent("adorchctl")).path]
+        + arguments + ["--socket", daemon.socket])
+    return try runCommand(argv[0], Array(argv.dropFirst()))
 }
 
+/// A config of the test's own: the sim plugin from the build and the given slots.
 func simConfig(slots: String, scheduler: String = "", daemon: String = "", sim: String = "") -> String {
     """
     [daemon]

@@ -39,7 +39,7 @@ final class EventVocabularyTests: XCTestCase {
         for name in ["shown", "will_present", "presented", "dislike", "impression", "click", "skipped", "play_finished", "closed"] {
             XCTAssertTrue(names.contains(name), "\(name) in \(names)")
         }
-        XCTAssertLessThan(names.firstIndex(of: "will_present")!, names.firstIndex(of: "presented")!)
+        XCTAssertLessThan(try XCTUnwrap(names.firstIndex(of: "will_present")), try XCTUnwrap(names.firstIndex(of: "presented")))
         XCTAssertEqual(dislike?["reasons"]?.arrayValue?.count, 2)
     }
 

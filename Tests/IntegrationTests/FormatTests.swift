@@ -38,8 +38,9 @@ final class FormatTests: XCTestCase {
         let native = try daemon.call("io.adorch.Ads.Load", ["slot": "native_main", "count": 2])["ads"]?.arrayValue ?? []
         let destroysBefore = try daemon.simStats()["destroys"]?.intValue ?? -1
         for ad in native {
-            _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": ad["id"]!, "event": "impression"])
-            _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": ad["id"]!, "event": "close"])
+            let id = try XCTUnwrap(ad["id"], "\(ad)")
+            _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": id, "event": "impression"])
+            _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": id, "event": "close"])
         }
         try daemon.waitFor("the native object destroyed with its last ad") {
             try daemon.simStats()["destroys"]?.intValue == destroysBefore + 1

@@ -36,8 +36,9 @@ final class HostileScript {
 
     init(_ script: String, _ arguments: [String], as uid: Int) throws {
         name = "\(script) \(arguments.first ?? "")"
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = setprivArguments(uid: uid) + ["/usr/bin/python3", "-u", Self.directory.appendingPathComponent(script).path] + arguments
+        let argv = try asUser(uid, ["/usr/bin/python3", "-u", try RunFolder.copy(of: Self.directory).appendingPathComponent(script).path] + arguments)
+        process.executableURL = URL(fileURLWithPath: argv[0])
+        process.arguments = Array(argv.dropFirst())
         // Root running a script must not leave __pycache__ in the tree.
         process.environment = ProcessInfo.processInfo.environment.merging(["PYTHONDONTWRITEBYTECODE": "1"]) { $1 }
         let output = Pipe(), errors = Pipe()

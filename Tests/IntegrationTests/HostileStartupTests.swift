@@ -49,11 +49,11 @@ final class HostileStartupTests: XCTestCase {
         guard pipe(&pipeEnds) == 0 else { throw TestFailure("pipe: \(String(cString: strerror(errno)))") }
         // Close-on-exec: neither child may hold the other end (a daemon holding the read end never sees EPIPE).
         for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
-        let daemon = try spawn([adorchd, "--config", config.path, "--socket", socket, "--state-dir", dir.appendingPathComponent("state").path,
-                                "--plugin-dir", productsDirectory.path, "--log-level", "debug", "--log-target", "console"],
-                               stdin: nil, stdout: pipeEnds[1], stderr: pipeEnds[1])
+        let daemon = try spawnTiedToTheTests([adorchd, "--config", config.path, "--socket", socket, "--state-dir", dir.appendingPathComponent("state").path,
+                                              "--plugin-dir", productsDirectory.path, "--log-level", "debug", "--log-target", "console"],
+                                             stdio: [nil, pipeEnds[1], pipeEnds[1]], shellSignals: true)
         defer { stopByPID(daemon) }
-        let head = try spawn(["/usr/bin/head", "-c", "300"], stdin: pipeEnds[0], stdout: nil, stderr: nil)
+        let head = try spawnTiedToTheTests(["/usr/bin/head", "-c", "300"], stdio: [pipeEnds[0], nil, nil], shellSignals: true)
         defer { stopByPID(head) }
         close(pipeEnds[0])
         close(pipeEnds[1])
@@ -87,37 +87,6 @@ final class HostileStartupTests: XCTestCase {
         let status = try VarlinkClient(path: socket, timeout: .seconds(5)).call("io.adorch.Manager.GetStatus")
         XCTAssertNil(status.error, "and still serves")
         try polite.stopAndCheck(during: "a closed stderr")
-    }
-
-    /// posix_spawn with the given descriptors as stdin, stdout and stderr (nil: /dev/null),
-    /// and SIGPIPE at its default and unblocked, as a shell leaves it: an ignored or blocked
-    /// signal stays so across exec, and the test process's would hide the defect.
-    private func spawn(_ argv: [String], stdin: Int32?, stdout: Int32?, stderr: Int32?) throws -> pid_t {
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        sigaddset(&defaults, SIGPIPE)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        var unblocked = sigset_t()
-        sigemptyset(&unblocked)
-        posix_spawnattr_setsigmask(&attributes, &unblocked)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        for (fd, target) in [(stdin, STDIN_FILENO), (stdout, STDOUT_FILENO), (stderr, STDERR_FILENO)] {
-            if let fd { posix_spawn_file_actions_adddup2(&actions, fd, target) } else {
-                posix_spawn_file_actions_addopen(&actions, target, "/dev/null", target == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
-            }
-        }
-        let arguments = argv.map { strdup($0) } + [nil]
-        defer { arguments.forEach { free($0) } }
-        var child: pid_t = 0
-        let rc = posix_spawn(&child, argv[0], &actions, &attributes, arguments, environ)
-        guard rc == 0 else { throw TestFailure("posix_spawn \(argv[0]): \(String(cString: strerror(rc)))") }
-        return child
     }
 
     /// How the daemon ended ("signal 13"), reaping it; nil while it runs.

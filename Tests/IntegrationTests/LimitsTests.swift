@@ -47,9 +47,10 @@ final class LimitsTests: XCTestCase {
         let bystander = try Bystander(daemon)
         // uid 4321 holds four connections: four subscribers of adorch-bench's load generator.
         let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        holder.arguments = setprivArguments(uid: 4321) + [productsDirectory.appendingPathComponent("adorch-bench").path,
-                                                          "subscribe", "--socket", daemon.socket, "--count", "4"]
+        let argv = try asUser(4321, [try RunFolder.copy(of: productsDirectory.appendingPathComponent("adorch-bench")).path,
+                                     "subscribe", "--socket", daemon.socket, "--count", "4"])
+        holder.executableURL = URL(fileURLWithPath: argv[0])
+        holder.arguments = Array(argv.dropFirst())
         let stdin = Pipe(), stdout = Pipe()
         holder.standardInput = stdin
         holder.standardOutput = stdout

@@ -31,7 +31,7 @@ final class MediationTests: XCTestCase {
         for (slot, network) in [("c_sim", "sim"), ("c_example", "example"), ("swift", "swift-example")] {
             let ad = try daemon.call("io.adorch.Ads.Show", ["slot": .string(slot)])["ad"]
             XCTAssertEqual(ad?["network"]?.stringValue, network)
-            _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": ad!["id"]!, "event": "close"])
+            _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": try XCTUnwrap(ad?["id"], "\(slot) serves"), "event": "close"])
         }
         try daemon.waitFor("refilled") { try daemon.allSlotsFull() }
         XCTAssertEqual(daemon.stop(), 0)

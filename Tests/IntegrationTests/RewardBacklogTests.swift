@@ -72,7 +72,7 @@ final class RewardBacklogTests: XCTestCase {
 
     /// Runs the client as `uid` (0: as the test itself, root); its output as JSON.
     private func run(as uid: Int, _ daemon: DaemonProcess, _ rest: [String]) throws -> JSONValue {
-        let argv = pythonClient(Self.client, as: uid, [daemon.socket] + rest)
+        let argv = try pythonClient(Self.client, as: uid, [daemon.socket] + rest)
         let result = try runCommand(argv[0], Array(argv.dropFirst()))
         guard result.status == 0 else { throw TestFailure("\(rest) as uid \(uid): \(result.stderr)") }
         return JSONValue.parse(Data(result.stdout.utf8)) ?? .null

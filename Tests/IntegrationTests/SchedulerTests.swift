@@ -102,10 +102,12 @@ final class SchedulerTests: XCTestCase {
         // Owned by root, mode 555: uid 4321 cannot write there.
         let locked = state.appendingPathComponent("locked")
         try FileManager.default.createDirectory(at: locked, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o555])
-        let result = try runCommand("/usr/bin/setpriv", setprivArguments(uid: 4321) + [
-            productsDirectory.appendingPathComponent("adorchd").path, "--state-dir", locked.path, "--log-target", "console",
-            "--socket", state.appendingPathComponent("s.sock").path, "--plugin-dir", productsDirectory.path, "--insecure-plugins",
+        let argv = try asUser(4321, [
+            try RunFolder.copy(of: productsDirectory.appendingPathComponent("adorchd")).path, "--state-dir", locked.path, "--log-target", "console",
+            "--socket", state.appendingPathComponent("s.sock").path, "--plugin-dir", try RunFolder.copy(of: productsDirectory.appendingPathComponent("libadorch-plugin-sim.so")).deletingLastPathComponent().path,
+            "--insecure-plugins",
         ])
+        let result = try runCommand(argv[0], Array(argv.dropFirst()))
         XCTAssertEqual(result.status, 78, result.stderr)
         XCTAssertTrue(result.stderr.contains("state directory \(locked.path) is not writable by uid 4321"), result.stderr)
     }

@@ -271,7 +271,7 @@ final class SwiftClientTests: XCTestCase {
         try await InterstitialAd(client: client, slot: "paced").load(timeout: .seconds(10).scaled)
         let free = try await client.listSlots(userID: "paced-user")
         XCTAssertEqual(free.map(\.id), ["paced"])
-        XCTAssertNil(free[0].capped, "no ad shown yet: nothing holds")
+        XCTAssertNil(try XCTUnwrap(free.first).capped, "no ad shown yet: nothing holds")
         let ad = try await client.show(slot: "paced", userID: "paced-user")
         try await client.report(adID: ad.id, event: .impression)
         do {

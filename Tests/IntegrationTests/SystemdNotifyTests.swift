@@ -114,7 +114,8 @@ final class SystemdNotifyTests: XCTestCase {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
         // It hands adorchd a cleared environment: a sanitizer run's options are passed on by name.
         let passed = ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"].filter { ProcessInfo.processInfo.environment[$0] != nil }.flatMap { ["-E", $0] }
-        process.arguments = ["-l", socket] + passed + [productsDirectory.appendingPathComponent("adorchd").path,
+        // systemd-socket-activate execs adorchd, and the parent-death signal stays across exec.
+        process.arguments = ["-l", socket] + passed + diesWithTheTests + [productsDirectory.appendingPathComponent("adorchd").path,
                              "--plugin-dir", productsDirectory.path, "--state-dir", dir.appendingPathComponent("state").path, "--log-target", "console"]
         let stderr = Pipe()
         process.standardError = stderr

@@ -133,7 +133,7 @@ final class VASTPluginTests: XCTestCase {
         let ad = try XCTUnwrap(daemon.call("io.adorch.Ads.Show", ["slot": "r", "user_id": "u1"])["ad"])
         XCTAssertEqual(ad["payload"]?["wrappers"], 3)
         for event in ["impression", "start", "first_quartile", "midpoint", "third_quartile", "complete"] {
-            _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": ad["id"]!, "event": .string(event)])
+            _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": try XCTUnwrap(ad["id"], "\(ad)"), "event": .string(event)])
         }
         // impression, start, q1, mid, q3, complete: 6 per hop, 4 hops (3 wrappers + inline).
         try server.wait(for: "/t/", count: 24)
@@ -169,8 +169,8 @@ final class VASTPluginTests: XCTestCase {
         }
         XCTAssertFalse(try server.log().contains("/vast/inline.xml"), "the chain stops at the limit")
         let slot = try daemon.slotStatus("r")
-        XCTAssertEqual(slot["waterfall"]?.arrayValue?[0]["last_error"], "no_fill")
-        XCTAssertEqual(slot["waterfall"]?.arrayValue?[1]["fills"], 1)
+        XCTAssertEqual(slot["waterfall"]?.arrayValue?.first?["last_error"], "no_fill")
+        XCTAssertEqual(slot["waterfall"]?.arrayValue?.dropFirst().first?["fills"], 1)
         XCTAssertTrue(daemon.log.contains("VAST 302: wrapper limit reached"), daemon.log)
     }
 
@@ -185,11 +185,11 @@ final class VASTPluginTests: XCTestCase {
                 + vastSlot("ogg", tag: "\(server.base)/vast/ogg.xml", extra: "types=video/ogg")
         ))
         try daemon.waitFor("all three failed") {
-            try ["empty", "broken", "ogg"].allSatisfy { try daemon.slotStatus($0)["waterfall"]?.arrayValue?[0]["last_error"] != nil }
+            try ["empty", "broken", "ogg"].allSatisfy { try daemon.slotStatus($0)["waterfall"]?.arrayValue?.first?["last_error"] != nil }
         }
-        XCTAssertEqual(try daemon.slotStatus("empty")["waterfall"]?.arrayValue?[0]["last_error"], "no_fill")
-        XCTAssertEqual(try daemon.slotStatus("broken")["waterfall"]?.arrayValue?[0]["last_error"], "plugin_fault", "a document the plugin cannot parse")
-        XCTAssertEqual(try daemon.slotStatus("ogg")["waterfall"]?.arrayValue?[0]["last_error"], "no_fill")
+        XCTAssertEqual(try daemon.slotStatus("empty")["waterfall"]?.arrayValue?.first?["last_error"], "no_fill")
+        XCTAssertEqual(try daemon.slotStatus("broken")["waterfall"]?.arrayValue?.first?["last_error"], "plugin_fault", "a document the plugin cannot parse")
+        XCTAssertEqual(try daemon.slotStatus("ogg")["waterfall"]?.arrayValue?.first?["last_error"], "no_fill")
         try server.wait(for: "/t/root/error?code=303")
         try server.wait(for: "/t/wb/error?code=100")
         try server.wait(for: "/t/ogg/error?code=403")
@@ -233,7 +233,7 @@ final class VASTPluginTests: XCTestCase {
         try daemon.waitFor("the healthy slot filled while the others wait") { try daemon.slotStatus("fine")["ready"] == 1 }
         XCTAssertEqual(try daemon.slotStatus("dead")["ready"], 0)
         try daemon.waitFor("both stalled loads ended in a timeout", timeout: .seconds(5)) {
-            try ["dead", "slow"].allSatisfy { try daemon.slotStatus($0)["waterfall"]?.arrayValue?[0]["last_error"] == "timeout" }
+            try ["dead", "slow"].allSatisfy { try daemon.slotStatus($0)["waterfall"]?.arrayValue?.first?["last_error"] == "timeout" }
         }
         for id in ["dead", "slow"] {
             let slot = try daemon.slotStatus(id)
@@ -274,7 +274,7 @@ final class VASTPluginTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(expected.count, 30, "both sample sets are there")
         let daemon = try DaemonProcess(config: config(slots, plugins: "[plugins.vast]\n"))
         try daemon.waitFor("every sample answered", timeout: .seconds(20)) {
-            try expected.allSatisfy { try daemon.slotStatus($0.slot)["ready"] == 1 || daemon.slotStatus($0.slot)["waterfall"]?.arrayValue?[0]["last_error"] != nil }
+            try expected.allSatisfy { try daemon.slotStatus($0.slot)["ready"] == 1 || daemon.slotStatus($0.slot)["waterfall"]?.arrayValue?.first?["last_error"] != nil }
         }
         var report: [String] = []
         for (slot, file) in expected {
@@ -283,7 +283,7 @@ final class VASTPluginTests: XCTestCase {
                 report.append("\(file): ad")
                 continue
             }
-            let error = try XCTUnwrap(status["waterfall"]?.arrayValue?[0]["last_error"]?.stringValue, file)
+            let error = try XCTUnwrap(status["waterfall"]?.arrayValue?.first?["last_error"]?.stringValue, file)
             XCTAssertTrue(["no_fill", "timeout", "network", "plugin_fault"].contains(error), "\(file): \(error)")
             // The log names the VAST code or the fetch failure for this slot.
             let line = daemon.log.split(separator: "\n").last { $0.contains("slot=\(slot) ") && $0.contains("failed") }

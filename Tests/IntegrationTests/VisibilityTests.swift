@@ -39,13 +39,13 @@ final class VisibilityTests: XCTestCase {
         print(json.dumps(seen), flush=True)
     """#
 
-    private func arguments(_ uid: Int, _ daemon: DaemonProcess, _ rest: [String]) -> [String] {
-        pythonClient(Self.client, as: uid, [daemon.socket] + rest)
+    private func arguments(_ uid: Int, _ daemon: DaemonProcess, _ rest: [String]) throws -> [String] {
+        try pythonClient(Self.client, as: uid, [daemon.socket] + rest)
     }
 
     /// One call as `uid`: its reply's parameters, or the error's name.
     private func call(as uid: Int, _ daemon: DaemonProcess, _ method: String, _ parameters: JSONValue = [:]) throws -> JSONValue {
-        let argv = arguments(uid, daemon, ["call", method, parameters.jsonString])
+        let argv = try arguments(uid, daemon, ["call", method, parameters.jsonString])
         let result = try runCommand(argv[0], Array(argv.dropFirst()))
         XCTAssertEqual(result.status, 0, result.stderr)
         let reply = try XCTUnwrap(JSONValue.parse(Data(result.stdout.utf8)), result.stdout)
@@ -94,7 +94,7 @@ final class VisibilityTests: XCTestCase {
     }
 
     private func watch(as uid: Int, _ daemon: DaemonProcess, marker slot: String) throws -> Watcher {
-        try Watcher(arguments(uid, daemon, ["watch", slot, "marker-\(uid)"]))
+        try Watcher(try arguments(uid, daemon, ["watch", slot, "marker-\(uid)"]))
     }
 
     private func isReward(_ event: JSONValue) -> Bool { event["kind"]?.stringValue == "reward_granted" }
