@@ -211,8 +211,7 @@ private final class LineReader {
     private var next = 0
 
     init(_ executable: String, _ arguments: [String], environment: [String: String]) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
+        process.tieToTheTests(executable, arguments)
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardOutput = pipe
         process.standardError = pipe

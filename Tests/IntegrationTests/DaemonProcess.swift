@@ -290,29 +290,51 @@ struct TestFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Runs a command to completion and returns its exit status and output.
+/// Runs a command to completion, tied to the test process (`spawnTiedToTheTests`), and
+/// returns its exit status and output.
 @discardableResult
 func runCommand(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
+    var out: [Int32] = [0, 0], err: [Int32] = [0, 0]
+    guard pipe(&out) == 0 else { throw TestFailure("pipe: \(String(cString: strerror(errno)))") }
+    guard pipe(&err) == 0 else {
+        out.forEach { close($0) }
+        throw TestFailure("pipe: \(String(cString: strerror(errno)))")
+    }
+    for end in out + err { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+    let outHandle = FileHandle(fileDescriptor: out[0], closeOnDealloc: true)
+    let errHandle = FileHandle(fileDescriptor: err[0], closeOnDealloc: true)
+    let spawned = Result {
+        try spawnTiedToTheTests([executable] + arguments, environment: ProcessInfo.processInfo.environment.merging(environment ?? [:]) { $1 },
+                                stdio: [nil, out[1], err[1]])
+    }
+    close(out[1])
+    close(err[1])
+    let pid = try spawned.get()
     // Read both pipes to the end before waiting, so a chatty child cannot block on a full pipe.
     let group = DispatchGroup()
     nonisolated(unsafe) var errData = Data()
     group.enter()
     DispatchQueue.global().async {
-        errData = err.fileHandleForReading.readDataToEndOfFile()
+        errData = errHandle.readDataToEndOfFile()
         group.leave()
     }
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    let outData = outHandle.readDataToEndOfFile()
     group.wait()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+    // As Foundation's terminationStatus: the exit code, or the signal that ended it.
+    let code = status & 0x7f == 0 ? (status >> 8) & 0xff : status & 0x7f
+    return (code, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+}
+
+extension Process {
+    /// `executable` with `arguments` behind `diesWithTheTests`: for a child that outlives one
+    /// call (a server, a reader), started from the test's own thread (the main thread, which
+    /// lives as long as the tests).
+    func tieToTheTests(_ executable: String, _ arguments: [String]) {
+        executableURL = URL(fileURLWithPath: diesWithTheTests[0])
+        self.arguments = Array(diesWithTheTests.dropFirst()) + [executable] + arguments
+    }
 }
 
 /// python3 running `script` (inline) as `uid` (0: as the test itself) with `arguments`: the

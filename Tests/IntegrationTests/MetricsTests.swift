@@ -271,9 +271,8 @@ final class MetricsTests: XCTestCase {
               - targets: ["127.0.0.1:\(metricsPort)"]
         """.write(to: config, atomically: true, encoding: .utf8)
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: prometheus)
-        process.arguments = ["--config.file=\(config.path)", "--storage.tsdb.path=\(dir.appendingPathComponent("data").path)",
-                             "--web.listen-address=127.0.0.1:\(queryPort)"]
+        process.tieToTheTests(prometheus, ["--config.file=\(config.path)", "--storage.tsdb.path=\(dir.appendingPathComponent("data").path)",
+                                           "--web.listen-address=127.0.0.1:\(queryPort)"])
         let log = FileHandle(forWritingAtPath: "/dev/null")
         process.standardOutput = log
         process.standardError = log

@@ -78,20 +78,25 @@ enum RunFolder {
 }
 
 /// The argv that runs `command` as `uid`, with its own gid and `groups` (none unless named),
-/// through setpriv: how the tests (root) become an app's user. Every path in `command` must be
-/// reachable by that uid (folders on the way searchable, the program executable, a file
+/// through setpriv: how the tests (root) become an app's user; like `diesWithTheTests`, it
+/// dies with the thread that spawns it. Every path in `command` must be reachable by that uid
+/// (folders on the way searchable, through symbolic links too, the program executable, a file
 /// readable, a folder readable and searchable) or this fails naming the path, rather than
 /// letting the command fail far from the cause; `unreadable` names paths the test hands over
 /// unreadable on purpose.
 func asUser(_ uid: Int, groups: [Int] = [], _ command: [String], unreadable: Set<String> = []) throws -> [String] {
     let identity = Identity(uid: uid_t(uid), gids: Set([gid_t(uid)] + groups.map { gid_t($0) }))
     for (index, argument) in command.enumerated() where argument.hasPrefix("/") && !unreadable.contains(argument) {
-        if let why = identity.cannotUse(argument, execute: index == 0) {
-            throw TestFailure("uid \(uid) cannot use \(argument): \(why); hand it a copy in the run folder (RunFolder.copy(of:))")
-        }
+        let real = URL(fileURLWithPath: argument).resolvingSymlinksInPath().path
+        guard let why = identity.cannotUse(argument, execute: index == 0) ?? identity.cannotUse(real, execute: index == 0) else { continue }
+        let inRunFolder = (try? RunFolder.root).map { argument.hasPrefix($0.path + "/") } ?? false
+        let remedy = inRunFolder
+            ? "the run folder is in the temporary folder, which other uids must be able to enter: set TMPDIR to one they can (make test does)"
+            : "hand it a copy in the run folder (RunFolder.copy(of:))"
+        throw TestFailure("uid \(uid) cannot use \(argument)\(real == argument ? "" : " (\(real))"): \(why); \(remedy)")
     }
     let setpriv = ["--reuid=\(uid)", "--regid=\(uid)", groups.isEmpty ? "--clear-groups" : "--groups=\(groups.map(String.init).joined(separator: ","))"]
-    return ["/usr/bin/setpriv"] + setpriv + command
+    return ["/usr/bin/setpriv", "--pdeathsig", "KILL"] + setpriv + command
 }
 
 /// A uid and its groups, checked against mode bits the way the kernel does (no ACLs here).

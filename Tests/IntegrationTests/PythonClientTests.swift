@@ -65,8 +65,7 @@ final class ChildOutput {
     private(set) var output = ""
 
     init(_ argv: [String], environment: [String: String]) throws {
-        process.executableURL = URL(fileURLWithPath: argv[0])
-        process.arguments = Array(argv.dropFirst())
+        process.tieToTheTests(argv[0], Array(argv.dropFirst()))
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardOutput = pipe
         process.standardError = pipe

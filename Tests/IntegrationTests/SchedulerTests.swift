@@ -102,7 +102,8 @@ final class SchedulerTests: XCTestCase {
         // Owned by root, mode 555: uid 4321 cannot write there.
         let locked = state.appendingPathComponent("locked")
         try FileManager.default.createDirectory(at: locked, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o555])
-        let argv = try asUser(4321, [
+        // Bounded: it is to refuse at once, and a daemon that served instead would never end.
+        let argv = try asUser(4321, ["/usr/bin/timeout", "\(Int(30 * timeScale))s",
             try RunFolder.copy(of: productsDirectory.appendingPathComponent("adorchd")).path, "--state-dir", locked.path, "--log-target", "console",
             "--socket", state.appendingPathComponent("s.sock").path, "--plugin-dir", try RunFolder.copy(of: productsDirectory.appendingPathComponent("libadorch-plugin-sim.so")).deletingLastPathComponent().path,
             "--insecure-plugins",

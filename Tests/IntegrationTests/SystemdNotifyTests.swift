@@ -111,12 +111,11 @@ final class SystemdNotifyTests: XCTestCase {
         defer { try? FileManager.default.removeItem(at: dir) }
         let socket = dir.appendingPathComponent("activated.sock").path
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
         // It hands adorchd a cleared environment: a sanitizer run's options are passed on by name.
         let passed = ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"].filter { ProcessInfo.processInfo.environment[$0] != nil }.flatMap { ["-E", $0] }
-        // systemd-socket-activate execs adorchd, and the parent-death signal stays across exec.
-        process.arguments = ["-l", socket] + passed + diesWithTheTests + [productsDirectory.appendingPathComponent("adorchd").path,
-                             "--plugin-dir", productsDirectory.path, "--state-dir", dir.appendingPathComponent("state").path, "--log-target", "console"]
+        // Tied to the tests, and adorchd to it: the parent-death signal stays across exec.
+        process.tieToTheTests("/usr/bin/systemd-socket-activate", ["-l", socket] + passed + diesWithTheTests + [productsDirectory.appendingPathComponent("adorchd").path,
+                              "--plugin-dir", productsDirectory.path, "--state-dir", dir.appendingPathComponent("state").path, "--log-target", "console"])
         let stderr = Pipe()
         process.standardError = stderr
         process.standardOutput = FileHandle.nullDevice

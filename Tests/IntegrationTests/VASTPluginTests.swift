@@ -16,8 +16,7 @@ final class AdServer {
     init(root: URL? = nil) throws {
         self.root = root ?? FileManager.default.temporaryDirectory.appendingPathComponent("adorch-vast-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: self.root, withIntermediateDirectories: true)
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", packageRoot.appendingPathComponent("Tests/vast/adserver.py").path, "--root", self.root.path]
+        process.tieToTheTests("/usr/bin/env", ["python3", packageRoot.appendingPathComponent("Tests/vast/adserver.py").path, "--root", self.root.path])
         let out = Pipe()
         process.standardOutput = out
         try process.run()

@@ -19,13 +19,14 @@ await() { for _ in $(seq 500); do "$@" && return 0; sleep 0.02; done; echo "time
 mount -t tmpfs -o mode=755 tmpfs /run
 [ -d /var/log/journal ] && mount -t tmpfs tmpfs /var/log/journal
 mkdir -p /run/systemd/journal /run/log/journal
-/lib/systemd/systemd-journald >"$out/journald.log" 2>&1 &
+# Each background process dies with this script, should the test that runs it be killed.
+setpriv --pdeathsig KILL /lib/systemd/systemd-journald >"$out/journald.log" 2>&1 &
 journald=$!
 trap 'kill $journald 2>/dev/null || true' EXIT
 await test -S /run/systemd/journal/socket
 
 # --log-target=auto: journald is there and stderr is not a terminal, so the journal.
-"$build/adorchd" --socket "$out/adorchd.sock" --state-dir "$out/state" --plugin-dir "$build" \
+setpriv --pdeathsig KILL "$build/adorchd" --socket "$out/adorchd.sock" --state-dir "$out/state" --plugin-dir "$build" \
     >"$out/stdout" 2>"$out/stderr" &
 daemon=$!
 await grep -q "serving on" "$out/stdout"

@@ -18,7 +18,12 @@ ps_preflight() {
 }
 
 # The test's own cgroup, where the namespace's processes go: its path in $cg and OUT/cgroup.txt.
+# The empty ones of runs that were killed (their pid ends the name) go first.
 ps_cgroup() {
+    local old
+    for old in "$cgparent"/adorch-*-*; do
+        [ -d "$old" ] && ! kill -0 "${old##*-}" 2>/dev/null && find "$old" -depth -type d -exec rmdir {} \; 2>/dev/null
+    done
     cg=$cgparent/$1
     mkdir "$cg" || { echo "cannot make a cgroup under $cgparent" >&2; exit 77; }
     echo "$cg" >"$out/cgroup.txt"
@@ -50,14 +55,17 @@ ps_enter_private_root() {
     mount -t cgroup2 -o rw,nosuid,nodev,noexec cgroup2 /sys/fs/cgroup
 }
 
-# Starts INNER ARGS… as PID 1 of the namespaces, in $cg, killed after SECONDS; finds its PID 1
+# Starts INNER ARGS… as PID 1 of the namespaces, in $cg, killed after SECONDS or as soon as
+# this script dies (a killed test: each link asks for SIGKILL when its parent goes, and
+# unshare --kill-child takes PID 1 and with it the namespace); finds its PID 1
 # ($pid1) and sets $NS, the prefix that runs a command inside with a clean environment: PATH is
 # $ns_path if the caller set it, else Debian's (no toolchain on it). The teardown (on exit)
 # kills it by PID and removes the cgroups.
 ps_launch() {
     local seconds=$1; shift
     ( echo $BASHPID >"$cg/cgroup.procs"
-      exec timeout "$seconds" unshare --pid --fork --kill-child --mount --uts --ipc --net --cgroup --mount-proc "$@"
+      exec setpriv --pdeathsig KILL timeout "$seconds" setpriv --pdeathsig KILL \
+          unshare --pid --fork --kill-child --mount --uts --ipc --net --cgroup --mount-proc "$@"
     ) >"$out/launcher.log" 2>&1 &
     launcher=$!
     pid1=
