@@ -69,14 +69,17 @@ final class DaemonProcess {
         guard pipe(&output) == 0 else { throw TestFailure("pipe: \(String(cString: strerror(errno)))") }
         for end in output { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         stdout = FileHandle(fileDescriptor: output[0], closeOnDealloc: true)
-        let log = open(logFile.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        defer {
-            close(output[1])
-            if log >= 0 { close(log) }
+        let logPath = logFile.path
+        let logFD = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let argv = limit + [adorchd] + arguments + extraArguments
+        let spawned = Result {
+            guard logFD >= 0 else { throw TestFailure("\(logPath): \(String(cString: strerror(errno)))") }
+            return try spawnTiedToTheTests(argv, environment: inherited.merging(environment) { $1 }, stdio: [nil, output[1], logFD])
         }
-        guard log >= 0 else { throw TestFailure("\(logFile.path): \(String(cString: strerror(errno)))") }
-        pid = try spawnTiedToTheTests(limit + [adorchd] + arguments + extraArguments, environment: inherited.merging(environment) { $1 },
-                                      stdio: [nil, output[1], log])
+        // Only the child may hold the write end: its exit is then the end of file read below.
+        close(output[1])
+        if logFD >= 0 { close(logFD) }
+        pid = try spawned.get()
 
         // Wait for the line adorchd prints once the socket is bound: an event, not a sleep.
         var seen = Data()
