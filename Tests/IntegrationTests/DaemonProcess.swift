@@ -200,6 +200,12 @@ final class DaemonProcess {
     /// writes to it (inotify): for a log line among a flood of events, which a subscription
     /// would have to read one by one. Fails after `timeout`.
     func waitForLog(_ lines: [String], timeout: Duration = .seconds(10)) throws {
+        try waitForLog("\(lines) in the log", timeout: timeout) { log in lines.allSatisfy { log.contains($0) } }
+    }
+
+    /// Waits until `condition` holds of the log, checking it again whenever the daemon writes
+    /// to it (inotify). Fails after `timeout`.
+    func waitForLog(_ what: String, timeout: Duration = .seconds(10), _ condition: (String) -> Bool) throws {
         let deadline = ContinuousClock.now + timeout.scaled
         let watch = inotify_init1(Int32(IN_CLOEXEC))
         guard watch >= 0 else { throw TestFailure("inotify_init1: \(String(cString: strerror(errno)))") }
@@ -209,13 +215,10 @@ final class DaemonProcess {
         }
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            let log = log
-            if lines.allSatisfy({ log.contains($0) }) { return }
+            if condition(log) { return }
             let left = Int((deadline - ContinuousClock.now).inSeconds * 1000)
             var ready = pollfd(fd: watch, events: Int16(POLLIN), revents: 0)
-            guard left > 0, poll(&ready, 1, Int32(left)) > 0 else {
-                throw diagnosis("timed out after \(timeout.scaled) waiting for \(lines.filter { !log.contains($0) }) in the log")
-            }
+            guard left > 0, poll(&ready, 1, Int32(left)) > 0 else { throw diagnosis("timed out after \(timeout.scaled) waiting for \(what)") }
             _ = read(watch, &buffer, buffer.count)
         }
     }

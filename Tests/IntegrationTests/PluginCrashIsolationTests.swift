@@ -279,10 +279,11 @@ final class HostilePluginTests: XCTestCase {
     func testAFloodingPluginIsBoundedAndOthersAreServed() throws {
         let daemon = try forger("flood")
         defer { _ = daemon.stop() }
-        try daemon.waitFor("steady full") { (try daemon.slotStatus("steady")["ready"]?.intValue) == 4 }
+        // Waits on the log, as below: a subscription would be a subscriber of the flood, and
+        // the daemon writing the forged callbacks' events to it held up the first Shows.
+        try daemon.waitForLog("steady full") { $0.components(separatedBy: " loaded in steady from sim").count - 1 >= 4 }
         let steady = SteadyShows(socket: daemon.socket)
         steady.start()
-        // On the log file: a subscription here would be a subscriber of the flood.
         try daemon.waitForLog(["callbacks dropped in the last second", "log lines dropped in the last second"], timeout: .seconds(15))
         // The Shows measured during the flood, counted, not guessed from when the log said it:
         // the flood goes on until the daemon stops.
