@@ -215,7 +215,12 @@ public final class Client: Sendable {
         continuation.onTermination = { _ in task.cancel() }
         // Closed meanwhile: close did not see this stream.
         if isClosed.load(ordering: .relaxed) { task.cancel() }
-        return stream
+        // Close is final for the reader too: events that arrived before close and wait in the
+        // stream's buffer are not handed out after it.
+        let pump = EventPump(stream)
+        return AsyncThrowingStream { [self] in
+            isClosed.load(ordering: .relaxed) ? nil : try await pump.next()
+        }
     }
 
     // MARK: io.adorch.Manager
@@ -396,5 +401,19 @@ public final class Client: Sendable {
             }
         }
         continuation.finish()
+    }
+}
+
+/// The reading end of one event stream, for `events`: an actor, since the stream's iterator
+/// is state the reader's successive calls share.
+private actor EventPump {
+    private var iterator: AsyncThrowingStream<Event, any Error>.Iterator
+
+    init(_ stream: AsyncThrowingStream<Event, any Error>) { iterator = stream.makeAsyncIterator() }
+
+    func next() async throws -> Event? {
+        var current = iterator
+        defer { iterator = current }
+        return try await current.next(isolation: self)
     }
 }
