@@ -73,7 +73,7 @@ final class PluginRegistry: @unchecked Sendable {
                 if !options.insecurePlugins { try PluginFileTrust.check(path, owners: [0, geteuid()]) }
                 let file = PluginFileID(path: path)
                 let opened: any PluginInstance
-                if let started = prestarted.removeValue(forKey: plugin.name) { opened = try started.get() } else { opened = try open(plugin, path: path) }
+                if let started = prestarted.removeValue(forKey: plugin.name) { opened = try started.get() } else { opened = try opener(for: plugin, path: path, confinement: confinement)() }
                 loaded[plugin.name] = opened
                 files[plugin.name] = file
                 configs[plugin.name] = plugin
@@ -96,6 +96,11 @@ final class PluginRegistry: @unchecked Sendable {
     /// Hosts started ahead of the load that takes them, by plugin name (`starter`).
     typealias Prestarted = [String: Result<any PluginInstance, PluginLoadError>]
 
+    /// What opens a plugin, built on the engine queue from the values it needs (the host's
+    /// settings, the logger, where reports and exits go) so that it may run on any queue: a
+    /// start off the engine queue never reads the registry, which a reload may be changing.
+    typealias Opener = @Sendable () throws(PluginLoadError) -> any PluginInstance
+
     /// What starts `plugin`'s host off the engine queue, for a reload to call before it hops
     /// there: the engine does not wait for a host's start (up to HostSettings.startTimeout),
     /// only the reload's caller does. Nil for an in-process plugin, or one whose file is not
@@ -105,30 +110,32 @@ final class PluginRegistry: @unchecked Sendable {
         guard plugin.isolation == .process, DefaultPaths.pluginHost != nil,
               let path = Self.locate(plugin, in: Self.dirs(options.pluginDir ?? configured)) else { return nil }
         if !options.insecurePlugins, (try? PluginFileTrust.check(path, owners: [0, geteuid()])) == nil { return nil }
-        let (settings, logger, onReport, onExit) = (hostSettings(for: plugin, confinement: confinement), logger, onReport, onExit)
+        let open = opener(for: plugin, path: path, confinement: confinement)
         return {
-            do throws(PluginLoadError) {
-                return .success(try PluginProcess(name: plugin.name, path: path, configJSON: plugin.configJSON, settings: settings,
-                                                  logger: logger, onReport: onReport) { instance, exit in onExit(plugin.name, instance, exit) })
-            } catch {
-                return .failure(error)
-            }
+            do throws(PluginLoadError) { return .success(try open()) } catch { return .failure(error) }
         }
     }
 
-    /// The plugin dlopened here, or in a host of its own.
-    private func open(_ plugin: PluginConfig, path: String) throws(PluginLoadError) -> any PluginInstance {
+    /// The plugin dlopened here, or in a host of its own, hidden from what `confinement` names.
+    private func opener(for plugin: PluginConfig, path: String, confinement: Confinement) -> Opener {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let (logger, onReport, onExit, name, configJSON) = (logger, onReport, onExit, plugin.name, plugin.configJSON)
         switch plugin.isolation {
         case .inProcess:
-            return try LoadedPlugin(name: plugin.name, path: path, configJSON: plugin.configJSON, logger: logger, onReport: onReport)
+            return { () throws(PluginLoadError) in
+                try LoadedPlugin(name: name, path: path, configJSON: configJSON, logger: logger, onReport: onReport)
+            }
         case .process:
             guard let executable = DefaultPaths.pluginHost else {
-                throw .refusedByHost(path: path, name: plugin.name, reason: "adorch-plugin-host (isolation = \"process\") is in none of \(DefaultPaths.pluginHostDirs.joined(separator: ", "))")
+                return { () throws(PluginLoadError) in
+                    throw .refusedByHost(path: path, name: name, reason: "adorch-plugin-host (isolation = \"process\") is in none of \(DefaultPaths.pluginHostDirs.joined(separator: ", "))")
+                }
             }
-            let exits = onExit
-            let name = plugin.name
-            return try PluginProcess(name: plugin.name, path: path, configJSON: plugin.configJSON, settings: hostSettings(for: plugin, confinement: confinement, executable),
-                                     logger: logger, onReport: onReport) { instance, exit in exits(name, instance, exit) }
+            let settings = hostSettings(for: plugin, confinement: confinement, executable)
+            return { () throws(PluginLoadError) in
+                try PluginProcess(name: name, path: path, configJSON: configJSON, settings: settings,
+                                  logger: logger, onReport: onReport) { instance, exit in onExit(name, instance, exit) }
+            }
         }
     }
 
@@ -138,11 +145,10 @@ final class PluginRegistry: @unchecked Sendable {
     }
 
     /// How `plugin`'s host is run: the binary, what it may not open, its limits.
-    private func hostSettings(for plugin: PluginConfig, confinement: Confinement, _ executable: String? = DefaultPaths.pluginHost) -> HostSettings {
+    private func hostSettings(for plugin: PluginConfig, confinement: Confinement, _ executable: String) -> HostSettings {
         var confinement = confinement
         confinement.addressSpaceBytes = plugin.memoryLimitBytes
-        // No binary: the start fails saying so, as open's guard does for a load.
-        return HostSettings(executable: executable ?? "adorch-plugin-host", confinement: confinement, hangTimeout: plugin.hangTimeout,
+        return HostSettings(executable: executable, confinement: confinement, hangTimeout: plugin.hangTimeout,
                             insecurePlugins: options.insecurePlugins)
     }
 
@@ -167,9 +173,10 @@ final class PluginRegistry: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         guard let plugin = configs[name], let path = infos[name]?.path else { return }
         nonisolated(unsafe) let done = completion
-        DispatchQueue.global().async { [self] in
+        let open = opener(for: plugin, path: path, confinement: confinement)
+        DispatchQueue.global().async { [queue] in
             let result: Result<any PluginInstance, PluginLoadError>
-            do throws(PluginLoadError) { result = .success(try open(plugin, path: path)) } catch { result = .failure(error) }
+            do throws(PluginLoadError) { result = .success(try open()) } catch { result = .failure(error) }
             queue.async { [self] in
                 switch result {
                 case .success(let instance):
