@@ -128,12 +128,12 @@ final class VarlinkConnection: @unchecked Sendable {
         if let closeBy {
             if now >= closeBy { close(reason: "it did not read its last reply in time") }
         } else if let partialSince, !readingPaused, now - partialSince >= limits.partialMessageTimeout {
-            server.counted(\.incompleteMessages)
+            server.counted(.incompleteMessages)
             refuse(VarlinkError("io.adorch.IncompleteMessage", ["message": .string("no end of message (NUL) within \(limits.partialMessageTimeout)")]),
                    kind: "partial_message_timeout_ms",
                    log: "closing a connection: \(framer.pendingBytes) bytes of a message and no end within \(limits.partialMessageTimeout)")
         } else if !busy, framer.messageCount == 0, partialSince == nil, now - lastActive >= limits.idleConnectionTimeout {
-            server.counted(\.closedIdle)
+            server.counted(.closedIdle)
             close(reason: "no call for \(limits.idleConnectionTimeout)")
         }
     }
@@ -234,7 +234,7 @@ final class VarlinkConnection: @unchecked Sendable {
     private func dropSlowReader() {
         let limits = server.limits
         let unsent = outgoing.unsent
-        server.counted(\.droppedSlowReaders)
+        server.counted(.droppedSlowReaders)
         let reason = if unsent > limits.maxUnsentBytes {
             (kind: "max_unsent_bytes", log: "\(unsent) bytes unsent, the limit is \(limits.maxUnsentBytes)",
              message: "more than \(limits.maxUnsentBytes) bytes of replies were left unread")
@@ -260,7 +260,7 @@ final class VarlinkConnection: @unchecked Sendable {
     /// refused, as a reader too slow is on the other side.
     private func dropOverPendingBudget() {
         let limit = server.limits.maxPendingBytesPerUID
-        server.counted(\.droppedPendingBytes)
+        server.counted(.droppedPendingBytes)
         refuse(VarlinkError("io.adorch.TooManyPendingBytes",
                             ["message": .string("more than \(limit) bytes of calls were received and not yet handled over uid \(uid)'s connections ([limits] max_pending_bytes_per_uid)")]),
                kind: "max_pending_bytes_per_uid",

@@ -38,7 +38,7 @@ public final class VarlinkServer: @unchecked Sendable {
     /// What each uid holds: its connections, their unsent bytes, and the bytes they received
     /// and have not handled.
     private var perUID: [UInt32: (connections: Int, unsent: Int, pending: Int)] = [:]
-    private var totals = VarlinkCounts()
+    private let tally = VarlinkTally()
     private var refusals = RefusalLog()
     /// Runs `sweep` while connections are open: the deadlines of every connection are checked
     /// by one timer, not one per connection.
@@ -134,13 +134,7 @@ public final class VarlinkServer: @unchecked Sendable {
     }
 
     /// Connections open now, and what the limits did to them since start.
-    public var counts: VarlinkCounts {
-        queue.sync {
-            var counts = totals
-            counts.open = connections.count
-            return counts
-        }
-    }
+    public var counts: VarlinkCounts { tally.snapshot }
 
     private func startAccepting(_ fd: Int32) {
         dispatchPrecondition(condition: .onQueue(queue))
@@ -166,7 +160,7 @@ public final class VarlinkServer: @unchecked Sendable {
             }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            totals.accepted += 1
+            tally.add(.accepted)
             let peer = UnixSocket.peerCredentials(fd)
             let uid = peer?.uid ?? Self.unknownUID
             if let refusal = connectionRefusal(uid: uid) {
@@ -175,6 +169,7 @@ public final class VarlinkServer: @unchecked Sendable {
             }
             let connection = VarlinkConnection(fd: fd, peer: peer, server: self, framer: VarlinkFramer(maxMessageSize: limits.maxMessageSize))
             connections[ObjectIdentifier(connection)] = connection
+            tally.add(.open)
             perUID[uid, default: (0, 0, 0)].connections += 1
             connection.start()
             startSweeping()
@@ -205,7 +200,7 @@ public final class VarlinkServer: @unchecked Sendable {
     /// and the refused connection holds nothing. The error fits in the new socket's empty
     /// buffer; the client reads it even after the close.
     private func refuseAtOnce(_ fd: Int32, peer: PeerCredentials?, _ refusal: (kind: String, log: String, message: String)) {
-        totals.refused += 1
+        tally.add(.refused)
         logRefusal(refusal.kind, "refusing a connection: \(refusal.log)", peer: peer)
         let error = VarlinkWire.error(VarlinkError("io.adorch.TooManyConnections", ["message": .string(refusal.message)]))
         _ = error.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
@@ -269,6 +264,7 @@ public final class VarlinkServer: @unchecked Sendable {
     func connectionClosed(_ connection: VarlinkConnection) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard connections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
+        tally.add(.open, -1)
         perUID[connection.uid, default: (1, 0, 0)].connections -= 1
         if perUID[connection.uid]! == (0, 0, 0) { perUID[connection.uid] = nil }
         resumeAccepting()
@@ -304,8 +300,8 @@ public final class VarlinkServer: @unchecked Sendable {
         uid != 0 && pendingBytes(of: uid) > limits.maxPendingBytesPerUID
     }
 
-    func counted(_ count: WritableKeyPath<VarlinkCounts, Int>) {
-        totals[keyPath: count] += 1
+    func counted(_ count: VarlinkTally.Count) {
+        tally.add(count)
     }
 
     /// Buffers of `bytes` were given back to the allocator.
