@@ -87,6 +87,8 @@ let package = Package(
         // It takes the ABI's values (formats, events, errors) from plugin.h's enums.
         .target(name: "AdorchEngine", dependencies: ["CAdorchPlugin"]),
         .target(name: "AdorchLocking"),
+        // Where the socket is when nobody said: the rule the daemon, adorchctl and the client libraries share.
+        .target(name: "AdorchPaths"),
         // dlopen, ABI checks, one serial queue per plugin, callbacks hopped to the engine queue.
         .target(
             name: "AdorchPluginHost",
@@ -128,7 +130,7 @@ let package = Package(
         .target(
             name: "AdorchDaemon",
             dependencies: [
-                "AdorchEngine", "AdorchLocking", "AdorchPluginHost", "AdorchVarlink", "AdorchSystemd", "AdorchRewards", "AdorchCapStore",
+                "AdorchEngine", "AdorchLocking", "AdorchPaths", "AdorchPluginHost", "AdorchVarlink", "AdorchSystemd", "AdorchRewards", "AdorchCapStore",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -145,13 +147,13 @@ let package = Package(
             ],
             linkerSettings: daemonReleaseLink
         ),
-        // Apps' Swift client of io.adorch.*: Foundation, Glibc sockets, AdorchJSON and swift-log
-        // only, so a package that depends on it builds quickly.
-        .target(name: "AdorchClient", dependencies: ["AdorchJSON", .product(name: "Logging", package: "swift-log")], exclude: ["README.md"]),
+        // Apps' Swift client of io.adorch.*: Foundation, Glibc sockets, AdorchJSON, AdorchPaths and
+        // swift-log only, so a package that depends on it builds quickly.
+        .target(name: "AdorchClient", dependencies: ["AdorchJSON", "AdorchPaths", .product(name: "Logging", package: "swift-log")], exclude: ["README.md"]),
         .executableTarget(
             name: "adorchctl",
             dependencies: [
-                "AdorchVarlink", "AdorchDaemon", "AdorchRewards",
+                "AdorchVarlink", "AdorchDaemon", "AdorchPaths", "AdorchRewards",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             linkerSettings: toolReleaseLink
@@ -196,7 +198,7 @@ let package = Package(
         .testTarget(name: "VASTTests", dependencies: ["VAST", "VASTFixtures", "AdorchEngine", "AdorchLocking"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["AdorchVarlink", "AdorchLocking", "VASTFixtures", "AdorchBench", "AdorchPluginHost", "AdorchClient",
+            dependencies: ["AdorchVarlink", "AdorchLocking", "VASTFixtures", "AdorchBench", "AdorchPluginHost", "AdorchClient", "AdorchPaths",
                            .product(name: "Logging", package: "swift-log")],
             exclude: ["Fixtures"]
         ),

@@ -1,4 +1,5 @@
 @_exported import AdorchJSON
+import AdorchPaths
 import Foundation
 import Logging
 import Synchronization
@@ -72,23 +73,13 @@ public final class Client: Sendable {
 
     deinit { connection.withLock { $0?.close() } }
 
-    /// The system service's socket: systemd/adorchd.socket's ListenStream= (a test holds
-    /// them equal; this library cannot read the daemon's DefaultPaths.systemSocket).
-    public static let systemSocket = "/run/adorch/adorchd.sock"
+    /// The system service's socket (`SocketPath.system`).
+    public static var systemSocket: String { SocketPath.system }
 
-    /// adorchctl's rule (DefaultPaths.clientSocket in the daemon), for apps.
+    /// The socket a client made without one uses: the rule adorchctl and the C and Python
+    /// libraries follow too (`SocketPath.client`).
     public static func defaultSocketPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        if let socket = environment["ADORCH_SOCKET"], !socket.isEmpty { return socket }
-        let system = systemSocket
-        let own: String
-        if geteuid() == 0 {
-            own = system
-        } else if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
-            own = runtime + "/adorch/adorchd.sock"
-        } else {
-            own = "/tmp/adorch-\(getuid())/adorchd.sock"
-        }
-        return FileManager.default.fileExists(atPath: own) ? own : system
+        SocketPath.client(environment: environment)
     }
 
     /// Closes the client for good, from any task (as the Python client's `close`): a call in

@@ -1,3 +1,4 @@
+import AdorchPaths
 import Foundation
 
 /// Where things live when neither the command line nor the config says: system paths for
@@ -5,14 +6,8 @@ import Foundation
 public enum DefaultPaths {
     public static var isRoot: Bool { geteuid() == 0 }
 
-    /// The socket apps and adorchctl use. `ADORCH_SOCKET` overrides it for clients.
-    public static var socket: String {
-        if isRoot { return systemSocket }
-        if let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
-            return runtime + "/adorch/adorchd.sock"
-        }
-        return "/tmp/adorch-\(getuid())/adorchd.sock"
-    }
+    /// The socket the daemon listens on (SocketPath's rule).
+    public static var socket: String { SocketPath.daemon }
 
     public static var stateDir: String {
         let env = ProcessInfo.processInfo.environment
@@ -48,18 +43,7 @@ public enum DefaultPaths {
         pluginHostDirs.map { $0 + "/adorch-plugin-host" }.first { access($0, X_OK) == 0 }
     }
 
-    /// The socket of the system service (the socket unit's ListenStream=).
-    public static let systemSocket = "/run/adorch/adorchd.sock"
-
     /// The client side: `--socket`, then `ADORCH_SOCKET`, then this user's daemon if one is
-    /// running, then the system service's socket (an app user calling the systemd service).
-    public static func clientSocket(_ explicit: String?) -> String {
-        if let explicit { return explicit }
-        if let env = ProcessInfo.processInfo.environment["ADORCH_SOCKET"], !env.isEmpty { return env }
-        let own = socket
-        if own != systemSocket, !FileManager.default.fileExists(atPath: own), FileManager.default.fileExists(atPath: systemSocket) {
-            return systemSocket
-        }
-        return own
-    }
+    /// running, then the system service's socket (SocketPath's rule).
+    public static func clientSocket(_ explicit: String?) -> String { SocketPath.client(explicit) }
 }

@@ -700,7 +700,7 @@ static void leave(adorch_client *c) {
     else atomic_store(&c->owner, 0);
 }
 
-/* The socket rule of DefaultPaths.clientSocket (Sources/AdorchDaemon/DefaultPaths.swift). */
+/* The socket rule of SocketPath.client (Sources/AdorchPaths/SocketPath.swift), line for line; SocketPathRuleTests holds them equal. */
 static char *default_socket_path(void) {
     const char *env = getenv("ADORCH_SOCKET");
     if (env && *env) return strdup(env);

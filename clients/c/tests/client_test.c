@@ -941,6 +941,24 @@ static void threads(void) {
     printf("threads: all passed\n");
 }
 
+/* Prints the socket the default rule picked, for SocketPathRuleTests: where the client connected,
+ * or the path its connection error names (no retry: nothing listens there in that test). */
+static void socket_path(void) {
+    adorch_client_options options = ADORCH_CLIENT_OPTIONS_INIT;
+    options.reconnect_timeout_ms = -1;
+    options.log = log_line;
+    adorch_client *client = NULL;
+    adorch_error e = ADORCH_ERROR_INIT;
+    if (adorch_client_new(&client, &options, &e) == ADORCH_OK) {
+        printf("socket %s\n", adorch_client_socket_path(client));
+        adorch_client_free(client);
+        return;
+    }
+    CHECK(e.code == ADORCH_E_CONNECT, "expected ADORCH_E_CONNECT, got %d %s: %s", e.code, e.name, e.message);
+    printf("error %s\n", e.message);
+    adorch_error_clear(&e);
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *mode = argc > 1 ? argv[1] : "";
@@ -953,8 +971,9 @@ int main(int argc, char **argv) {
     else if (strcmp(mode, "fakepeer") == 0 && argc > 2) fakepeer(argv[2]);
     else if (strcmp(mode, "arguments") == 0) arguments();
     else if (strcmp(mode, "threads") == 0) threads();
+    else if (strcmp(mode, "socket-path") == 0) socket_path();
     else {
-        fprintf(stderr, "usage: client-test basics|nonblocking|errors EMPTY_SLOT|caps PACED_SLOT|restart|brokenpeer DIR|fakepeer DIR|arguments|threads\n");
+        fprintf(stderr, "usage: client-test basics|nonblocking|errors EMPTY_SLOT|caps PACED_SLOT|restart|brokenpeer DIR|fakepeer DIR|arguments|threads|socket-path\n");
         return 2;
     }
     return 0;

@@ -41,8 +41,9 @@ READ_SIZE = 1 << 16
 
 
 def socket_path(explicit: str | None = None) -> str:
-    """The daemon's socket, by adorchctl's rule (DefaultPaths.clientSocket): the argument, then
-    $ADORCH_SOCKET, then this user's daemon if it is there, then the system service's."""
+    """The daemon's socket, by the rule of SocketPath.client (Sources/AdorchPaths/SocketPath.swift),
+    line for line: the argument, then $ADORCH_SOCKET, then this user's daemon if it is there, then
+    the system service's if that is there, else this user's. SocketPathRuleTests holds them equal."""
     if explicit:
         return explicit
     env = os.environ.get("ADORCH_SOCKET")
