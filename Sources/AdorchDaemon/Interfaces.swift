@@ -225,7 +225,7 @@ method Resume(session_id: string) -> ()
 # Ends the session at once (its last event is stopped); the id is never valid again.
 method Stop(session_id: string) -> ()
 
-# The latest events (at most 512 are kept), oldest first, of the named slots or of all, that
+# The latest events (at most \(EventFeed.recentKept) are kept), oldest first, of the named slots or of all, that
 # the caller may see (Event).
 method ListEvents(slots: ?[]string, limit: ?int) -> (events: []Event)
 

@@ -56,6 +56,12 @@ public enum PluginWire {
     public struct Malformed: Error, CustomStringConvertible {
         public var description: String
     }
+
+    /// Each message's first byte: named here once, for the encoder and the decoder.
+    enum CallTag: UInt8 { case start = 1, load, show, withdrawShow, notify, control, destroy, stats, ping, shutdown }
+    enum ReplyTag: UInt8 { case hello = 1, started, refused, report, shown, stats, pong, log, confined, shutDown }
+    /// A report's byte after its ad id.
+    enum ReportTag: UInt8 { case loaded = 1, loadedInvalid, failed, mediaCached, other, reward, destroyed }
 }
 
 // MARK: Encoding
@@ -64,9 +70,11 @@ public enum PluginWire {
 struct WireWriter {
     private(set) var bytes: [UInt8] = [0, 0, 0, 0]
 
-    init(tag: UInt8) { bytes.append(tag) }
+    init(call tag: PluginWire.CallTag) { bytes.append(tag.rawValue) }
+    init(reply tag: PluginWire.ReplyTag) { bytes.append(tag.rawValue) }
 
     mutating func u8(_ v: UInt8) { bytes.append(v) }
+    mutating func tag(_ v: PluginWire.ReportTag) { u8(v.rawValue) }
     mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
     mutating func u64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
     mutating func i32(_ v: Int32) { u32(UInt32(bitPattern: v)) }
@@ -139,11 +147,11 @@ extension PluginWire.Call {
     public var frame: [UInt8] {
         switch self {
         case .start(let name, let path, let config, let insecure, let level):
-            var w = WireWriter(tag: 1)
+            var w = WireWriter(call: .start)
             w.string(name); w.string(path); w.string(config); w.bool(insecure); w.string(level)
             return w.frame()
         case .load(let o):
-            var w = WireWriter(tag: 2)
+            var w = WireWriter(call: .load)
             w.u64(o.adID); w.string(o.plugin); w.string(o.slotID); w.string(o.format.rawValue)
             w.string(o.entry.plugin); w.string(o.entry.adUnitID); w.string(o.entry.serverParameter)
             w.i64(o.entry.timeout.nanosecondsClamped); w.u64(o.deadline.nanoseconds)
@@ -154,46 +162,46 @@ extension PluginWire.Call {
             w.optional(o.interactive) { w, i in w.string(i.creativeURL); w.string(i.adParametersJSON); w.string(i.slotType.rawValue) }
             return w.frame()
         case .show(let seq, let ad, let user):
-            var w = WireWriter(tag: 3)
+            var w = WireWriter(call: .show)
             w.u64(seq); w.u64(ad); w.optional(user) { $0.string($1) }
             return w.frame()
         case .withdrawShow(let ad):
-            var w = WireWriter(tag: 4)
+            var w = WireWriter(call: .withdrawShow)
             w.u64(ad)
             return w.frame()
         case .notify(let ad, let event):
-            var w = WireWriter(tag: 5)
+            var w = WireWriter(call: .notify)
             w.u64(ad); w.string(event.rawValue)
             return w.frame()
         case .control(let ad, let control):
-            var w = WireWriter(tag: 6)
+            var w = WireWriter(call: .control)
             w.u64(ad); w.string(control.rawValue)
             return w.frame()
         case .destroy(let ad):
-            var w = WireWriter(tag: 7)
+            var w = WireWriter(call: .destroy)
             w.u64(ad)
             return w.frame()
         case .stats(let seq):
-            var w = WireWriter(tag: 8)
+            var w = WireWriter(call: .stats)
             w.u64(seq)
             return w.frame()
         case .ping(let seq):
-            var w = WireWriter(tag: 9)
+            var w = WireWriter(call: .ping)
             w.u64(seq)
             return w.frame()
         case .shutdown:
-            var w = WireWriter(tag: 10)
+            var w = WireWriter(call: .shutdown)
             return w.frame()
         }
     }
 
     public init(body: ArraySlice<UInt8>) throws(PluginWire.Malformed) {
         var r = WireReader(body)
-        switch try r.u8() {
-        case 1:
+        switch PluginWire.CallTag(rawValue: try r.u8()) {
+        case .start?:
             self = .start(name: try r.string(), path: try r.string(), configJSON: try r.string(), insecurePlugins: try r.bool(),
                           logLevel: try r.named(Logger.Level.self, "log level").rawValue)
-        case 2:
+        case .load?:
             let id = try r.u64(), plugin = try r.string(), slot = try r.string(), format = try r.named(AdFormat.self, "format")
             let entry = WaterfallEntry(plugin: try r.string(), adUnitID: try r.string(), serverParameter: try r.string(),
                                        timeout: .nanoseconds(try r.i64()))
@@ -210,15 +218,15 @@ extension PluginWire.Call {
                                    slotType: try r.named(InteractiveRequest.SlotType.self, "slot type"))
             }
             self = .load(order)
-        case 3: self = .show(seq: try r.u64(), ad: try r.u64(), userID: try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.string() })
-        case 4: self = .withdrawShow(try r.u64())
-        case 5: self = .notify(try r.u64(), try r.named(ViewerEvent.self, "event"))
-        case 6: self = .control(try r.u64(), try r.named(SessionControl.self, "control"))
-        case 7: self = .destroy(try r.u64())
-        case 8: self = .stats(seq: try r.u64())
-        case 9: self = .ping(seq: try r.u64())
-        case 10: self = .shutdown
-        case let tag: throw PluginWire.Malformed(description: "unknown call tag \(tag)")
+        case .show?: self = .show(seq: try r.u64(), ad: try r.u64(), userID: try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.string() })
+        case .withdrawShow?: self = .withdrawShow(try r.u64())
+        case .notify?: self = .notify(try r.u64(), try r.named(ViewerEvent.self, "event"))
+        case .control?: self = .control(try r.u64(), try r.named(SessionControl.self, "control"))
+        case .destroy?: self = .destroy(try r.u64())
+        case .stats?: self = .stats(seq: try r.u64())
+        case .ping?: self = .ping(seq: try r.u64())
+        case .shutdown?: self = .shutdown
+        case nil: throw PluginWire.Malformed(description: "unknown call tag \(body.first.map(String.init) ?? "")")
         }
         try r.end()
     }
@@ -228,65 +236,65 @@ extension PluginWire.Reply {
     public var frame: [UInt8] {
         switch self {
         case .hello(let magic, let pid):
-            var w = WireWriter(tag: 1)
+            var w = WireWriter(reply: .hello)
             w.u32(magic); w.i32(pid)
             return w.frame()
         case .started(let info):
-            var w = WireWriter(tag: 2)
+            var w = WireWriter(reply: .started)
             w.string(info.name); w.string(info.path); w.string(info.declaredName); w.string(info.version); w.string(info.description)
             w.u32(info.abiMajor); w.u32(info.abiMinor)
             w.u32(UInt32(info.formats.count))
             for format in info.formats { w.string(format.rawValue) }
             return w.frame()
         case .refused(let reason):
-            var w = WireWriter(tag: 3)
+            var w = WireWriter(reply: .refused)
             w.string(reason)
             return w.frame()
         case .report(let ad, let report):
-            var w = WireWriter(tag: 4)
+            var w = WireWriter(reply: .report)
             w.u64(ad)
             switch report {
             // The plugin's own text: the daemon decodes it as an in-process load's is decoded.
-            case .loaded(let payload, _, _, _, _, _): w.u8(1); w.string(payload)
-            case .loadedInvalid(let reason): w.u8(2); w.string(reason)
-            case .failed(let code, let networkCode, let message): w.u8(3); w.string(code.rawValue); w.i64(networkCode); w.string(message)
-            case .mediaCached: w.u8(4)
-            case .other(let name, let detail): w.u8(5); w.string(name); w.optional(detail) { $0.string($1) }
-            case .reward(let transID): w.u8(6); w.optional(transID) { $0.string($1) }
-            case .destroyed: w.u8(7)
+            case .loaded(let payload, _, _, _, _, _): w.tag(.loaded); w.string(payload)
+            case .loadedInvalid(let reason): w.tag(.loadedInvalid); w.string(reason)
+            case .failed(let code, let networkCode, let message): w.tag(.failed); w.string(code.rawValue); w.i64(networkCode); w.string(message)
+            case .mediaCached: w.tag(.mediaCached)
+            case .other(let name, let detail): w.tag(.other); w.string(name); w.optional(detail) { $0.string($1) }
+            case .reward(let transID): w.tag(.reward); w.optional(transID) { $0.string($1) }
+            case .destroyed: w.tag(.destroyed)
             }
             return w.frame()
         case .shown(let seq, let shown):
-            var w = WireWriter(tag: 5)
+            var w = WireWriter(reply: .shown)
             w.u64(seq); w.bool(shown)
             return w.frame()
         case .stats(let seq, let text):
-            var w = WireWriter(tag: 6)
+            var w = WireWriter(reply: .stats)
             w.u64(seq); w.optional(text) { $0.string($1) }
             return w.frame()
         case .pong(let seq):
-            var w = WireWriter(tag: 7)
+            var w = WireWriter(reply: .pong)
             w.u64(seq)
             return w.frame()
         case .log(let level, let message):
-            var w = WireWriter(tag: 8)
+            var w = WireWriter(reply: .log)
             w.string(level); w.string(message)
             return w.frame()
         case .confined(let text):
-            var w = WireWriter(tag: 9)
+            var w = WireWriter(reply: .confined)
             w.string(text)
             return w.frame()
         case .shutDown:
-            var w = WireWriter(tag: 10)
+            var w = WireWriter(reply: .shutDown)
             return w.frame()
         }
     }
 
     public init(body: ArraySlice<UInt8>) throws(PluginWire.Malformed) {
         var r = WireReader(body)
-        switch try r.u8() {
-        case 1: self = .hello(magic: try r.u32(), pid: try r.i32())
-        case 2:
+        switch PluginWire.ReplyTag(rawValue: try r.u8()) {
+        case .hello?: self = .hello(magic: try r.u32(), pid: try r.i32())
+        case .started?:
             let name = try r.string(), path = try r.string(), declared = try r.string(), version = try r.string(), text = try r.string()
             let major = try r.u32(), minor = try r.u32()
             let count = Int(try r.u32())
@@ -295,28 +303,29 @@ extension PluginWire.Reply {
             for _ in 0..<count { formats.append(try r.named(AdFormat.self, "format")) }
             self = .started(PluginInfo(name: name, path: path, declaredName: declared, version: version, description: text,
                                        abiMajor: major, abiMinor: minor, formats: formats))
-        case 3: self = .refused(try r.string())
-        case 4:
+        case .refused?: self = .refused(try r.string())
+        case .report?:
             let ad = try r.u64()
             let report: PluginReport
-            switch try r.u8() {
-            case 1: report = decodePayload(try r.string())
-            case 2: report = .loadedInvalid(reason: try r.string())
-            case 3: report = .failed(try r.named(AdErrorCode.self, "error code"), networkCode: try r.i64(), message: try r.string())
-            case 4: report = .mediaCached
-            case 5: report = .other(name: try r.string(), detailJSON: try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.string() })
-            case 6: report = .reward(transID: try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.string() })
-            case 7: report = .destroyed
-            case let kind: throw PluginWire.Malformed(description: "unknown report kind \(kind)")
+            let kind = try r.u8()
+            switch PluginWire.ReportTag(rawValue: kind) {
+            case .loaded?: report = decodePayload(try r.string())
+            case .loadedInvalid?: report = .loadedInvalid(reason: try r.string())
+            case .failed?: report = .failed(try r.named(AdErrorCode.self, "error code"), networkCode: try r.i64(), message: try r.string())
+            case .mediaCached?: report = .mediaCached
+            case .other?: report = .other(name: try r.string(), detailJSON: try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.string() })
+            case .reward?: report = .reward(transID: try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.string() })
+            case .destroyed?: report = .destroyed
+            case nil: throw PluginWire.Malformed(description: "unknown report kind \(kind)")
             }
             self = .report(ad, report)
-        case 5: self = .shown(seq: try r.u64(), try r.bool())
-        case 6: self = .stats(seq: try r.u64(), try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.string() })
-        case 7: self = .pong(seq: try r.u64())
-        case 8: self = .log(level: try r.string(), message: try r.string())
-        case 9: self = .confined(try r.string())
-        case 10: self = .shutDown
-        case let tag: throw PluginWire.Malformed(description: "unknown reply tag \(tag)")
+        case .shown?: self = .shown(seq: try r.u64(), try r.bool())
+        case .stats?: self = .stats(seq: try r.u64(), try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.string() })
+        case .pong?: self = .pong(seq: try r.u64())
+        case .log?: self = .log(level: try r.string(), message: try r.string())
+        case .confined?: self = .confined(try r.string())
+        case .shutDown?: self = .shutDown
+        case nil: throw PluginWire.Malformed(description: "unknown reply tag \(body.first.map(String.init) ?? "")")
         }
         try r.end()
     }
