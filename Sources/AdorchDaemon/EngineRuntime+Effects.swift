@@ -39,11 +39,12 @@ extension EngineRuntime {
     }
 
     /// ad_show, and its answer back to the engine, which decides what the Show call gets. A
-    /// plugin that declared its ad_show safe on any thread (ABI 1.2) is called right here, so
-    /// the call is answered in this same turn of the engine queue; any other on its own queue.
+    /// plugin in the daemon that declared its ad_show safe on any thread (ABI 1.2) is called
+    /// right here, so the call is answered in this same turn of the engine queue; any other on
+    /// its own queue (an isolated one's, in its host).
     private func present(_ id: AdID, plugin name: String, userID: String?) {
         guard let plugin = plugins[name] else { return apply(engine.showAnswered(id, presented: false, now: now())) }
-        if plugin.showsOnAnyThread {
+        if let plugin = plugin as? LoadedPlugin, plugin.showsOnAnyThread {
             return apply(engine.showAnswered(id, presented: plugin.showNow(id, userID: userID), now: now()))
         }
         plugin.show(id, userID: userID) { [self] shown in

@@ -6,10 +6,7 @@ import Dispatch
 /// queue; completions come from the plugin's threads.
 public protocol PluginInstance: AnyObject, Sendable {
     var info: PluginInfo { get }
-    /// Whether ad_show may be called right on the caller's thread (`showNow`).
-    var showsOnAnyThread: Bool { get }
     func load(_ order: LoadOrder)
-    func showNow(_ id: AdID, userID: String?) -> Bool
     func show(_ id: AdID, userID: String?, timeout: DispatchTimeInterval?, completion: @escaping @Sendable (Bool) -> Void)
     func withdrawShow(_ id: AdID)
     func notify(_ id: AdID, event: ViewerEvent)

@@ -144,11 +144,7 @@ public final class PluginProcess: @unchecked Sendable {
 
     // MARK: Calls
 
-    public var showsOnAnyThread: Bool { false }
-
     public func load(_ order: LoadOrder) { send(.load(order)) }
-
-    public func showNow(_ id: AdID, userID: String?) -> Bool { false }
 
     public func show(_ id: AdID, userID: String?, timeout: DispatchTimeInterval?, completion: @escaping @Sendable (Bool) -> Void) {
         ask(\.shows, otherwise: false, timeout: timeout, completion: completion) { .show(seq: $0, ad: id, userID: userID) }
