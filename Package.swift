@@ -190,7 +190,7 @@ let package = Package(
 
         .testTarget(name: "AdorchEngineTests", dependencies: ["AdorchEngine"]),
         .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "AdorchDaemonTests", dependencies: ["AdorchDaemon"]),
+        .testTarget(name: "AdorchDaemonTests", dependencies: ["AdorchDaemon", "AdorchVarlink", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "AdorchSystemdTests", dependencies: ["AdorchSystemd"]),
         .testTarget(name: "AdorchRewardsTests", dependencies: ["AdorchRewards"]),
         .target(name: "VASTFixtures", path: "Tests/VASTFixtures"),

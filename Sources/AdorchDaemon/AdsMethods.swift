@@ -12,7 +12,7 @@ struct AdsMethods {
         let ids = runtime.ids
         let gate = runtime.gate
         let json = StatusJSON(ids: ids)
-        routes.add("io.adorch.Ads.ListSlots", ListSlotsCall.self) { p, call, replier in
+        routes.add(AdsMethod.listSlots, ListSlotsCall.self) { p, call, replier in
             // The caller's own user: user ids are each app's (docs/caps.md), and a slot it may
             // not use does not say when anyone saw its ads.
             let viewer = Viewer(peer: call.peer, gate: gate)
@@ -24,7 +24,7 @@ struct AdsMethods {
                 })])
             }
         }
-        routes.add("io.adorch.Ads.Show", ShowCall.self) { p, call, replier in
+        routes.add(AdsMethod.show, ShowCall.self) { p, call, replier in
             if let refusal = gate.rateRefusal(.showRate, call) { return replier.fail(refusal) }
             runtime.show(slot: p.slot, userID: p.userID, reward: p.reward, holder: call.peer?.uid) { result in
                 switch result {
@@ -33,7 +33,7 @@ struct AdsMethods {
                 }
             }
         }
-        routes.add("io.adorch.Ads.Load", LoadCall.self) { p, call, replier in
+        routes.add(AdsMethod.load, LoadCall.self) { p, call, replier in
             if let refusal = gate.rateRefusal(.loadRate, call) { return replier.fail(refusal) }
             runtime.load(slot: p.slot, p.parameters, targeting: p.targeting, holder: call.peer?.uid,
                          refused: { replier.fail(showError($0, call, gate)) }) { result in
@@ -41,7 +41,7 @@ struct AdsMethods {
                 case .success(let ads):
                     replier.reply(["ads": .array(ads.map { adJSON($0.ad, expiresAt: $0.expiresAt, ids) })])
                 case .failure(let failure):
-                    replier.fail(VarlinkError("io.adorch.Ads.LoadFailed", [
+                    replier.fail(AdsError.loadFailed([
                         "slot": .string(p.slot), "error": .string(failure.code.rawValue), "message": .string(failure.message),
                         "attempts": .array(failure.attempts.map {
                             ["network": .string($0.plugin), "ad_unit_id": .string($0.adUnitID), "error": .string($0.code.rawValue)]
@@ -50,24 +50,24 @@ struct AdsMethods {
                 }
             }
         }
-        routes.add("io.adorch.Ads.Report", ReportCall.self) { p, call, replier in
+        routes.add(AdsMethod.report, ReportCall.self) { p, call, replier in
             runtime.report(p.event, adID: p.adID, caller: call.peer?.uid, denied: { replier.fail(gate.denied(call, $0)) }) { result in
                 switch result {
                 case .success: replier.reply([:])
                 case .failure(.adNotValid(let reason)):
-                    replier.fail(VarlinkError("io.adorch.Ads.AdNotValid", ["ad_id": .string(p.adID), "message": .string("ad \(p.adID) \(reason)")]))
+                    replier.fail(AdsError.adNotValid(["ad_id": .string(p.adID), "message": .string("ad \(p.adID) \(reason)")]))
                 }
             }
         }
-        routes.add("io.adorch.Ads.Subscribe", SubscribeCall.self) { p, call, replier in
+        routes.add(AdsMethod.subscribe, SubscribeCall.self) { p, call, replier in
             runtime.subscribe(slots: p.slots, viewer: Viewer(peer: call.peer, gate: gate), replier: replier)
         }
-        routes.add("io.adorch.Ads.ListEvents", ListEventsCall.self) { p, call, replier in
+        routes.add(AdsMethod.listEvents, ListEventsCall.self) { p, call, replier in
             if let refusal = gate.rateRefusal(.listRate, call) { return replier.fail(refusal) }
             let viewer = Viewer(peer: call.peer, gate: gate)
             runtime.recentEvents(slots: p.slots, limit: p.limit, viewer: viewer) { replier.reply(["events": .array($0)]) }
         }
-        routes.add("io.adorch.Ads.ListRewards", ListRewardsCall.self) { p, call, replier in
+        routes.add(AdsMethod.listRewards, ListRewardsCall.self) { p, call, replier in
             if let refusal = gate.rateRefusal(.listRate, call) { return replier.fail(refusal) }
             let viewer = Viewer(peer: call.peer, gate: gate)
             runtime.withRewards({ $0.unacknowledged(userID: p.userID, since: p.since, after: p.after, limit: p.limit, viewer: viewer) }) { result in
@@ -77,7 +77,7 @@ struct AdsMethods {
                 }
             }
         }
-        routes.add("io.adorch.Ads.AckReward", AckRewardCall.self) { p, call, replier in
+        routes.add(AdsMethod.ackReward, AckRewardCall.self) { p, call, replier in
             runtime.withRewards({ $0.acknowledge(p.transID, caller: call.peer?.uid) }) { result in
                 switch result {
                 case .success: replier.reply([:])
@@ -86,7 +86,7 @@ struct AdsMethods {
                 }
             }
         }
-        routes.add("io.adorch.Ads.InitInteractive", InitInteractiveCall.self) { p, call, replier in
+        routes.add(AdsMethod.initInteractive, InitInteractiveCall.self) { p, call, replier in
             runtime.initInteractive(slot: p.slot, p.request, owner: call.peer?.uid) { result in
                 switch result {
                 case .success(let id): replier.reply(["session_id": .string(id)])
@@ -94,8 +94,8 @@ struct AdsMethods {
                 }
             }
         }
-        for operation in [SessionCall.start, .pause, .resume, .stop] {
-            routes.add("io.adorch.Ads.\(operation.rawValue.capitalized)", SessionIDCall.self) { p, call, replier in
+        for (method, operation) in [(AdsMethod.start, SessionCall.start), (.pause, .pause), (.resume, .resume), (.stop, .stop)] {
+            routes.add(method, SessionIDCall.self) { p, call, replier in
                 runtime.session(operation, p.sessionID, caller: call) { result in
                     switch result {
                     case .success: replier.reply([:])
@@ -279,26 +279,26 @@ private func adJSON(_ ad: ShownAd, expiresAt: Date, _ ids: ExternalIDs) -> JSONV
 private func showError(_ error: ShowError, _ call: VarlinkCall, _ gate: CallGate) -> VarlinkError {
     switch error {
     case .slotNotFound(let slot):
-        VarlinkError("io.adorch.Ads.SlotNotFound", ["slot": .string(slot), "message": .string("no slot \"\(slot)\" is configured")])
+        AdsError.slotNotFound(["slot": .string(slot), "message": .string("no slot \"\(slot)\" is configured")])
     case .noAdReady(let slot):
-        VarlinkError("io.adorch.Ads.NoAdReady", ["slot": .string(slot), "message": .string("no valid ad is ready in \(slot); it is being refilled")])
+        AdsError.noAdReady(["slot": .string(slot), "message": .string("no valid ad is ready in \(slot); it is being refilled")])
     case .unservable(let slot, let missing):
-        VarlinkError("io.adorch.Ads.NoAdReady", ["slot": .string(slot), "message": .string(
+        AdsError.noAdReady(["slot": .string(slot), "message": .string(
             "\(slot) cannot be filled: \(StatusJSON.unservable(missing))")])
     case .displayFailed(let slot, let tries):
-        VarlinkError("io.adorch.Ads.NoAdReady", ["slot": .string(slot), "message": .string(
+        AdsError.noAdReady(["slot": .string(slot), "message": .string(
             "the plugins could not present any of the \(tries) ads of \(slot) this call took; it is being refilled")])
     case .interrupted(let slot, let reason):
-        VarlinkError("io.adorch.Ads.NoAdReady", ["slot": .string(slot), "message": .string(
+        AdsError.noAdReady(["slot": .string(slot), "message": .string(
             "the ad this call took in \(slot) ended before its plugin presented it (\(reason))")])
     case .shuttingDown:
-        VarlinkError("io.adorch.Ads.ShuttingDown")
+        AdsError.shuttingDown()
     case .invalidParameter(let name, let reason):
         invalidParameter(name, reason)
     case .tooManyOpenAds(let uid, let open, let loading, let limit):
         tooManyOpenAds(uid: uid, open: open, loading: loading, limit: limit, call, gate)
     case .capped(let slot, let rule, let retryAfter):
-        VarlinkError("io.adorch.Ads.Capped", [
+        AdsError.capped([
             "slot": .string(slot), "rule": .string(rule), "retry_after_ms": .int(retryAfter.nanosecondsClamped / 1_000_000),
             "message": .string("\(slot) is capped for this user by \(rule): the next ad may be shown in \(retryAfter.nanosecondsClamped / 1_000_000) ms"),
         ])
@@ -307,7 +307,7 @@ private func showError(_ error: ShowError, _ call: VarlinkCall, _ gate: CallGate
 
 private func tooManyOpenAds(uid: UInt32, open: Int, loading: Int, limit: Int, _ call: VarlinkCall, _ gate: CallGate) -> VarlinkError {
     let held = "uid \(uid) holds \(open) ads not yet closed, expired or ended" + (loading > 0 ? " and \(loading) are loading for it" : "")
-    return gate.refused(.openAds, call, VarlinkError("io.adorch.Ads.TooManyOpenAds", [
+    return gate.refused(.openAds, call, AdsError.tooManyOpenAds([
         "budget": .string(Budget.openAds.key), "limit": .int(Int64(limit)), "open": .int(Int64(open)), "loading": .int(Int64(loading)),
         "message": .string("\(held): \(Budget.openAds.key) is \(limit); report close on the ads it is done with"),
     ]), logging: "\(held), \(Budget.openAds.key) is \(limit); \(call.member) refused")
@@ -319,15 +319,15 @@ private func sessionError(_ error: SessionCallError, sessionID: String?, _ call:
     case .session(.notOwner(let owner)):
         gate.denied(call, "not the user session \(sessionID ?? "") was made by (uid \(owner.map(String.init) ?? "unknown"))")
     case .session(.tooManySessions(let uid, let live, let limit)):
-        gate.refused(.sessions, call, VarlinkError("io.adorch.Ads.TooManySessions", [
+        gate.refused(.sessions, call, AdsError.tooManySessions([
             "budget": .string(Budget.sessions.key), "limit": .int(Int64(limit)), "live": .int(Int64(live)),
             "message": .string("uid \(uid) has \(live) live interactive sessions: \(Budget.sessions.key) is \(limit); stop one first"),
         ]), logging: "uid \(uid) has \(live) live interactive sessions, \(Budget.sessions.key) is \(limit); InitInteractive refused")
     case .slotNotFound(let slot): showError(.slotNotFound(slot), call, gate)
     case .session(.sessionNotFound):
-        VarlinkError("io.adorch.Ads.SessionNotFound", ["session_id": .string(sessionID ?? ""),
+        AdsError.sessionNotFound(["session_id": .string(sessionID ?? ""),
                                                        "message": "no live session has this id: it never existed or has ended"])
     case .session(.invalidParameter(let name, let reason)): invalidParameter(name, reason)
-    case .session(.unavailable(let slot, let reason)): VarlinkError("io.adorch.Ads.NoAdReady", ["slot": .string(slot), "message": .string(reason)])
+    case .session(.unavailable(let slot, let reason)): AdsError.noAdReady(["slot": .string(slot), "message": .string(reason)])
     }
 }

@@ -56,10 +56,16 @@ final class CallGate: Sendable {
                            metadata: ["peer_uid": "\(uid)", "peer_pid": "\(call.peer.map { "\($0.pid)" } ?? "")", "method": "\(call.method)"]
                                .merging(MessageID.permissionDenied.metadata) { $1 })
         }
-        return VarlinkError("\(call.interface).PermissionDenied", [
+        let parameters: [String: JSONValue] = [
             "method": .string(call.method), "uid": .int(Int64(call.peer?.uid ?? UInt32.max)),
             "message": .string("uid \(uid) is \(reason)"),
-        ])
+        ]
+        // Each interface's own PermissionDenied, as its IDL declares it.
+        switch call.interface {
+        case ManagerMethod.interface: return ManagerError.permissionDenied(parameters)
+        case DebugMethod.interface: return DebugError.permissionDenied(parameters)
+        default: return AdsError.permissionDenied(parameters)
+        }
     }
 
     /// The RateLimited error if the caller must wait before this call (`budget` is
@@ -69,7 +75,7 @@ final class CallGate: Sendable {
         let uid = call.peer?.uid
         guard uid != 0, let wait = rates.withLock({ $0[budget]?.take(uid ?? UInt32.max, now: .now) }) else { return nil }
         let who = uid.map(String.init) ?? "unknown"
-        return refused(budget, call, VarlinkError("io.adorch.Ads.RateLimited", [
+        return refused(budget, call, AdsError.rateLimited([
             "retry_after_ms": .int(Int64(wait / .milliseconds(1)) + 1),
             "message": .string("uid \(who) called \(call.member) faster than the [limits] allow; try again in \(wait)"),
         ]), logging: "uid \(who) may \(call.member.lowercased()) again in \(wait)")

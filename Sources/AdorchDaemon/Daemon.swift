@@ -54,8 +54,7 @@ public final class Daemon: Sendable {
     /// if the socket cannot be served: a refused plugin is logged and the daemon runs on.
     public func start() throws {
         try runtime.start()
-        var interfaces = [VarlinkInterface(description: adsInterfaceIDL), VarlinkInterface(description: managerInterfaceIDL)]
-        if options.debugInterface { interfaces.append(VarlinkInterface(description: debugInterfaceIDL)) }
+        let interfaces = MethodTable.interfaces.filter { options.debugInterface || $0.name != DebugMethod.interface }
         let methods = MethodTable(runtime: runtime, serving: serving)
         let server = try VarlinkServer(
             info: VarlinkServiceInfo(vendor: "adorch", product: "adorchd", version: Self.version, url: "https://adorch.invalid/"),

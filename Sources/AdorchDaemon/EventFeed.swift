@@ -97,7 +97,7 @@ final class EventFeed: @unchecked Sendable {
     /// The daemon stops: every stream ends with a final error.
     func endSubscriptions() {
         dispatchPrecondition(condition: .onQueue(queue))
-        for subscriber in subscribers.values { subscriber.replier.fail(VarlinkError("io.adorch.Ads.ShuttingDown")) }
+        for subscriber in subscribers.values { subscriber.replier.fail(AdsError.shuttingDown()) }
         subscribers.removeAll()
     }
 }

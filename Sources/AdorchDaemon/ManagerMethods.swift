@@ -12,7 +12,7 @@ struct ManagerMethods {
         let runtime = runtime
         let serving = serving
         let json = StatusJSON(ids: runtime.ids)
-        routes.add("io.adorch.Manager.VerifyRewardCallback", CallbackQuery.self) { p, _, replier in
+        routes.add(ManagerMethod.verifyRewardCallback, CallbackQuery.self) { p, _, replier in
             runtime.withRewards({ $0.verifyCallback(p.query) }) { result in
                 switch result {
                 case .success(let verdict):
@@ -23,29 +23,29 @@ struct ManagerMethods {
                 }
             }
         }
-        routes.add("io.adorch.Manager.GetStatus", NoParameters.self) { _, _, replier in
+        routes.add(ManagerMethod.getStatus, NoParameters.self) { _, _, replier in
             runtime.status(server: serving.server, socket: serving.socketPath) { replier.reply(json.statusJSON($0)) }
         }
-        routes.add("io.adorch.Manager.GetMetrics", MetricsCall.self) { p, _, replier in
+        routes.add(ManagerMethod.getMetrics, MetricsCall.self) { p, _, replier in
             runtime.metrics(p.format, server: serving.server, socket: serving.socketPath) { replier.reply(["text": .string($0)]) }
         }
-        routes.add("io.adorch.Manager.GetCaps", CapsCall.self) { p, call, replier in
+        routes.add(ManagerMethod.getCaps, CapsCall.self) { p, call, replier in
             runtime.capUses(slot: p.slot, user: CapUser(uid: p.uid ?? call.peer?.uid, id: p.userID)) { uses in
                 guard let uses else {
-                    return replier.fail(VarlinkError("io.adorch.Manager.SlotNotFound", ["slot": .string(p.slot), "message": .string("no slot \"\(p.slot)\" is configured")]))
+                    return replier.fail(ManagerError.slotNotFound(["slot": .string(p.slot), "message": .string("no slot \"\(p.slot)\" is configured")]))
                 }
                 replier.reply(["rules": .array(uses.map(StatusJSON.capRuleJSON))])
             }
         }
-        routes.add("io.adorch.Manager.Reload", NoParameters.self) { _, _, replier in
+        routes.add(ManagerMethod.reload, NoParameters.self) { _, _, replier in
             runtime.reload { result in
                 switch result {
                 case .success(let summary): replier.reply(["summary": .string(summary)])
-                case .failure(let error): replier.fail(VarlinkError("io.adorch.Manager.ReloadFailed", ["message": .string(error.description)]))
+                case .failure(let error): replier.fail(ManagerError.reloadFailed(["message": .string(error.description)]))
                 }
             }
         }
-        routes.add("io.adorch.Debug.FreezeEngine", FreezeCall.self) { p, _, replier in
+        routes.add(DebugMethod.freezeEngine, FreezeCall.self) { p, _, replier in
             replier.reply([:])
             runtime.freeze(for: p.duration)
         }

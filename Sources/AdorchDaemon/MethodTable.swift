@@ -9,13 +9,23 @@ struct MethodTable: Sendable {
     private let gate: CallGate
     private let handlers: [String: Routes.Route]
 
+    /// The interfaces whose methods the table routes, each declared once (AdsInterface.swift,
+    /// ManagerInterface.swift); the server offers io.adorch.Debug only with --debug-interface.
+    static let interfaces: [VarlinkInterface] = [.ads, .manager, .debug]
+
     init(runtime: EngineRuntime, serving: LockedServer) {
         var routes = Routes()
         AdsMethods(runtime: runtime).register(in: &routes)
         ManagerMethods(runtime: runtime, serving: serving).register(in: &routes)
         gate = runtime.gate
         handlers = routes.handlers
+        let declared = Set(Self.interfaces.flatMap { interface in interface.methods.map { "\(interface.name).\($0)" } })
+        precondition(Set(handlers.keys) == declared,
+                     "routes without a declared method: \(Set(handlers.keys).subtracting(declared).sorted()); declared methods without a route: \(declared.subtracting(handlers.keys).sorted())")
     }
+
+    /// Every method a handler is routed for.
+    var routed: Set<String> { Set(handlers.keys) }
 
     func handle(_ call: VarlinkCall, _ replier: VarlinkReplier) {
         guard let route = handlers[call.method] else { return replier.fail(.methodNotImplemented(call.method)) }
@@ -54,10 +64,10 @@ struct Routes {
 
     private(set) var handlers: [String: Route] = [:]
 
-    mutating func add<P: CallParameters>(_ method: String, _: P.Type,
+    mutating func add<P: CallParameters>(_ method: some VarlinkMethodName, _: P.Type,
                                          _ body: @escaping @Sendable (P, VarlinkCall, VarlinkReplier) -> Void) {
-        precondition(handlers[method] == nil, "\(method) is routed twice")
-        handlers[method] = Route(takesSlot: P.names.contains("slot")) { call, replier throws(VarlinkError) in
+        precondition(handlers[method.qualifiedName] == nil, "\(method.qualifiedName) is routed twice")
+        handlers[method.qualifiedName] = Route(takesSlot: P.names.contains("slot")) { call, replier throws(VarlinkError) in
             try call.onlyParameters(P.names)
             body(try P(call), call, replier)
         }
@@ -66,5 +76,5 @@ struct Routes {
 
 /// io.adorch.Ads.InvalidParameter: which parameter and what was expected.
 func invalidParameter(_ name: String, _ message: String) -> VarlinkError {
-    VarlinkError("io.adorch.Ads.InvalidParameter", ["parameter": .string(name), "message": .string(message)])
+    AdsError.invalidParameter(["parameter": .string(name), "message": .string(message)])
 }

@@ -56,7 +56,7 @@ final class RewardDesk: Sendable {
     /// was not accepted before (replay).
     func verifyCallback(_ query: String) -> Result<(valid: Bool, reason: String?), VarlinkError> {
         guard let key else {
-            return .failure(VarlinkError("io.adorch.Manager.NoRewardKey", ["message": "no [rewards] key_file or reward-key credential is configured"]))
+            return .failure(ManagerError.noRewardKey(["message": "no [rewards] key_file or reward-key credential is configured"]))
         }
         let parsed: RewardCallback.Query
         do throws(RewardCallback.Failure) { parsed = try RewardCallback.parse(query) } catch {
@@ -68,7 +68,7 @@ final class RewardDesk: Sendable {
                 return .success((false, "transaction \(parsed.transID) was accepted before (replay)"))
             }
         } catch {
-            return .failure(VarlinkError("io.adorch.Manager.LedgerFailed", ["message": .string("\(error)")]))
+            return .failure(ManagerError.ledgerFailed(["message": .string("\(error)")]))
         }
         return .success((true, nil))
     }
@@ -103,7 +103,7 @@ final class RewardDesk: Sendable {
                 return .failure(.denied("not the user the rewarded ad was handed to (uid \(holder))"))
             }
             guard try ledger.acknowledge(transID: transID) else {
-                return .failure(.error(VarlinkError("io.adorch.Ads.RewardNotFound", [
+                return .failure(.error(AdsError.rewardNotFound([
                     "trans_id": .string(transID), "message": "no reward has this transaction id",
                 ])))
             }
@@ -155,7 +155,7 @@ final class RewardDesk: Sendable {
     }
 
     private static func ledgerFailed(_ error: Error) -> VarlinkError {
-        VarlinkError("io.adorch.Ads.LedgerFailed", ["message": .string("\(error)")])
+        AdsError.ledgerFailed(["message": .string("\(error)")])
     }
 
     enum AckRefusal: Error {

@@ -129,7 +129,7 @@ final class VarlinkConnection: @unchecked Sendable {
             if now >= closeBy { close(reason: "it did not read its last reply in time") }
         } else if let partialSince, !readingPaused, now - partialSince >= limits.partialMessageTimeout {
             server.counted(.incompleteMessages)
-            refuse(VarlinkError("io.adorch.IncompleteMessage", ["message": .string("no end of message (NUL) within \(limits.partialMessageTimeout)")]),
+            refuse(ConnectionError.incompleteMessage(["message": .string("no end of message (NUL) within \(limits.partialMessageTimeout)")]),
                    kind: "partial_message_timeout_ms",
                    log: "closing a connection: \(framer.pendingBytes) bytes of a message and no end within \(limits.partialMessageTimeout)")
         } else if !busy, framer.messageCount == 0, partialSince == nil, now - lastActive >= limits.idleConnectionTimeout {
@@ -247,7 +247,7 @@ final class VarlinkConnection: @unchecked Sendable {
         let reserved = outgoing.reservedBytes
         outgoing.dropUnsentMessages()
         server.freed(reserved - outgoing.reservedBytes)
-        enqueue(VarlinkWire.error(VarlinkError("io.adorch.ReaderTooSlow", ["message": .string(reason.message)])))
+        enqueue(VarlinkWire.error(ConnectionError.readerTooSlow(["message": .string(reason.message)])))
         busy = false
         dropInput()
         closeWhenFlushed = true
@@ -261,7 +261,7 @@ final class VarlinkConnection: @unchecked Sendable {
     private func dropOverPendingBudget() {
         let limit = server.limits.maxPendingBytesPerUID
         server.counted(.droppedPendingBytes)
-        refuse(VarlinkError("io.adorch.TooManyPendingBytes",
+        refuse(ConnectionError.tooManyPendingBytes(
                             ["message": .string("more than \(limit) bytes of calls were received and not yet handled over uid \(uid)'s connections ([limits] max_pending_bytes_per_uid)")]),
                kind: "max_pending_bytes_per_uid",
                log: "closing a connection: uid \(uid) has \(server.pendingBytes(of: uid)) bytes of calls received and not handled over its connections, the limit is \(limit)")

@@ -67,7 +67,7 @@ public final class VarlinkServer: @unchecked Sendable {
         self.logger = logger
         self.handler = handler
         var byName: [String: VarlinkInterface] = [:]
-        for interface in [VarlinkInterface(description: varlinkServiceIDL)] + interfaces {
+        for interface in [VarlinkInterface(description: varlinkServiceIDL), .connection] + interfaces {
             byName[interface.name] = interface
         }
         self.interfaces = byName
@@ -202,7 +202,7 @@ public final class VarlinkServer: @unchecked Sendable {
     private func refuseAtOnce(_ fd: Int32, peer: PeerCredentials?, _ refusal: (kind: String, log: String, message: String)) {
         tally.add(.refused)
         logRefusal(refusal.kind, "refusing a connection: \(refusal.log)", peer: peer)
-        let error = VarlinkWire.error(VarlinkError("io.adorch.TooManyConnections", ["message": .string(refusal.message)]))
+        let error = VarlinkWire.error(ConnectionError.tooManyConnections(["message": .string(refusal.message)]))
         _ = error.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         Glibc.close(fd)
     }

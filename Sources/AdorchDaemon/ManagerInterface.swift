@@ -1,0 +1,306 @@
+import AdorchVarlink
+
+/// io.adorch.Manager: what operators call.
+enum ManagerMethod: String, VarlinkMethodName {
+    case getStatus = "GetStatus"
+    case getMetrics = "GetMetrics"
+    case verifyRewardCallback = "VerifyRewardCallback"
+    case getCaps = "GetCaps"
+    case reload = "Reload"
+
+    static let interface = "io.adorch.Manager"
+
+    var declaration: VarlinkDeclaration {
+        switch self {
+        case .getStatus: VarlinkDeclaration(
+            "",
+            """
+            () -> (
+              version: string,
+              pid: int,
+              uptime_s: float,
+              socket: string,
+              config: string,
+              connections: Connections,
+              limits: Limits,
+              subscribers: int,
+              plugins: []Plugin,
+              slots: []Slot,
+              networks: []Network,
+              # plugin reports for ads the plugin does not own
+              unattributed_callbacks: int,
+              # the [metrics] listener, when the config sets one
+              metrics: ?MetricsListener
+            )
+            """)
+        case .getMetrics: VarlinkDeclaration(
+            """
+            # The counters and gauges of GetStatus, with load and Show latency histograms, as Prometheus
+            # text (docs/metrics.md lists every series). format: "text" (the 0.0.4 format, the default;
+            # what promtool checks) or "openmetrics" (OpenMetrics 1.0, ending in # EOF).
+            """,
+            "(format: ?string) -> (text: string)")
+        case .verifyRewardCallback: VarlinkDeclaration(
+            """
+            # Checks a reward callback's query string as docs/rules.md, "Server-to-server callback" says
+            # (sign = sha256(key + ":" + trans_id)), refuses a replayed transaction, and returns the
+            # JSON body the network expects. The key comes from [rewards] key_file, never the socket.
+            """,
+            "(query: string) -> (is_valid: bool, reason: ?string, body: string)")
+        case .getCaps: VarlinkDeclaration(
+            """
+            # The frequency rules of a slot and its networks, with what each counts for user_id (without
+            # one: for Shows without one) now: what `adorchctl caps` prints. A user id is an app's: uid
+            # names the app (the uid its Shows come from; default: the caller's).
+            """,
+            """
+            (
+              slot: string,
+              # at most \(FieldBounds.userID) bytes
+              user_id: ?string,
+              uid: ?int
+            ) -> (rules: []CapRule)
+            """)
+        case .reload: VarlinkDeclaration("# Reads the config again and applies it; a bad config changes nothing.", "() -> (summary: string)")
+        }
+    }
+}
+
+enum ManagerError: String, VarlinkErrorName {
+    case noRewardKey = "NoRewardKey"
+    case ledgerFailed = "LedgerFailed"
+    case slotNotFound = "SlotNotFound"
+    case reloadFailed = "ReloadFailed"
+    case permissionDenied = "PermissionDenied"
+
+    static let interface = "io.adorch.Manager"
+
+    var declaration: VarlinkDeclaration {
+        switch self {
+        case .noRewardKey: VarlinkDeclaration("# No reward key is configured.", "(message: string)")
+        case .ledgerFailed: VarlinkDeclaration("# The reward ledger could not be written.", "(message: string)")
+        case .slotNotFound: VarlinkDeclaration("# No slot has this id.", "(slot: string, message: string)")
+        case .reloadFailed: VarlinkDeclaration("# The config could not be applied; the running one stays.", "(message: string)")
+        case .permissionDenied: VarlinkDeclaration("# The caller's user is not in [access] manager_users or manager_groups (root always is).", "(method: string, uid: int, message: string)")
+        }
+    }
+}
+
+extension VarlinkInterface {
+    static let manager = VarlinkInterface("# Operating the daemon: status, counters, reload.", methods: ManagerMethod.self, errors: ManagerError.self, members: [
+        .type("""
+            # refused: over max_connections or max_connections_per_uid since start
+            type Connections (open: int, accepted: int, refused: int)
+            """),
+        .type("""
+            # What one client may take of the daemon: the config's [limits] (and max_message_bytes).
+            type Limits (
+              max_connections: int,
+              max_connections_per_uid: int,
+              max_message_bytes: int,
+              partial_message_timeout_ms: int,
+              max_unsent_bytes: int,
+              # 0: no limit
+              shows_per_second_per_uid: float,
+              show_burst_per_uid: float,
+              # Shows refused by the rate limit since start
+              shows_rate_limited: int
+            )
+            """),
+        .type("""
+            type Plugin (
+              name: string,
+              # loaded, restarting (an isolated plugin's host died and is being replaced),
+              # disabled (past its crash budget, until a reload) or refused
+              state: string,
+              path: string,
+              version: ?string,
+              abi: ?string,
+              formats: []string,
+              description: ?string,
+              # why it was refused or disabled
+              error: ?string,
+              # the plugin's own counters, if it keeps any (sim: creates, loads, shows, contract_violations, ...)
+              stats: ?object,
+              # process (a host process of its own) or in-process (docs/isolation.md)
+              isolation: ?string,
+              # the isolated plugin's host process, while it runs
+              pid: ?int,
+              # times its host died or was killed since it was loaded
+              crashes: ?int,
+              # how its host last died: the signal, or why the daemon killed it
+              last_crash: ?string
+            )
+            """),
+        .type("""
+            type Counters (
+              loads: int,
+              fills: int,
+              no_fills: int,
+              errors: int,
+              timeouts: int,
+              shows: int,
+              expired: int,
+              replaced: int,
+              ran_dry: int,
+              ignored_callbacks: int,
+              contract_violations: int,
+              impressions: int,
+              clicks: int,
+              # viewer reports repeating one made for the ad: a second click (dropped) or a second
+              # once-only event (refused)
+              duplicate_reports: int,
+              rewards: int,
+              # second grants for one ad, refused
+              duplicate_rewards: int,
+              # shows whose plugin could not present the ad (the next one was handed out)
+              display_failures: int
+            )
+            """),
+        .type("""
+            type WaterfallEntry (
+              plugin: string,
+              ad_unit_id: string,
+              timeout_ms: int,
+              # loads asked of this entry, and how many it filled
+              loads: int,
+              fills: int,
+              failures_in_row: int,
+              # the host error code of its last failure
+              last_error: ?string,
+              # how long this entry still rests after failures
+              backoff_ms: int,
+              # what its loads have shown the scheduler (moving averages over about 20 loads)
+              estimate: EntryEstimate
+            )
+            """),
+        .type("""
+            type EntryEstimate (
+              # seconds from a load's start to its answer, filled or not
+              attempt_s: float,
+              # the share of loads that brought an ad
+              fill_rate: float,
+              # seconds a loaded ad stays valid
+              ad_lifetime_s: float,
+              # loads seen (the prior counts as one)
+              samples: int
+            )
+            """),
+        .type(demandTypeIDL),
+        .type("""
+            type Network (
+              name: string,
+              loads_in_flight: int,
+              # how long it is still paused after a rate_limited answer
+              paused_ms: int,
+              # loads per minute it is kept under, learned from its rate_limited answers
+              learned_limit_per_minute: ?int
+            )
+            """),
+        .type("""
+            type Slot (
+              id: string,
+              format: string,
+              # the target now, between buffer_min and buffer_max (equal for a fixed buffer)
+              buffer: int,
+              buffer_min: int,
+              buffer_max: int,
+              demand: ?Demand,
+              ready: int,
+              loading: int,
+              shown_open: int,
+              # the ids of the ready ads, oldest first
+              ready_ads: []string,
+              ttl_s: int,
+              # how many waterfall entries a refill asks at once (1: one after the other)
+              parallel: int,
+              waterfall: []WaterfallEntry,
+              counters: Counters,
+              # set when the slot cannot fill: why (no plugin its waterfall names is loaded)
+              unservable: ?string
+            )
+            """),
+        .method(ManagerMethod.getStatus),
+        .type("""
+            # The HTTP metrics listener ([metrics] listen, docs/metrics.md): listening, or the error
+            # that stopped it (applied again at each reload).
+            type MetricsListener (
+              listen: string,
+              listening: bool,
+              error: ?string
+            )
+            """),
+        .method(ManagerMethod.getMetrics),
+        .method(ManagerMethod.verifyRewardCallback),
+        .error(ManagerError.noRewardKey),
+        .error(ManagerError.ledgerFailed),
+        .type("""
+            # One frequency rule of a slot or of one of its networks, and what it counts now (docs/caps.md).
+            type CapRule (
+              # as Capped names it, e.g. "3 per 1h per user", "sim: pacing 30s per slot"
+              rule: string,
+              # cap or pacing
+              kind: string,
+              # user or slot
+              scope: string,
+              # set for a network's rule: its plugin and ad unit
+              network: ?string,
+              ad_unit_id: ?string,
+              # at most this many ads in any window of window_ms
+              impressions: int,
+              window_ms: int,
+              # impressions the rule counts for the user (or the slot) now
+              counted: int,
+              # set when the rule holds a Show now: a Show after this many milliseconds is let in
+              retry_after_ms: ?int,
+              # RFC 3339: the same moment
+              until: ?string
+            )
+            """),
+        .method(ManagerMethod.getCaps),
+        .error(ManagerError.slotNotFound),
+        .method(ManagerMethod.reload),
+        .error(ManagerError.reloadFailed),
+        .error(ManagerError.permissionDenied),
+    ])
+}
+
+/// io.adorch.Debug: served only with `adorchd --debug-interface`, for tests.
+enum DebugMethod: String, VarlinkMethodName {
+    case freezeEngine = "FreezeEngine"
+
+    static let interface = "io.adorch.Debug"
+
+    var declaration: VarlinkDeclaration {
+        switch self {
+        case .freezeEngine: VarlinkDeclaration(
+            """
+            # Blocks the engine queue for this long (at most 60 s), as a stuck engine would: the
+            # watchdog pings, which are sent from that queue, must stop meanwhile.
+            """,
+            "(seconds: float) -> ()")
+        }
+    }
+}
+
+enum DebugError: String, VarlinkErrorName {
+    case permissionDenied = "PermissionDenied"
+
+    static let interface = "io.adorch.Debug"
+
+    var declaration: VarlinkDeclaration {
+        switch self {
+        case .permissionDenied: VarlinkDeclaration(
+            "# The caller's user may not make this call: the config's [access] rules do not admit it.",
+            "(method: string, uid: int, message: string)")
+        }
+    }
+}
+
+extension VarlinkInterface {
+    static let debug = VarlinkInterface("# Test hooks. Never enabled in production: adorchd serves this only with --debug-interface.",
+                                        methods: DebugMethod.self, errors: DebugError.self, members: [
+        .method(DebugMethod.freezeEngine),
+        .error(DebugError.permissionDenied),
+    ])
+}
