@@ -87,7 +87,8 @@ let package = Package(
         // It takes the ABI's values (formats, events, errors) from plugin.h's enums.
         .target(name: "AdorchEngine", dependencies: ["CAdorchPlugin"]),
         .target(name: "AdorchLocking"),
-        // Where the socket is when nobody said: the rule the daemon, adorchctl and the client libraries share.
+        // Where things live when nobody said (the socket rule the client libraries share, the
+        // state and plugin folders) and the release: what adorchctl needs without the daemon.
         .target(name: "AdorchPaths"),
         // dlopen, ABI checks, one serial queue per plugin, callbacks hopped to the engine queue.
         .target(
@@ -135,14 +136,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             // A link to etc/adorch/adorchd.toml: the shipped config is the embedded default.
-            resources: [.embedInCode("adorchd.toml")]
+            resources: [.embedInCode("Config/adorchd.toml")]
         ),
         // glibc's <malloc.h>, for the daemon's allocator tuning.
         .systemLibrary(name: "CGlibcMalloc"),
         .executableTarget(
             name: "adorchd",
             dependencies: [
-                "AdorchDaemon", "AdorchSystemd", "CGlibcMalloc",
+                "AdorchDaemon", "AdorchPaths", "AdorchSystemd", "CGlibcMalloc",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             linkerSettings: daemonReleaseLink
@@ -153,7 +154,7 @@ let package = Package(
         .executableTarget(
             name: "adorchctl",
             dependencies: [
-                "AdorchVarlink", "AdorchDaemon", "AdorchPaths", "AdorchRewards",
+                "AdorchVarlink", "AdorchPaths", "AdorchRewards",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             linkerSettings: toolReleaseLink

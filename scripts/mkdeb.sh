@@ -12,8 +12,8 @@ pkg=$root/packaging/deb
 [ -x "$root/.build/release/adorchd" ] || { echo "mkdeb: no release build in .build/release: swift build -c release (make deb does)" >&2; exit 1; }
 
 # The daemon's own version (adorchd --version) is the package's upstream version.
-upstream=$(sed -n 's/^ *public static let version = "\(.*\)"$/\1/p' "$root/Sources/AdorchDaemon/Daemon.swift")
-[ -n "$upstream" ] || { echo "mkdeb: no version in Sources/AdorchDaemon/Daemon.swift" >&2; exit 1; }
+upstream=$(sed -n 's/^ *public static let current = "\(.*\)"$/\1/p' "$root/Sources/AdorchPaths/Version.swift")
+[ -n "$upstream" ] || { echo "mkdeb: no version in Sources/AdorchPaths/Version.swift" >&2; exit 1; }
 version=$upstream-${DEB_REVISION:-1}
 arch=$(dpkg --print-architecture)
 deb=$out/adorch_${version}_$arch.deb

@@ -1,7 +1,7 @@
 import AdorchJSON
 import Foundation
 
-// The io.adorch.Ads types (Sources/AdorchDaemon/Interfaces.swift), field for field, with
+// The io.adorch.Ads types (Sources/AdorchDaemon/API/AdsInterface.swift), field for field, with
 // Swift names; the comments there say what each field means.
 
 /// A place in an app where ads are shown.

@@ -1,4 +1,5 @@
 import AdorchLocking
+import AdorchPaths
 import AdorchSystemd
 import AdorchVarlink
 import Foundation
@@ -30,8 +31,6 @@ public struct DaemonOptions: Sendable {
 /// queue and epoll thread), and between them the call gate and the method table. Start and
 /// stop order them; each part's queue rules live with the part.
 public final class Daemon: Sendable {
-    public static let version = "0.1.0"
-
     private let runtime: EngineRuntime
     private let serving = LockedServer()
     private let options: DaemonOptions
@@ -57,7 +56,7 @@ public final class Daemon: Sendable {
         let interfaces = MethodTable.interfaces.filter { options.debugInterface || $0.name != DebugMethod.interface }
         let methods = MethodTable(runtime: runtime, serving: serving)
         let server = try VarlinkServer(
-            info: VarlinkServiceInfo(vendor: "adorch", product: "adorchd", version: Self.version, url: "https://adorch.invalid/"),
+            info: VarlinkServiceInfo(vendor: "adorch", product: "adorchd", version: AdorchVersion.current, url: "https://adorch.invalid/"),
             interfaces: interfaces, limits: runtime.config.limits, logger: logger,
             handler: { call, replier in methods.handle(call, replier) }
         )

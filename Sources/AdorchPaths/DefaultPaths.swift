@@ -1,4 +1,3 @@
-import AdorchPaths
 import Foundation
 
 /// Where things live when neither the command line nor the config says: system paths for

@@ -1,4 +1,3 @@
-import AdorchDaemon
 import AdorchPaths
 import AdorchVarlink
 import ArgumentParser
@@ -11,7 +10,7 @@ struct AdorchCtl: ParsableCommand {
         commandName: "adorchctl",
         abstract: "Talks to adorchd over its Varlink socket.",
         discussion: "The socket is --socket, else $ADORCH_SOCKET, else this user's daemon's (\(DefaultPaths.socket)) if it exists, else the system service's (\(SocketPath.system)) if that exists, else this user's.",
-        version: Daemon.version,
+        version: AdorchVersion.current,
         subcommands: [Status.self, Slots.self, Caps.self, Show.self, Load.self, Report.self, Interactive.self, Events.self, Reload.self, Reward.self, Metrics.self]
     )
 }

@@ -1,4 +1,5 @@
 import AdorchDaemon
+import AdorchPaths
 import AdorchSystemd
 import ArgumentParser
 import CGlibcMalloc
@@ -62,7 +63,7 @@ struct AdorchD: ParsableCommand {
 
         Signals: SIGTERM or SIGINT end every ad and stop; SIGHUP reloads the config.
         """,
-        version: Daemon.version
+        version: AdorchVersion.current
     )
 
     @Option(help: ArgumentHelp("The config file (TOML); drop-ins in FILE.d/*.toml are merged over it.", valueName: "file"))

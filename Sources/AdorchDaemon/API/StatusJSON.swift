@@ -33,7 +33,7 @@ struct StatusJSON {
         ]
     }
 
-    /// One rule and what it counts: ManagerInterfaces' CapRule.
+    /// One rule and what it counts: ManagerInterface.swift's CapRule.
     static func capRuleJSON(_ use: CapUse) -> JSONValue {
         var rule: [String: JSONValue] = [
             "rule": .string(use.network?.name(of: use.rule) ?? use.rule.name), "kind": .string(use.rule.isPacing ? "pacing" : "cap"),

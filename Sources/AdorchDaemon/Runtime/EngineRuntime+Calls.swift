@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchPaths
 import AdorchPluginHost
 import AdorchVarlink
 import Dispatch
@@ -166,7 +167,7 @@ extension EngineRuntime {
             // Down plugins (a host restarting, or disabled) are listed by what they last were.
             let down = plugins.infos.filter { plugins.loaded[$0.key] == nil }.values.sorted { $0.name < $1.name }
             let base = DaemonStatus(
-                version: Daemon.version, pid: getpid(), uptime: Date().timeIntervalSince(startedAt), socket: socket,
+                version: AdorchVersion.current, pid: getpid(), uptime: Date().timeIntervalSince(startedAt), socket: socket,
                 configSource: config.source, connections: server?.counts ?? VarlinkCounts(),
                 limits: server?.limits ?? config.limits, showRate: config.showRate, loadRate: config.loadRate, listRate: config.listRate,
                 budgets: config.scheduler.budgets, refused: gate.refusedCounts,

@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchPaths
 import AdorchPluginHost
 import AdorchSystemd
 import AdorchVarlink
@@ -99,7 +100,7 @@ final class EngineRuntime: @unchecked Sendable {
             let summary = summary()
             lastStatus = summary
             ServiceNotifier.ready(status: summary)
-            logger.notice("adorchd \(Daemon.version) ready on \(socketPath): \(summary)", metadata: MessageID.daemonReady.metadata)
+            logger.notice("adorchd \(AdorchVersion.current) ready on \(socketPath): \(summary)", metadata: MessageID.daemonReady.metadata)
             // Only now that this daemon serves: one that fails to start must leave the history alone.
             capHistory?.prune(keeping: engine.capHistoryKept)
             tickers.append(makeTimer(every: .seconds(1)) { [unowned self] in publishStatus() })

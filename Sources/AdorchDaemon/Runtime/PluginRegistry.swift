@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchPaths
 import AdorchPluginHost
 import Foundation
 import Logging
