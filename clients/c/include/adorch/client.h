@@ -1,6 +1,6 @@
 /*
  * adorch/client.h — libadorch-client: the C client of the adorch daemon's Varlink API
- * (interfaces io.adorch.Ads and io.adorch.Manager, see Sources/AdorchDaemon/Interfaces.swift).
+ * (interfaces io.adorch.Ads and io.adorch.Manager, see Sources/AdorchDaemon/API/AdsInterface.swift).
  *
  * Two layers:
  *   - adorch_client_*: one call per IDL method, typed results, plus events
