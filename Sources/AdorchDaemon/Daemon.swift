@@ -35,12 +35,15 @@ public final class Daemon: Sendable {
     private let serving = LockedServer()
     private let options: DaemonOptions
     private let logger: Logger
+    /// The connection [limits] the server is made with: the starting config's (a reload says they wait for the next start).
+    private let limits: VarlinkLimits
 
     public init(config: DaemonConfig, options: DaemonOptions, logger: Logger) {
         self.options = options
         self.logger = logger
         let stateDir = options.stateDir ?? config.stateDir ?? DefaultPaths.stateDir
         runtime = EngineRuntime(config: config, options: options, stateDir: stateDir, gate: CallGate(config, logger: logger), logger: logger)
+        limits = config.limits
         serving.socketPath = options.socketPath ?? config.socketPath ?? DefaultPaths.socket
     }
 
@@ -57,7 +60,7 @@ public final class Daemon: Sendable {
         let methods = MethodTable(runtime: runtime, serving: serving)
         let server = try VarlinkServer(
             info: VarlinkServiceInfo(vendor: "adorch", product: "adorchd", version: AdorchVersion.current, url: "https://adorch.invalid/"),
-            interfaces: interfaces, limits: runtime.config.limits, logger: logger,
+            interfaces: interfaces, limits: limits, logger: logger,
             handler: { call, replier in methods.handle(call, replier) }
         )
         // Bound before the socket is served, so a scraper finds it once apps can; a listener

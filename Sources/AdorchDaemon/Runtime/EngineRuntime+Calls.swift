@@ -132,7 +132,11 @@ extension EngineRuntime {
     func subscribe(slots: Set<String>?, viewer: Viewer, replier: VarlinkReplier) {
         queue.async { [self] in
             let redelivery = rewards?.redeliveries(slots: slots, viewer: viewer) ?? (events: [], waiting: 0)
-            feed.subscribe(slots: slots, viewer: viewer, replier: replier, rewardsWaiting: redelivery.waiting)
+            let id = feed.subscribe(slots: slots, viewer: viewer, replier: replier, rewardsWaiting: redelivery.waiting)
+            replier.onClose { [weak self] in
+                guard let self else { return }
+                queue.async { [self] in feed.unsubscribe(id) }
+            }
             for event in redelivery.events { replier.reply(["event": event], continues: true) }
         }
     }

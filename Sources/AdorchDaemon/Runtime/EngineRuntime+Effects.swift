@@ -8,7 +8,6 @@ import Dispatch
 extension EngineRuntime {
     /// Carries out the effects in order, then re-arms the timer.
     func apply(_ effects: [Effect]) {
-        dispatchPrecondition(condition: .onQueue(queue))
         for effect in effects {
             switch effect {
             case .load(let order): plugins[order.plugin]?.load(order)

@@ -33,7 +33,6 @@ extension EngineRuntime {
     /// The plugin's host is gone: its loads fail, its ads and sessions end, and it is
     /// restarted or, past its crash budget, disabled.
     func pluginDown(_ name: String, exit: PluginExit) {
-        dispatchPrecondition(condition: .onQueue(queue))
         let moment = now()
         apply(engine.pluginLost(name, reason: "its plugin host died: \(exit.reason)", now: moment))
         apply(sessions.endAll(where: { _, plugin in plugin == name }, reason: "plugin_fault: plugin \(name)'s host died: \(exit.reason)", now: moment))
@@ -57,22 +56,29 @@ extension EngineRuntime {
         rearm()
     }
 
-    /// A new host for a plugin whose restart is due.
+    /// A new host for a plugin whose restart is due, started off the engine queue.
     func restartPlugin(_ name: String) {
-        dispatchPrecondition(condition: .onQueue(queue))
         let asked = now()
-        plugins.restart(name) { [self] error in
-            if let error {
-                return pluginDown(name, exit: PluginExit(signal: nil, reason: "its new host did not start: \(error)"))
+        guard let open = plugins.restarter(name) else { return }
+        DispatchQueue.global().async { [self] in
+            let result: Result<any PluginInstance, PluginLoadError>
+            do throws(PluginLoadError) { result = .success(try open()) } catch { result = .failure(error) }
+            queue.async { [self] in
+                switch plugins.restarted(name, result) {
+                case nil: return
+                case .failure(let error)?:
+                    return pluginDown(name, exit: PluginExit(signal: nil, reason: "its new host did not start: \(error)"))
+                case .success?:
+                    guard let instance = plugins[name] else { return }
+                    if let process = instance as? PluginProcess, process.hasEnded, plugins.hostEnded(name, instance: ObjectIdentifier(process)) {
+                        return pluginDown(name, exit: PluginExit(signal: nil, reason: "its new host ended as it started"))
+                    }
+                    plugins.supervisor.restarted(name)
+                    logger.notice("plugin \(name) restarted \(PluginRegistry.whereItRuns(instance)) in \((now() - asked).roundedMilliseconds) ms",
+                                  metadata: ["plugin": "\(name)"].merging(MessageID.pluginLoaded.metadata) { $1 })
+                    apply(engine.pluginRestored(name, now: now()))
+                }
             }
-            guard let instance = plugins[name] else { return }
-            if let process = instance as? PluginProcess, process.hasEnded, plugins.hostEnded(name, instance: ObjectIdentifier(process)) {
-                return pluginDown(name, exit: PluginExit(signal: nil, reason: "its new host ended as it started"))
-            }
-            plugins.supervisor.restarted(name)
-            logger.notice("plugin \(name) restarted \(PluginRegistry.whereItRuns(instance)) in \((now() - asked).roundedMilliseconds) ms",
-                          metadata: ["plugin": "\(name)"].merging(MessageID.pluginLoaded.metadata) { $1 })
-            apply(engine.pluginRestored(name, now: now()))
         }
     }
 }

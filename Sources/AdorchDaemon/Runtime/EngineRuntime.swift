@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchLocking
 import AdorchPaths
 import AdorchPluginHost
 import AdorchSystemd
@@ -12,67 +13,117 @@ import Logging
 /// start, stop and reload. Calls from the Varlink side hop here once and answer through a
 /// completion; nothing here ever waits for the Varlink queue.
 ///
-/// @unchecked Sendable: every mutable field is touched only on `queue` (asserted where a
-/// function must be on it); the rest is immutable after init.
-final class EngineRuntime: @unchecked Sendable {
-    let queue = DispatchQueue(label: "adorch.engine")
+/// What the engine queue owns is `RuntimeState`, reachable only through `state`, a
+/// `QueueBound` that asserts the engine queue at every access: the accessors below are the only
+/// way in, so a read from another queue stops the daemon where it happens instead of racing.
+/// The rest is immutable.
+final class EngineRuntime: Sendable {
+    let queue: DispatchQueue
     let logger: Logger
     let options: DaemonOptions
-    let ids = ExternalIDs()
+    let ids: ExternalIDs
     let gate: CallGate
-    let feed: EventFeed
-    let plugins: PluginRegistry
     let stateDir: String
-    private(set) var config: DaemonConfig
-    var engine: Engine
-    var sessions = InteractiveSessions()
-    /// Rewards, durably; opened by start.
-    private(set) var rewards: RewardDesk?
-    /// The frequency rules' impressions, durably; opened once a config has rules
-    /// (`openCapHistory`): a daemon without any keeps no second database (its idle footprint).
-    private(set) var capHistory: CapHistoryFile?
-    /// The state directory's lock, held for the daemon's life: two daemons on one ledger and
-    /// one history would each undo the other's (closed on exec, so no plugin host holds it).
-    private var stateLock: Int32 = -1
-    /// Show and Load calls waiting for the engine's answer, by request.
-    var pendingShows: [RequestID: @Sendable (Result<ShownAd, ShowError>) -> Void] = [:]
-    var pendingLoads: [RequestID: @Sendable (Result<[ShownAd], LoadFailure>) -> Void] = [:]
-    /// Show calls per slot, for the metrics (`ShowStats`).
-    var showStats: [String: ShowStats] = [:]
-    /// The [metrics] listener, applied at start and at each reload (`attach`).
-    private(set) var metricsEndpoint: MetricsEndpoint?
-    private var nextRequest: RequestID = 1
-    private var estimatesFile: EstimatesFile
-    /// Wakes the engine when it asked to be.
-    var timer: DispatchSourceTimer?
-    /// When `timer` fires next, if it is set.
-    private var armedFor: Moment?
-    private var tickers: [DispatchSourceTimer] = []
-    private var lastStatus = ""
     let startedAt = Date()
+    private let state: QueueBound<RuntimeState>
 
     init(config: DaemonConfig, options: DaemonOptions, stateDir: String, gate: CallGate, logger: Logger) {
-        self.config = config
+        let queue = DispatchQueue(label: "adorch.engine"), ids = ExternalIDs()
+        self.queue = queue
+        self.ids = ids
         self.options = options
         self.stateDir = stateDir
         self.gate = gate
         self.logger = logger
-        engine = Engine(slots: [], plugins: [], settings: config.scheduler)
-        sessions.budgets = config.scheduler.budgets
-        estimatesFile = EstimatesFile(stateDir: stateDir)
-        feed = EventFeed(queue: queue, logger: logger, ids: ids)
-        plugins = PluginRegistry(queue: queue, logger: logger, options: options)
+        state = QueueBound(RuntimeState(config: config, options: options, stateDir: stateDir, ids: ids, logger: logger), queue: queue)
+    }
+
+    // MARK: The engine queue's state, through `state` only
+
+    private(set) var config: DaemonConfig {
+        get { state.value.config }
+        set { state.value.config = newValue }
+    }
+    var engine: Engine {
+        get { state.value.engine }
+        _modify { yield &state.value.engine }
+    }
+    var sessions: InteractiveSessions {
+        get { state.value.sessions }
+        _modify { yield &state.value.sessions }
+    }
+    /// Rewards, durably; opened by start.
+    private(set) var rewards: RewardDesk? {
+        get { state.value.rewards }
+        set { state.value.rewards = newValue }
+    }
+    /// The frequency rules' impressions, durably; opened once a config has rules
+    /// (`openCapHistory`): a daemon without any keeps no second database (its idle footprint).
+    private(set) var capHistory: CapHistoryFile? {
+        get { state.value.capHistory }
+        set { state.value.capHistory = newValue }
+    }
+    /// Show and Load calls waiting for the engine's answer, by request.
+    var pendingShows: [RequestID: @Sendable (Result<ShownAd, ShowError>) -> Void] {
+        get { state.value.pendingShows }
+        _modify { yield &state.value.pendingShows }
+    }
+    var pendingLoads: [RequestID: @Sendable (Result<[ShownAd], LoadFailure>) -> Void] {
+        get { state.value.pendingLoads }
+        _modify { yield &state.value.pendingLoads }
+    }
+    /// Show calls per slot, for the metrics (`ShowStats`).
+    var showStats: [String: ShowStats] {
+        get { state.value.showStats }
+        _modify { yield &state.value.showStats }
+    }
+    /// The [metrics] listener, applied at start and at each reload (`attach`).
+    private(set) var metricsEndpoint: MetricsEndpoint? {
+        get { state.value.metricsEndpoint }
+        set { state.value.metricsEndpoint = newValue }
+    }
+    /// Wakes the engine when it asked to be.
+    var timer: DispatchSourceTimer? {
+        get { state.value.timer }
+        set { state.value.timer = newValue }
+    }
+    var feed: EventFeed { state.value.feed }
+    var plugins: PluginRegistry { state.value.plugins }
+    private var estimatesFile: EstimatesFile {
+        get { state.value.estimatesFile }
+        _modify { yield &state.value.estimatesFile }
+    }
+    private var stateLock: Int32 {
+        get { state.value.stateLock }
+        set { state.value.stateLock = newValue }
+    }
+    private var nextRequest: RequestID {
+        get { state.value.nextRequest }
+        set { state.value.nextRequest = newValue }
+    }
+    /// When `timer` fires next, if it is set.
+    private var armedFor: Moment? {
+        get { state.value.armedFor }
+        set { state.value.armedFor = newValue }
+    }
+    private var tickers: [DispatchSourceTimer] {
+        get { state.value.tickers }
+        _modify { yield &state.value.tickers }
+    }
+    private var lastStatus: String {
+        get { state.value.lastStatus }
+        set { state.value.lastStatus = newValue }
     }
 
     /// Opens the ledger, loads the plugins, builds the engine (with the estimates kept from
-    /// the last run) and starts its timers. Throws only if two plugin names are one file, or
+    /// the last run) and starts its timers, on the engine queue (the caller waits). Throws only if two plugin names are one file, or
     /// the state directory or the ledger cannot be used: a refused plugin is logged and the
     /// daemon runs on.
     func start() throws {
-        try config.checkPluginFiles(pluginDir: options.pluginDir)
-        try prepareStateDirectory()
-        rewards = try RewardDesk(stateDir: stateDir, config: config, logger: logger)
-        queue.sync {
+        try queue.sync {
+            try config.checkPluginFiles(pluginDir: options.pluginDir)
+            try prepareStateDirectory()
+            rewards = try RewardDesk(stateDir: stateDir, config: config, logger: logger)
             plugins.route(reports: reportHandler, exits: exitHandler)
             plugins.confinement = confinement(of: config)
             plugins.load(config.plugins, dirs: config.pluginDir)
@@ -273,7 +324,6 @@ final class EngineRuntime: @unchecked Sendable {
 
     /// A new request id for a Show or Load call.
     func issueRequest() -> RequestID {
-        dispatchPrecondition(condition: .onQueue(queue))
         defer { nextRequest += 1 }
         return nextRequest
     }
@@ -317,7 +367,6 @@ final class EngineRuntime: @unchecked Sendable {
     }
 
     private func saveEstimates() {
-        dispatchPrecondition(condition: .onQueue(queue))
         estimatesFile.save(engine.estimates(at: now()), logger: logger)
     }
 
@@ -354,6 +403,41 @@ final class EngineRuntime: @unchecked Sendable {
         return "\(statuses.count) slots, \(ready)/\(wanted) ads ready, \(plugins.loaded.count) plugins"
             + (plugins.refusals.isEmpty ? "" : ", \(plugins.refusals.count) refused")
             + (metricsEndpoint?.state.map { $0.error == nil ? ", metrics on \($0.address)" : ", metrics not listening on \($0.address)" } ?? "")
+    }
+}
+
+/// What the engine queue owns: created before the queue runs, then reached only through
+/// `EngineRuntime`'s accessors (its `QueueBound`). Not Sendable: no closure may carry it to
+/// another queue.
+final class RuntimeState {
+    var config: DaemonConfig
+    var engine: Engine
+    var sessions = InteractiveSessions()
+    var rewards: RewardDesk?
+    var capHistory: CapHistoryFile?
+    /// The state directory's lock, held for the daemon's life: two daemons on one ledger and
+    /// one history would each undo the other's (closed on exec, so no plugin host holds it).
+    var stateLock: Int32 = -1
+    var pendingShows: [RequestID: @Sendable (Result<ShownAd, ShowError>) -> Void] = [:]
+    var pendingLoads: [RequestID: @Sendable (Result<[ShownAd], LoadFailure>) -> Void] = [:]
+    var showStats: [String: ShowStats] = [:]
+    var metricsEndpoint: MetricsEndpoint?
+    var nextRequest: RequestID = 1
+    var estimatesFile: EstimatesFile
+    var timer: DispatchSourceTimer?
+    var armedFor: Moment?
+    var tickers: [DispatchSourceTimer] = []
+    var lastStatus = ""
+    let feed: EventFeed
+    let plugins: PluginRegistry
+
+    init(config: DaemonConfig, options: DaemonOptions, stateDir: String, ids: ExternalIDs, logger: Logger) {
+        self.config = config
+        engine = Engine(slots: [], plugins: [], settings: config.scheduler)
+        sessions.budgets = config.scheduler.budgets
+        estimatesFile = EstimatesFile(stateDir: stateDir)
+        feed = EventFeed(logger: logger, ids: ids)
+        plugins = PluginRegistry(logger: logger, options: options)
     }
 }
 

@@ -8,12 +8,11 @@ import Logging
 /// [engine queue] Where engine events go: the journal, the latest events for ListEvents,
 /// and the Subscribe streams. An event's JSON is made only when someone reads it.
 ///
-/// @unchecked Sendable: confined to the engine queue (asserted), created before it runs.
-final class EventFeed: @unchecked Sendable {
+/// Part of the engine queue's state (RuntimeState): reached only through EngineRuntime.
+final class EventFeed {
     /// Events ListEvents can still return.
     static let recentKept = 512
 
-    private let queue: DispatchQueue
     private let logger: Logger
     private let ids: ExternalIDs
     /// Set once the socket is served; events before that reach only the journal and `recent`.
@@ -24,14 +23,12 @@ final class EventFeed: @unchecked Sendable {
     /// Lines about each plugin's callbacks, by network (admitLine).
     private var eventLines: [String: SecondWindow] = [:]
 
-    init(queue: DispatchQueue, logger: Logger, ids: ExternalIDs) {
-        self.queue = queue
+    init(logger: Logger, ids: ExternalIDs) {
         self.logger = logger
         self.ids = ids
     }
 
     var subscriberCount: Int {
-        dispatchPrecondition(condition: .onQueue(queue))
         return subscribers.count
     }
 
@@ -52,7 +49,6 @@ final class EventFeed: @unchecked Sendable {
 
     /// `owner`: for a reward, the uid its ad was handed to; only it and the Manager side hear of it.
     func publish(_ reported: EngineEvent, owner: UInt32? = nil) {
-        dispatchPrecondition(condition: .onQueue(queue))
         var event = reported
         if event.kind == .session, event.message == nil,
            let message = event.detailJSON.flatMap({ JSONValue.parse(Data($0.utf8)) })?.objectValue?["message"]?.stringValue {
@@ -71,32 +67,29 @@ final class EventFeed: @unchecked Sendable {
 
     /// The latest `limit` events of `slots` (all if nil) that `viewer` may see, oldest first.
     func recentEvents(slots: Set<String>?, limit: Int, viewer: Viewer) -> [JSONValue] {
-        dispatchPrecondition(condition: .onQueue(queue))
         let matching = recent.elements.filter { kept in
             (slots.map { s in kept.event.slot.map(s.contains) ?? false } ?? true) && viewer.sees(kept.event, owner: kept.owner)
         }
         return matching.suffix(limit).map { $0.event.json(at: $0.time, ids) }
     }
 
-    /// From here on `replier` streams the events of `slots` that `viewer` may see; it is
-    /// dropped when its connection closes. The first reply says the subscription is in place
-    /// and how many of the rewards `viewer` may see wait unacknowledged beyond those redelivered.
-    func subscribe(slots: Set<String>?, viewer: Viewer, replier: VarlinkReplier, rewardsWaiting: Int) {
-        dispatchPrecondition(condition: .onQueue(queue))
+    /// From here on `replier` streams the events of `slots` that `viewer` may see, until
+    /// `unsubscribe` with the id returned (when its connection closes). The first reply says the
+    /// subscription is in place and how many of the rewards `viewer` may see wait
+    /// unacknowledged beyond those redelivered.
+    func subscribe(slots: Set<String>?, viewer: Viewer, replier: VarlinkReplier, rewardsWaiting: Int) -> UInt64 {
         let id = nextSubscriber
         nextSubscriber += 1
         subscribers[id] = Subscriber(slots: slots, viewer: viewer, replier: replier)
-        replier.onClose { [weak self] in
-            guard let self else { return }
-            queue.async { self.subscribers[id] = nil }
-        }
         replier.reply(["event": ["kind": "subscribed", "time": .string(timestamp(Date())), "rewards_waiting": .int(Int64(rewardsWaiting))]],
                      continues: true)
+        return id
     }
+
+    func unsubscribe(_ id: UInt64) { subscribers[id] = nil }
 
     /// The daemon stops: every stream ends with a final error.
     func endSubscriptions() {
-        dispatchPrecondition(condition: .onQueue(queue))
         for subscriber in subscribers.values { subscriber.replier.fail(AdsError.shuttingDown()) }
         subscribers.removeAll()
     }

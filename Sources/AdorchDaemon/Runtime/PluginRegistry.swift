@@ -16,9 +16,9 @@ public struct PluginRefusal: Sendable {
 /// process of their own (docs/isolation.md), and the ones refused with why. An isolated
 /// plugin whose host died is down until the supervisor's restart brings it back.
 ///
-/// @unchecked Sendable: confined to the engine queue (asserted), created before it runs.
-final class PluginRegistry: @unchecked Sendable {
-    private let queue: DispatchQueue
+/// Part of the engine queue's state (RuntimeState): reached only through EngineRuntime, and
+/// not Sendable, so nothing of it leaves that queue except the openers it builds from values.
+final class PluginRegistry {
     private let logger: Logger
     private let options: DaemonOptions
     /// The plugins running now, in the daemon or in their hosts.
@@ -37,8 +37,7 @@ final class PluginRegistry: @unchecked Sendable {
     private var onReport: PluginReportHandler = { _, _, _ in }
     private var onExit: @Sendable (String, ObjectIdentifier, PluginExit) -> Void = { _, _, _ in }
 
-    init(queue: DispatchQueue, logger: Logger, options: DaemonOptions) {
-        self.queue = queue
+    init(logger: Logger, options: DaemonOptions) {
         self.logger = logger
         self.options = options
     }
@@ -54,7 +53,6 @@ final class PluginRegistry: @unchecked Sendable {
     /// Loads `wanted`, or every plugin found in the directories when the config names none
     /// and none is loaded yet.
     func load(_ wanted: [PluginConfig], dirs configured: String?, prestarted: Prestarted = [:]) {
-        dispatchPrecondition(condition: .onQueue(queue))
         var prestarted = prestarted
         // One started for a plugin this load no longer takes (a newer reload) is not kept.
         defer { for case .success(let unused) in prestarted.values { Self.stopAside(unused) } }
@@ -107,7 +105,6 @@ final class PluginRegistry: @unchecked Sendable {
     /// only the reload's caller does. Nil for an in-process plugin, or one whose file is not
     /// found or not trusted (the load then refuses it, saying why).
     func starter(for plugin: PluginConfig, dirs configured: String?, confinement: Confinement) -> (@Sendable () -> Result<any PluginInstance, PluginLoadError>)? {
-        dispatchPrecondition(condition: .onQueue(queue))
         guard plugin.isolation == .process, DefaultPaths.pluginHost != nil,
               let path = Self.locate(plugin, in: Self.dirs(options.pluginDir ?? configured)) else { return nil }
         if !options.insecurePlugins, (try? PluginFileTrust.check(path, owners: [0, geteuid()])) == nil { return nil }
@@ -119,7 +116,6 @@ final class PluginRegistry: @unchecked Sendable {
 
     /// The plugin dlopened here, or in a host of its own, hidden from what `confinement` names.
     private func opener(for plugin: PluginConfig, path: String, confinement: Confinement) -> Opener {
-        dispatchPrecondition(condition: .onQueue(queue))
         let (logger, onReport, onExit, name, configJSON) = (logger, onReport, onExit, plugin.name, plugin.configJSON)
         switch plugin.isolation {
         case .inProcess:
@@ -161,49 +157,43 @@ final class PluginRegistry: @unchecked Sendable {
     /// An isolated plugin's host ended: it is down. Returns false for a host already replaced
     /// or removed (its exit is old news).
     func hostEnded(_ name: String, instance: ObjectIdentifier) -> Bool {
-        dispatchPrecondition(condition: .onQueue(queue))
         guard let current = loaded[name], ObjectIdentifier(current) == instance else { return false }
         loaded[name] = nil
         return true
     }
 
-    /// Starts a down plugin's host again, off the engine queue (a host takes tens of ms to
-    /// start, and Shows of every other plugin must not wait); `completion` runs on the
-    /// engine queue with the error if it could not.
-    func restart(_ name: String, completion: @escaping (PluginLoadError?) -> Void) {
-        dispatchPrecondition(condition: .onQueue(queue))
-        guard let plugin = configs[name], let path = infos[name]?.path else { return }
-        nonisolated(unsafe) let done = completion
-        let open = opener(for: plugin, path: path, confinement: confinement)
-        DispatchQueue.global().async { [queue] in
-            let result: Result<any PluginInstance, PluginLoadError>
-            do throws(PluginLoadError) { result = .success(try open()) } catch { result = .failure(error) }
-            queue.async { [self] in
-                switch result {
-                case .success(let instance):
-                    // A reload that removed or disabled it meanwhile wins.
-                    guard configs[name] != nil, case .starting? = supervisor.state(of: name) else {
-                        return Self.stopAside(instance)
-                    }
-                    loaded[name] = instance
-                    infos[name] = instance.info
-                    done(nil)
-                case .failure(let error): done(error)
-                }
+    /// What starts a down plugin's host again, to run off the engine queue (a host takes tens
+    /// of ms to start, and Shows of every other plugin must not wait); nil if it is no longer
+    /// configured. Its result goes to `restarted`, back on the engine queue.
+    func restarter(_ name: String) -> Opener? {
+        guard let plugin = configs[name], let path = infos[name]?.path else { return nil }
+        return opener(for: plugin, path: path, confinement: confinement)
+    }
+
+    /// A restart's result: the new host in place, or the error. One a reload removed or
+    /// disabled meanwhile is stopped, and nil returned as if nothing happened.
+    func restarted(_ name: String, _ result: Result<any PluginInstance, PluginLoadError>) -> Result<Void, PluginLoadError>? {
+        switch result {
+        case .success(let instance):
+            guard configs[name] != nil, case .starting? = supervisor.state(of: name) else {
+                Self.stopAside(instance)
+                return nil
             }
+            loaded[name] = instance
+            infos[name] = instance.info
+            return .success(())
+        case .failure(let error): return .failure(error)
         }
     }
 
     /// Forgets the refusals of plugins a reload no longer names.
     func forgetRefusals(except wanted: Set<String>) {
-        dispatchPrecondition(condition: .onQueue(queue))
         for name in refusals.keys where !wanted.contains(name) { refusals[name] = nil }
     }
 
     /// Stops a plugin a reload changed, to load it again as it now says: its crashes still
     /// count (status and adorch_plugin_crashes_total never go back).
     func stopForRestart(_ name: String, because why: String) {
-        dispatchPrecondition(condition: .onQueue(queue))
         stop(name)
         logger.notice("plugin \(name) stopped: \(why)", metadata: ["plugin": "\(name)"])
     }
@@ -220,7 +210,6 @@ final class PluginRegistry: @unchecked Sendable {
 
     /// Stops a plugin a reload removed, and forgets it.
     func remove(_ name: String) {
-        dispatchPrecondition(condition: .onQueue(queue))
         stop(name)
         refusals[name] = nil
         configs[name] = nil
@@ -232,7 +221,6 @@ final class PluginRegistry: @unchecked Sendable {
     /// Every plugin's deinit, in name order (an isolated one's host then exits); one stuck in
     /// a call is left behind, said in the log.
     func shutdownAll() {
-        dispatchPrecondition(condition: .onQueue(queue))
         for plugin in loaded.values.sorted(by: { $0.info.name < $1.info.name }) where !plugin.shutdown() {
             logger.error("plugin \(plugin.info.name) did not return from a call within 5 s: stopping without its deinit",
                          metadata: ["plugin": "\(plugin.info.name)"])
