@@ -10,6 +10,9 @@ package struct JSONWriter {
     package struct Unencodable: Error {}
 
     package var bytes: [UInt8] = []
+    /// Object members by these names whose value is a string hold JSON text that was parsed and
+    /// checked already (an ad's payload, as its plugin wrote it): written as it is, not quoted.
+    package var verbatim: Set<String> = []
 
     package init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
 
@@ -51,7 +54,11 @@ package struct JSONWriter {
                 let (key, value) = members[index]
                 write(key)
                 bytes.append(UInt8(ascii: ":"))
-                try write(value, depth: depth)
+                if !verbatim.isEmpty, case .string(let json) = value, verbatim.contains(key) {
+                    bytes.append(contentsOf: json.utf8)
+                } else {
+                    try write(value, depth: depth)
+                }
             }
         }
     }

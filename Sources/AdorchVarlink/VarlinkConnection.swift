@@ -205,6 +205,11 @@ final class VarlinkConnection: @unchecked Sendable {
         server.queue.async { [self, server] in withExtendedLifetime(server) { deliver(message, final: final, serial: serial) } }
     }
 
+    /// The final reply to call `serial`, encoded by `encode` on the server's queue.
+    func sendBuilt(serial: UInt64, _ encode: @escaping @Sendable () -> [UInt8]) {
+        server.queue.async { [self, server] in withExtendedLifetime(server) { deliver(encode(), final: true, serial: serial) } }
+    }
+
     /// On the server's queue: writes a reply to call `serial`, if that call is still the one in progress.
     func deliver(_ message: [UInt8], final: Bool, serial: UInt64) {
         dispatchPrecondition(condition: .onQueue(server.queue))

@@ -16,6 +16,13 @@ public final class VarlinkReplier: Sendable {
         connection?.send(VarlinkWire.reply(parameters, continues: continues && wantsMore), final: !(continues && wantsMore), serial: serial)
     }
 
+    /// The final reply, made by `build` on the server's queue: the caller hands over values,
+    /// and their JSON is built and encoded where it is written, not on the caller's queue.
+    /// `verbatim` as VarlinkWire.reply's.
+    public func reply(verbatim: Set<String> = [], building build: @escaping @Sendable () -> [String: JSONValue]) {
+        connection?.sendBuilt(serial: serial) { VarlinkWire.reply(build(), continues: false, verbatim: verbatim) }
+    }
+
     /// The final, error reply.
     public func fail(_ error: VarlinkError) {
         connection?.send(VarlinkWire.error(error), final: true, serial: serial)

@@ -2,8 +2,10 @@
 /// members are in the order JSONEncoder's `.sortedKeys` gave them, so the bytes are the
 /// ones the daemon always sent. Public for the wire benchmark.
 public enum VarlinkWire {
-    public static func reply(_ parameters: [String: JSONValue], continues: Bool) -> [UInt8] {
-        message { writer throws(JSONWriter.Unencodable) in
+    /// `verbatim`: members whose string value is JSON text already checked, written unquoted
+    /// (JSONWriter.verbatim).
+    public static func reply(_ parameters: [String: JSONValue], continues: Bool, verbatim: Set<String> = []) -> [UInt8] {
+        message(verbatim: verbatim) { writer throws(JSONWriter.Unencodable) in
             if continues { writer.append(#""continues":true,"#) }
             try writeParameters(parameters, &writer)
         }
@@ -37,9 +39,10 @@ public enum VarlinkWire {
 
     /// One object around `members`. A value JSON cannot hold makes the message `null`, as
     /// JSONEncoder's failure did.
-    private static func message(_ members: (inout JSONWriter) throws(JSONWriter.Unencodable) -> Void) -> [UInt8] {
+    private static func message(verbatim: Set<String> = [], _ members: (inout JSONWriter) throws(JSONWriter.Unencodable) -> Void) -> [UInt8] {
         // Most replies fit; a larger one grows the buffer a few times.
         var writer = JSONWriter(capacity: 256)
+        writer.verbatim = verbatim
         writer.append("{")
         do { try members(&writer) } catch { return Array("null\0".utf8) }
         writer.append("}\0")

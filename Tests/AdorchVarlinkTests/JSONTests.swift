@@ -44,6 +44,20 @@ private struct SplitMix: RandomNumberGenerator {
 
 final class JSONParserTests: XCTestCase {
     /// The numbers whose case (.int or .double) JSONDecoder decided: pinned to its results.
+    /// A member named verbatim holds JSON text checked already (an ad's payload): it goes out
+    /// as it came, among the sorted members; anywhere else, or without the name, a string.
+    func testAVerbatimMemberIsWrittenAsTheJSONItHolds() {
+        let payload = #"{"title": "Hi", "n": [1, 2.5]}"#
+        let ad: [String: JSONValue] = ["ad": ["slot": "s", "payload": .string(payload), "id": "x"]]
+        XCTAssertEqual(String(decoding: VarlinkWire.reply(ad, continues: false, verbatim: ["payload"]), as: UTF8.self),
+                       #"{"parameters":{"ad":{"id":"x","payload":{"title": "Hi", "n": [1, 2.5]},"slot":"s"}}}"# + "\0")
+        XCTAssertEqual(String(decoding: VarlinkWire.reply(ad, continues: false), as: UTF8.self),
+                       #"{"parameters":{"ad":{"id":"x","payload":"{\"title\": \"Hi\", \"n\": [1, 2.5]}","slot":"s"}}}"# + "\0")
+        // Not a string: written as any value.
+        XCTAssertEqual(String(decoding: VarlinkWire.reply(["payload": ["a": 1]], continues: false, verbatim: ["payload"]), as: UTF8.self),
+                       #"{"parameters":{"payload":{"a":1}}}"# + "\0")
+    }
+
     func testNumbersKeepTheCasesJSONDecoderGave() {
         let expected: [(String, JSONValue)] = [
             ("1.0", .int(1)), ("1e3", .int(1000)), ("1E+2", .int(100)), ("-0", .int(0)), ("-0.0", .int(0)), ("0.1e1", .int(1)),

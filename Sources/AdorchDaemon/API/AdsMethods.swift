@@ -17,18 +17,18 @@ struct AdsMethods {
             // not use does not say when anyone saw its ads.
             let viewer = Viewer(peer: call.peer, gate: gate)
             runtime.slotStatuses(capsFor: CapUser(uid: call.peer?.uid, id: p.userID)) { slots in
-                replier.reply(["slots": .array(slots.map { slot in
+                replier.reply { ["slots": .array(slots.map { slot in
                     var shown = slot
                     if !viewer.sees(slot: slot.config.id) { shown.capHold = nil }
                     return json.listedSlotJSON(shown)
-                })])
+                })] }
             }
         }
         routes.add(AdsMethod.show, ShowCall.self) { p, call, replier in
             if let refusal = gate.rateRefusal(.showRate, call) { return replier.fail(refusal) }
             runtime.show(slot: p.slot, userID: p.userID, reward: p.reward, holder: call.peer?.uid) { result in
                 switch result {
-                case .success(let (ad, expiresAt)): replier.reply(["ad": adJSON(ad, expiresAt: expiresAt, ids)])
+                case .success(let (ad, expiresAt)): replier.reply(verbatim: adVerbatim) { ["ad": adJSON(ad, expiresAt: expiresAt, ids)] }
                 case .failure(let error): replier.fail(showError(error, call, gate))
                 }
             }
@@ -39,7 +39,7 @@ struct AdsMethods {
                          refused: { replier.fail(showError($0, call, gate)) }) { result in
                 switch result {
                 case .success(let ads):
-                    replier.reply(["ads": .array(ads.map { adJSON($0.ad, expiresAt: $0.expiresAt, ids) })])
+                    replier.reply(verbatim: adVerbatim) { ["ads": .array(ads.map { adJSON($0.ad, expiresAt: $0.expiresAt, ids) })] }
                 case .failure(let failure):
                     replier.fail(AdsError.loadFailed([
                         "slot": .string(p.slot), "error": .string(failure.code.rawValue), "message": .string(failure.message),
@@ -266,11 +266,15 @@ struct SessionIDCall: CallParameters {
 
 // MARK: Replies
 
+/// An ad's payload is the JSON text its plugin gave, checked when the ad loaded (a JSON object,
+/// within plugin.h's bound): it goes out as it came, never parsed or encoded again.
+private let adVerbatim: Set<String> = ["payload"]
+
+/// An ad as the Ad type of the IDL; built on the Varlink queue (`reply(building:)`).
 private func adJSON(_ ad: ShownAd, expiresAt: Date, _ ids: ExternalIDs) -> JSONValue {
-    let payload = JSONValue.parse(Data(ad.payloadJSON.utf8)) ?? .object([:])
-    return [
+    [
         "id": .string(ids.external(ad.id)), "slot": .string(ad.slot), "network": .string(ad.network),
-        "format": .string(ad.format.rawValue), "payload": payload,
+        "format": .string(ad.format.rawValue), "payload": ad.payloadJSON.isEmpty ? .object([:]) : .string(ad.payloadJSON),
         "expires_at": .string(timestamp(expiresAt)), "price": .double(ad.price),
     ]
 }

@@ -24,7 +24,7 @@ struct ManagerMethods {
             }
         }
         routes.add(ManagerMethod.getStatus, NoParameters.self) { _, _, replier in
-            runtime.status(server: serving.server, socket: serving.socketPath) { replier.reply(json.statusJSON($0)) }
+            runtime.status(server: serving.server, socket: serving.socketPath) { status in replier.reply { json.statusJSON(status) } }
         }
         routes.add(ManagerMethod.getMetrics, MetricsCall.self) { p, _, replier in
             runtime.metrics(p.format, server: serving.server, socket: serving.socketPath) { replier.reply(["text": .string($0)]) }
@@ -34,7 +34,7 @@ struct ManagerMethods {
                 guard let uses else {
                     return replier.fail(ManagerError.slotNotFound(["slot": .string(p.slot), "message": .string("no slot \"\(p.slot)\" is configured")]))
                 }
-                replier.reply(["rules": .array(uses.map(StatusJSON.capRuleJSON))])
+                replier.reply { ["rules": .array(uses.map(StatusJSON.capRuleJSON))] }
             }
         }
         routes.add(ManagerMethod.reload, NoParameters.self) { _, _, replier in
