@@ -391,3 +391,71 @@ extension HostilePluginTests {
         XCTAssertEqual(try daemon.pluginStatus("forger")["state"]?.stringValue, "loaded")
     }
 }
+
+/// A reload while an isolated plugin's host is being restarted: the restart starts its host off
+/// the engine queue from values taken on it, while the reload changes what hosts may not open
+/// (the reward key) on the engine queue. Under `make tsan` this is the data race the
+/// registry once had (its restart read the confinement a reload writes); here it must leave
+/// the daemon serving with the plugin back, every time.
+final class ReloadDuringRestartTests: XCTestCase {
+    func testReloadingWhileAnIsolatedPluginRestarts200Times() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-race-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        addTeardownBlock { try? FileManager.default.removeItem(at: dir) }
+        let keys = (0..<2).map { dir.appendingPathComponent("reward-\($0).key") }
+        for key in keys { try "0123456789abcdef0123456789abcdef".write(to: key, atomically: true, encoding: .utf8) }
+        func config(_ key: URL) -> String {
+            """
+            [rewards]
+            key_file = "\(key.path)"
+
+            [plugins.sim]
+            isolation = "process"
+            crash_budget = 1000
+            crash_window_s = 1
+
+            [[slots]]
+            id = "s"
+            format = "interstitial"
+            buffer = 1
+              [[slots.waterfall]]
+              plugin = "sim"
+              server_parameter = "latency_ms=0..2"
+            """
+        }
+        let daemon = try DaemonProcess(config: config(keys[0]))
+        defer { _ = daemon.stop() }
+        func hostPID() throws -> pid_t? { try daemon.pluginStatus("sim")["pid"]?.intValue.map { pid_t($0) } }
+        try daemon.waitFor("the first host") { try hostPID() != nil }
+        // A crash restarts the host at once only when it is the first in crash_window_s (later
+        // ones back off), so a host is killed only once a window has passed since the last kill;
+        // the reloads between replace the host through the reload's own start.
+        var lastKill = ContinuousClock.now - .seconds(2)
+        func restartsAtOnce() -> Int { daemon.log.components(separatedBy: "restarting it now").count - 1 }
+        for round in 1...200 {
+            if lastKill.duration(to: .now) > .milliseconds(1100), let pid = try hostPID() {
+                let before = restartsAtOnce()
+                kill(pid, SIGKILL)
+                lastKill = .now
+                // Its restart is on its way, off the engine queue: the reload below races it.
+                try daemon.waitFor("round \(round): the host's restart") { restartsAtOnce() > before }
+            }
+            try config(keys[round % 2]).write(to: daemon.dir.appendingPathComponent("adorchd.toml"), atomically: true, encoding: .utf8)
+            XCTAssertNotNil(try daemon.call("io.adorch.Manager.Reload")["summary"], "round \(round)")
+            XCTAssertTrue(daemon.isRunning, "round \(round): the daemon died:\n\(daemon.log.suffix(3000))")
+            if !daemon.isRunning { return }
+        }
+        try daemon.waitFor("the plugin back after the last round", timeout: .seconds(30)) {
+            try daemon.pluginStatus("sim")["state"]?.stringValue == "loaded" && hostPID() != nil
+        }
+        let reply = try daemon.call("io.adorch.Ads.ListSlots")
+        XCTAssertEqual(reply["slots"]?.arrayValue?.count, 1)
+        // Both roads were taken: the supervisor's restarts and the reloads' new hosts.
+        let log = daemon.log
+        let restarts = restartsAtOnce()
+        let rehidden = log.components(separatedBy: "plugin sim stopped: a reload changed what its host may not open").count - 1
+        print("200 rounds: \(restarts) restarts by the supervisor raced by a reload, \(rehidden) hosts replaced by a reload")
+        XCTAssertGreaterThan(restarts, 0, "no restart by the supervisor:\n\(log.suffix(3000))")
+        XCTAssertGreaterThan(rehidden, 0, "no host replaced by a reload:\n\(log.suffix(3000))")
+    }
+}
