@@ -128,7 +128,7 @@ extension Validator {
         let check = "native: payload of 3 ads"
         setCheck(check)
         var request = base
-        request.count = 3
+        request.order.count = 3
         var problems: [String] = []
         for _ in 0..<5 {
             guard let ad = create(request, check: check, problems: &problems) else { break }

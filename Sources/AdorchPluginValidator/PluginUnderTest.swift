@@ -127,44 +127,27 @@ final class PluginUnderTest: @unchecked Sendable {
     }
 }
 
-/// One load request as the validator makes it; the C strings live for the ad_create call only.
+/// One load request as the validator makes it: an order as the daemon's engine would give it,
+/// whose deadline starts at its ad_create (`LoadOrder.withCRequest` builds the C request for
+/// the validator and the loader alike).
 struct Request: Sendable {
-    var format: UInt32
-    var slotID = "validator"
-    var adUnitID = "validator-unit"
-    var serverParameter = ""
-    var targetingJSON = "{}"
-    var width: UInt32 = 0
-    var height: UInt32 = 0
-    var count: UInt32 = 1
-    var timeout: Duration = .seconds(2)
-    var variant = ""
-    var creativeURL = ""
-    var adParametersJSON = "{}"
-    var slotType = ""
+    var order: LoadOrder
+    /// From ad_create to the deadline the plugin is given.
+    var timeout: Duration
+
+    init(format: AdFormat, serverParameter: String, timeout: Duration) {
+        order = LoadOrder(adID: 0, plugin: "validator", slotID: "validator", format: format,
+                          entry: WaterfallEntry(plugin: "validator", adUnitID: "validator-unit", serverParameter: serverParameter, timeout: timeout),
+                          deadline: Moment(nanoseconds: 0),
+                          reward: format == .rewarded ? RewardModel(name: "coins", amount: 10, extra: "") : nil,
+                          testMode: true, targetingJSON: "{}")
+        self.timeout = timeout
+    }
 
     func withCRequest<T>(_ body: (UnsafePointer<adorch_request>) -> T) -> T {
-        var strings: [UnsafeMutablePointer<CChar>] = []
-        defer { strings.forEach { free($0) } }
-        func dup(_ s: String) -> UnsafePointer<CChar> {
-            let p = strdup(s)!
-            strings.append(p)
-            return UnsafePointer(p)
-        }
-        var reward = adorch_reward(user_id: dup(""), reward_name: dup("coins"), reward_amount: 10, extra: dup(""))
-        let timeoutMS = timeout.millisecondsUInt32
-        let deadlineNS = (Moment.monotonicNow() + .milliseconds(timeoutMS)).nanoseconds
-        return withUnsafePointer(to: &reward) { rewardPointer in
-            var request = adorch_request(
-                struct_size: UInt32(MemoryLayout<adorch_request>.size), format: format, slot_id: dup(slotID),
-                ad_unit_id: dup(adUnitID), server_parameter: dup(serverParameter), targeting_json: dup(targetingJSON),
-                width: width, height: height, count: count, timeout_ms: timeoutMS, deadline_monotonic_ns: deadlineNS,
-                test_mode: 1, reward: format == adorch_format.ADORCH_FORMAT_REWARDED.rawValue ? rewardPointer : nil,
-                variant: dup(variant), image_options_json: dup("{}"), creative_url: dup(creativeURL),
-                ad_parameters_json: dup(adParametersJSON), slot_type: dup(slotType), load_uid: dup(newLoadUID())
-            )
-            return body(&request)
-        }
+        var order = order
+        order.deadline = Moment.monotonicNow() + .milliseconds(timeout.millisecondsUInt32)
+        return order.withCRequest(body)
     }
 }
 

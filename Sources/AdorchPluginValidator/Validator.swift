@@ -142,13 +142,12 @@ public final class Validator {
     // MARK: Helpers
 
     func request(_ format: AdFormat) -> Request {
-        var request = Request(format: format.abi.rawValue, serverParameter: options.serverParameter, timeout: options.timeout)
+        var request = Request(format: format, serverParameter: options.serverParameter, timeout: options.timeout)
         switch format {
-        case .banner: (request.width, request.height) = (320, 50)
-        case .native: request.variant = "feed"
+        case .banner: (request.order.width, request.order.height) = (320, 50)
+        case .native: request.order.variant = "feed"
         case .interactive:
-            request.creativeURL = "https://validator.invalid/creative.js"
-            request.slotType = "preroll"
+            request.order.interactive = InteractiveRequest(creativeURL: "https://validator.invalid/creative.js", adParametersJSON: "{}", slotType: .preroll)
         default: break
         }
         return request

@@ -87,30 +87,7 @@ public final class LoadedPlugin: @unchecked Sendable {
         queue.async { [self] in
             guard initialized else { return }
             let report = sink.takeUnretainedValue()
-            let strings = CStringArena()
-            // plugin.h, rule 3: the deadline is the one clock; timeout_ms is what is left of it now.
-            let timeout = order.deadline - Moment.monotonicNow()
-            var reward = adorch_reward(
-                user_id: strings.dup(""), reward_name: strings.dup(order.reward?.name ?? ""),
-                reward_amount: order.reward?.amount ?? 0, extra: strings.dup(order.reward?.extra ?? "")
-            )
-            let object: UnsafeMutableRawPointer? = withUnsafePointer(to: &reward) { rewardPointer in
-                var request = adorch_request(
-                    struct_size: UInt32(MemoryLayout<adorch_request>.size), format: order.format.abi.rawValue,
-                    slot_id: strings.dup(order.slotID), ad_unit_id: strings.dup(order.entry.adUnitID),
-                    server_parameter: strings.dup(order.entry.serverParameter),
-                    targeting_json: strings.dup(order.targetingJSON), width: UInt32(order.width), height: UInt32(order.height),
-                    count: UInt32(order.count), timeout_ms: max(timeout, .zero).millisecondsUInt32,
-                    deadline_monotonic_ns: order.deadline.nanoseconds, test_mode: order.testMode ? 1 : 0,
-                    reward: order.reward == nil ? nil : rewardPointer, variant: strings.dup(order.variant),
-                    image_options_json: strings.dup(order.imageOptionsJSON),
-                    creative_url: strings.dup(order.interactive?.creativeURL ?? ""),
-                    ad_parameters_json: strings.dup(order.interactive?.adParametersJSON ?? "{}"),
-                    slot_type: strings.dup(order.interactive?.slotType.rawValue ?? ""),
-                    load_uid: strings.dup(newLoadUID())
-                )
-                return entry.pointee.ad_create(order.adID, &request)
-            }
+            let object = order.withCRequest { entry.pointee.ad_create(order.adID, $0) }
             guard let object else {
                 report.deliver(order.adID, .failed(.internal, networkCode: 0, message: "ad_create returned NULL"))
                 return
@@ -257,9 +234,7 @@ final class CallbackSink: Sendable {
     /// A report of the plugin's, within ADORCH_CALLBACKS_PER_S; the host's own `.destroyed` always.
     func deliver(_ ad: AdID, _ report: PluginReport) {
         if report != .destroyed {
-            let (admitted, dropped) = callbacks.admit()
-            if dropped > 0 { logger.warning("\(FloodNote.callbacks(dropped))") }
-            guard admitted else { return }
+            guard callbacks.admit(warning: logger, FloodNote.callbacks) else { return }
         }
         onReport(plugin, ad, report)
     }
@@ -268,9 +243,7 @@ final class CallbackSink: Sendable {
     /// is neither written nor counted.
     func log(level: Logger.Level, _ text: String) {
         guard level >= logger.logLevel else { return }
-        let (admitted, dropped) = logLines.admit()
-        if dropped > 0 { logger.warning("\(FloodNote.logLines(dropped))") }
-        if admitted { logger.log(level: level, "\(CallbackBounds.logText(text))") }
+        if logLines.admit(warning: logger, FloodNote.logLines) { logger.log(level: level, "\(CallbackBounds.logText(text))") }
     }
 }
 
@@ -355,31 +328,6 @@ private let hostLog: @convention(c) (UnsafePointer<adorch_host>?, UInt32, Unsafe
     default: .debug
     }
     sink.log(level: swiftLevel, text)
-}
-
-/// strdup'd strings that live exactly as long as one call into a plugin.
-private final class CStringArena {
-    private var pointers: [UnsafeMutablePointer<CChar>] = []
-
-    func dup(_ s: String) -> UnsafePointer<CChar> {
-        let p = strdup(s)!
-        pointers.append(p)
-        return UnsafePointer(p)
-    }
-
-    deinit { pointers.forEach { free($0) } }
-}
-
-/// A flag set once, from any thread.
-private final class LockedFlag: Sendable {
-    private let set = LockedValue(false)
-
-    func setIfUnset() -> Bool {
-        set.withLock { isSet in
-            defer { isSet = true }
-            return !isSet
-        }
-    }
 }
 
 private func milliseconds(_ d: Duration) -> String {
