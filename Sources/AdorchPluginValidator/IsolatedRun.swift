@@ -202,18 +202,10 @@ public struct IsolatedRun {
         // The Swift runtime's backtracer would be started by exec, which a confined child may
         // not do; the parent names the check and the signal instead.
         if environment["SWIFT_BACKTRACE"] == nil { environment["SWIFT_BACKTRACE"] = "enable=no" }
-        let argv = arguments.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
-
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, channel, ChildChannel.fd)
-        var pid: pid_t = 0
-        let code = posix_spawn(&pid, "/proc/self/exe", &actions, nil, argv, envp)
-        guard code == 0 else { throw SpawnError(description: "cannot start the confined child: \(String(cString: strerror(code)))") }
-        return pid
+        switch ChildSpawn.spawn("/proc/self/exe", arguments: arguments, environment: environment, channel: channel, as: ChildChannel.fd) {
+        case .success(let pid): return pid
+        case .failure(let failure): throw SpawnError(description: "cannot start the confined child: \(String(cString: strerror(failure.errno)))")
+        }
     }
 }
 

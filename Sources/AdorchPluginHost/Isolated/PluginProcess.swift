@@ -106,9 +106,7 @@ public final class PluginProcess: @unchecked Sendable {
                 case .started(let info): started = info
                 case .refused(let reason): refusal = reason
                 case .log(let level, let message):
-                    let (admitted, dropped) = startLines.admit()
-                    if dropped > 0 { pluginLogger.warning("\(FloodNote.logLines(dropped))") }
-                    if admitted { pluginLogger.log(level: Logger.Level(rawValue: level) ?? .info, "\(CallbackBounds.logText(message))") }
+                    if startLines.admit(warning: pluginLogger, FloodNote.logLines) { pluginLogger.log(level: Logger.Level(rawValue: level) ?? .info, "\(CallbackBounds.logText(message))") }
                 // A plugin may call its host from init on: what it reports is handled once it started.
                 case .report: after.append(reply)
                 default: refusal = "its host answered out of turn"
@@ -164,9 +162,9 @@ public final class PluginProcess: @unchecked Sendable {
     private func ask<Answer: Sendable>(_ waiting: WritableKeyPath<Waiting, [UInt64: @Sendable (Answer) -> Void]>, otherwise: Answer,
                                        timeout: DispatchTimeInterval?, completion: @escaping @Sendable (Answer) -> Void,
                                        _ make: (UInt64) -> PluginWire.Call) {
-        let answered = LockedValue(false)
+        let answered = LockedFlag()
         let once: @Sendable (Answer) -> Void = { answer in
-            if answered.withLock({ a in defer { a = true }; return !a }) { completion(answer) }
+            if answered.setIfUnset() { completion(answer) }
         }
         guard let seq = state.withLock({ s -> UInt64? in
             guard !s.ended else { return nil }
@@ -209,9 +207,7 @@ public final class PluginProcess: @unchecked Sendable {
         switch reply {
         case .report(let ad, let report):
             if report != .destroyed {
-                let (admitted, dropped) = callbacks.admit()
-                if dropped > 0 { logger.warning("\(FloodNote.callbacks(dropped))") }
-                guard admitted else { return }
+                guard callbacks.admit(warning: logger, FloodNote.callbacks) else { return }
             }
             onReport(info.name, ad, report)
         case .shown(let seq, let shown):
@@ -226,9 +222,7 @@ public final class PluginProcess: @unchecked Sendable {
                 s.lastAnswer = .now
             }
         case .log(let level, let message):
-            let (admitted, dropped) = logLines.admit()
-            if dropped > 0 { logger.warning("\(FloodNote.logLines(dropped))") }
-            if admitted { logger.log(level: Logger.Level(rawValue: level) ?? .info, "\(CallbackBounds.logText(message))") }
+            if logLines.admit(warning: logger, FloodNote.logLines) { logger.log(level: Logger.Level(rawValue: level) ?? .info, "\(CallbackBounds.logText(message))") }
         case .shutDown: state.withLock { $0.shutDown }?.signal()
         case .hello, .started, .refused, .confined:
             killNow(for: "its host answered out of turn")
@@ -304,38 +298,19 @@ public final class PluginProcess: @unchecked Sendable {
 
     private enum Spawned: Sendable { case success(pid_t), failure(String) }
 
+    /// The channel is the host's fd 3, and nothing else of the daemon's goes with it (the host
+    /// closes any other descriptor it inherited first thing).
     private static func spawn(settings: HostSettings, name: String, channelFD: Int32) -> Spawned {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        // The channel is the host's fd 3, and nothing else of the daemon's goes with it
-        // (the host closes any other descriptor it inherited first thing): its stdin is
-        // /dev/null, stdout and stderr the daemon's.
-        posix_spawn_file_actions_adddup2(&actions, channelFD, PluginHostArguments.channelFD)
-        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        // Default signal handling: the daemon's SIGTERM handling must not be the host's.
-        var all = sigset_t()
-        sigfillset(&all)
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
         let arguments = [settings.executable] + PluginHostArguments(name: name, parent: getpid(), confinement: settings.confinement).arguments
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
         // The daemon's environment, less the Swift runtime's backtracer: a crashing plugin
         // must die of its signal at once (the daemon logs which), not wait on a backtrace.
         var environment = ProcessInfo.processInfo.environment.filter { HostSettings.inheritedEnvironment($0.key) }
         environment["SWIFT_BACKTRACE"] = "enable=no"
-        var envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { envp.forEach { free($0) } }
-        var pid: pid_t = 0
-        let code = posix_spawn(&pid, settings.executable, &actions, &attributes, &argv, &envp)
-        return code == 0 ? .success(pid) : .failure("cannot start \(settings.executable): \(String(cString: strerror(code)))")
+        switch ChildSpawn.spawn(settings.executable, arguments: arguments, environment: environment,
+                                channel: channelFD, as: PluginHostArguments.channelFD) {
+        case .success(let pid): return .success(pid)
+        case .failure(let failure): return .failure(failure.description)
+        }
     }
 
     /// Waits for the host to be gone and says how it went: the watchdog's reason first,
