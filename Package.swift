@@ -90,7 +90,9 @@ let package = Package(
         // Where things live when nobody said (the socket rule the client libraries share, the
         // state and plugin folders) and the release: what adorchctl needs without the daemon.
         .target(name: "AdorchPaths"),
-        // dlopen, ABI checks, one serial queue per plugin, callbacks hopped to the engine queue.
+        // Everything that touches a plugin, in a room per execution context (docs/architecture.md):
+        // the in-process loader (dlopen, ABI checks, a serial queue per plugin), the daemon's proxy of
+        // an isolated plugin, the host process's own loop, and the wire between the two.
         .target(
             name: "AdorchPluginHost",
             dependencies: ["CAdorchPlugin", "AdorchEngine", "AdorchJSON", "AdorchLocking", "CAdorchSandbox", .product(name: "Logging", package: "swift-log")]

@@ -34,3 +34,17 @@ public final class LockedValue<Value: ~Copyable>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+/// A flag set once, from any thread: the first `setIfUnset` says true, every later one false.
+public final class LockedFlag: Sendable {
+    private let set = LockedValue(false)
+
+    public init() {}
+
+    public func setIfUnset() -> Bool {
+        set.withLock { isSet in
+            defer { isSet = true }
+            return !isSet
+        }
+    }
+}

@@ -385,7 +385,6 @@ final class EngineRuntime: Sendable {
     /// The wall-clock time of a monotonic moment, for apps (reads only the clock: any thread).
     func wallTime(_ moment: Moment) -> Date { Date(timeIntervalSinceNow: (moment - now()).seconds) }
 
-    /// One line: slots, ready ads, plugins.
     /// Starts the [metrics] listener the config asks for; reloads apply it from then on.
     func attach(_ endpoint: MetricsEndpoint) {
         queue.sync {
@@ -396,6 +395,7 @@ final class EngineRuntime: Sendable {
 
     func detachMetrics() { queue.sync { metricsEndpoint?.stop() } }
 
+    /// One line: slots, ready ads, plugins.
     func summary() -> String {
         let statuses = engine.slotStatuses(at: now())
         let ready = statuses.map(\.ready).reduce(0, +)

@@ -39,12 +39,9 @@ final class EventFeed {
         guard [.callbackIgnored, .contractViolation, .adEvent, .mediaCached].contains(event.kind), let network = event.network else { return true }
         let window = eventLines[network] ?? SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
         eventLines[network] = window
-        let (admitted, dropped) = window.admit()
-        if dropped > 0 {
-            logger.warning("plugin \(network): \(dropped) lines about its callbacks left out of the log in the last second (over \(CallbackBounds.logLinesPerSecond)); subscribers had every event",
-                           metadata: ["plugin": "\(network)"])
+        return window.admit(warning: logger, metadata: ["plugin": "\(network)"]) { dropped in
+            "plugin \(network): \(dropped) lines about its callbacks left out of the log in the last second (over \(CallbackBounds.logLinesPerSecond)); subscribers had every event"
         }
-        return admitted
     }
 
     /// `owner`: for a reward, the uid its ad was handed to; only it and the Manager side hear of it.

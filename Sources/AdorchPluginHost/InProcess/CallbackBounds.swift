@@ -1,6 +1,7 @@
 import AdorchLocking
 import CAdorchPlugin
 import Foundation
+import Logging
 
 /// What the host takes from a plugin's callbacks (plugin.h, ADORCH_PAYLOAD_MAX_BYTES and the
 /// rest), applied where the callbacks arrive: in the daemon for an in-process plugin, in its
@@ -42,9 +43,8 @@ public enum CallbackBounds {
 /// Admits at most `perSecond` events in each second, and with `slices` above 1 at most
 /// perSecond / slices in each of the second's slices, and counts the rest; once a second
 /// passed with some dropped, `admit` hands their count over once, for one log line.
-///
-/// @unchecked Sendable: its counters are behind its lock (it is called from plugin threads).
-public final class SecondWindow: @unchecked Sendable {
+/// Its counters are behind its lock: it is called from plugin threads.
+public final class SecondWindow: Sendable {
     private struct Counts {
         var start = ContinuousClock.now
         var admitted = 0
@@ -83,5 +83,13 @@ public final class SecondWindow: @unchecked Sendable {
             s.dropped += 1
             return (false, dropped)
         }
+    }
+
+    /// Whether this one is admitted; what the second that just ended dropped is said once, as
+    /// a warning `note` words from the count.
+    public func admit(warning logger: Logger, metadata: Logger.Metadata? = nil, _ note: (Int) -> String) -> Bool {
+        let (admitted, dropped) = admit()
+        if dropped > 0 { logger.warning("\(note(dropped))", metadata: metadata) }
+        return admitted
     }
 }
