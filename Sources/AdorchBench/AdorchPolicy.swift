@@ -16,6 +16,7 @@ public final class AdorchPolicy: PreloadPolicy {
     private var simAd: [AdID: Int] = [:]
     private var networkIndex: [String: Int] = [:]
     private var pendingWakes: Set<Double> = []
+    private var nextRequest: RequestID = 1
     private let settings: SchedulerSettings
     /// Per slot, the times of the requests the engine answered Capped.
     public private(set) var cappedAt: [[Double]] = []
@@ -66,9 +67,7 @@ public final class AdorchPolicy: PreloadPolicy {
     }
 
     public func show(slot: Int, user: Int, _ sim: DaySimulator) -> Int? {
-        let (result, effects) = engine.show(slot: slotIDs[slot], userID: Audience.id(user), now: Self.moment(sim.now))
-        apply(effects, sim)
-        switch result {
+        switch requestShow(slot: slotIDs[slot], userID: Audience.id(user), sim) {
         case .success(let shown):
             // Taken from the map first: the close destroys the ad, which must not drop it as unshown.
             let ad = simAd.removeValue(forKey: shown.id)
@@ -91,9 +90,31 @@ public final class AdorchPolicy: PreloadPolicy {
         guard capsInEngine else { return }
         let (id, userID, now) = (slotIDs[slot], Audience.id(user), Self.moment(sim.now))
         guard engine.capHold(slot: id, user: CapUser(uid: nil, id: userID), now: now) != nil else { return }
-        let (result, effects) = engine.show(slot: id, userID: userID, now: now)
-        apply(effects, sim)
-        if case .failure(.capped) = result { cappedAt[slot].append(sim.now) }
+        if case .failure(.capped) = requestShow(slot: id, userID: userID, sim) { cappedAt[slot].append(sim.now) }
+    }
+
+    /// A Show as the daemon makes it (EngineRuntime.show): `requestShow`, the ad's plugin asked
+    /// to present it and answering at once that it did (the day's networks always can), until
+    /// the call's `.completeShow`.
+    private func requestShow(slot: String, userID: String, _ sim: DaySimulator) -> Result<ShownAd, ShowError> {
+        let (request, now) = (nextRequest, Self.moment(sim.now))
+        nextRequest += 1
+        var effects = engine.requestShow(slot: slot, userID: userID, request: request, now: now)
+        var outcome: Result<ShownAd, ShowError>?
+        while !effects.isEmpty {
+            var others: [Effect] = [], answers: [Effect] = []
+            for effect in effects {
+                switch effect {
+                case .completeShow(request, let result): outcome = result
+                case .show(let id, _, _): answers += engine.showAnswered(id, presented: true, now: now)
+                default: others.append(effect)
+                }
+            }
+            apply(others, sim)
+            effects = answers
+        }
+        guard let outcome else { preconditionFailure("the engine did not complete Show request \(request)") }
+        return outcome
     }
 
     public func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator) {
