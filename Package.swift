@@ -192,6 +192,8 @@ let package = Package(
         .executableTarget(name: "adorch-fuzz-rewards", dependencies: ["AdorchRewards", "AdorchFuzzSupport"], path: "Fuzz/rewards"),
 
         .testTarget(name: "AdorchEngineTests", dependencies: ["AdorchEngine"]),
+        // The plugin host's own units: the wire between daemon and host, the ABI's numbers.
+        .testTarget(name: "AdorchPluginHostTests", dependencies: ["AdorchPluginHost", "AdorchEngine", "CAdorchPlugin"]),
         .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "AdorchDaemonTests", dependencies: ["AdorchDaemon", "AdorchVarlink", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "AdorchSystemdTests", dependencies: ["AdorchSystemd"]),
