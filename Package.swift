@@ -194,7 +194,7 @@ let package = Package(
         .testTarget(name: "AdorchEngineTests", dependencies: ["AdorchEngine"]),
         // The plugin host's own units: the wire between daemon and host, the ABI's numbers.
         .testTarget(name: "AdorchPluginHostTests", dependencies: ["AdorchPluginHost", "AdorchEngine", "CAdorchPlugin"]),
-        .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink", "AdorchLocking", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "AdorchDaemonTests", dependencies: ["AdorchDaemon", "AdorchVarlink", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "AdorchSystemdTests", dependencies: ["AdorchSystemd"]),
         .testTarget(name: "AdorchRewardsTests", dependencies: ["AdorchRewards"]),

@@ -46,7 +46,7 @@ final class VarlinkConnection: @unchecked Sendable {
     /// is paused does not count).
     private var partialSince: ContinuousClock.Instant?
     /// The last byte read or call ended: the idle timeout counts from here.
-    private var lastActive = ContinuousClock.now
+    private var lastActive: ContinuousClock.Instant
     /// Set once the connection is to close after its last reply: if the client does not
     /// read that reply by then, it is closed anyway.
     private var closeBy: ContinuousClock.Instant?
@@ -59,6 +59,7 @@ final class VarlinkConnection: @unchecked Sendable {
         self.framer = framer
         self.peer = peer
         self.uid = peer?.uid ?? VarlinkServer.unknownUID
+        lastActive = server.clock.now()
     }
 
     func start() {
@@ -93,7 +94,7 @@ final class VarlinkConnection: @unchecked Sendable {
             if errno == EAGAIN || errno == EWOULDBLOCK { return }
             return close(reason: "read failed: \(String(cString: strerror(errno)))")
         }
-        lastActive = .now
+        lastActive = server.clock.now()
         if closeWhenFlushed { return }  // refused: input is drained until the error is out
         let before = framer.messageCount
         do {
@@ -147,7 +148,7 @@ final class VarlinkConnection: @unchecked Sendable {
         busy = false
         enqueue(VarlinkWire.error(error))
         closeWhenFlushed = true
-        closeBy = .now + server.limits.partialMessageTimeout
+        closeBy = server.clock.now() + server.limits.partialMessageTimeout
         flush()
     }
 
@@ -196,7 +197,7 @@ final class VarlinkConnection: @unchecked Sendable {
         if full != readingPaused {
             readingPaused = full
             // The rest of a message could not be sent while we did not read: its time starts again.
-            if !full, partialSince != nil { partialSince = .now }
+            if !full, partialSince != nil { partialSince = server.clock.now() }
             updateInterest()
         }
     }
@@ -217,7 +218,7 @@ final class VarlinkConnection: @unchecked Sendable {
         enqueue(message)
         if final {
             busy = false
-            lastActive = .now
+            lastActive = server.clock.now()
         }
         if pumping { return }
         flush()
@@ -256,7 +257,7 @@ final class VarlinkConnection: @unchecked Sendable {
         busy = false
         dropInput()
         closeWhenFlushed = true
-        closeBy = .now + limits.partialMessageTimeout
+        closeBy = server.clock.now() + limits.partialMessageTimeout
         flush()
     }
 

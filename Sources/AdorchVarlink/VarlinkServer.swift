@@ -26,6 +26,8 @@ public final class VarlinkServer: @unchecked Sendable {
 
     public let info: VarlinkServiceInfo
     public let limits: VarlinkLimits
+    /// What the deadlines read the time from.
+    let clock: VarlinkClock
     let queue = DispatchQueue(label: "adorch.varlink")
     let watcher: SocketWatcher
     private let logger: Logger
@@ -60,7 +62,8 @@ public final class VarlinkServer: @unchecked Sendable {
 
     /// Fails only when the process has no descriptor left for the socket watcher.
     public init(info: VarlinkServiceInfo, interfaces: [VarlinkInterface], limits: VarlinkLimits, logger: Logger,
-                handler: @escaping VarlinkHandler) throws(VarlinkSocketError) {
+                clock: VarlinkClock = .system, handler: @escaping VarlinkHandler) throws(VarlinkSocketError) {
+        self.clock = clock
         self.watcher = try SocketWatcher(queue: queue, name: "adorch.varlink.io")
         self.info = info
         self.limits = limits
@@ -208,7 +211,7 @@ public final class VarlinkServer: @unchecked Sendable {
     }
 
     private func startSweeping() {
-        guard sweeper == nil else { return }
+        guard sweeper == nil, clock.sweepsItself else { return }
         let interval = Self.sweepInterval(limits).dispatchInterval
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + interval, repeating: interval)
@@ -223,9 +226,13 @@ public final class VarlinkServer: @unchecked Sendable {
         min(max(min(limits.partialMessageTimeout, limits.idleConnectionTimeout) / 10, .milliseconds(10)), .seconds(1))
     }
 
+    /// Checks every connection's deadlines now, on the server's queue: what the sweep timer does,
+    /// for a test whose clock the server does not sweep by itself (`VarlinkClock.manual`).
+    public func sweepNow() { queue.sync { sweep() } }
+
     private func sweep() {
         dispatchPrecondition(condition: .onQueue(queue))
-        let now = ContinuousClock.now
+        let now = clock.now()
         for connection in Array(connections.values) { connection.sweep(at: now) }
         if freedSinceTrim >= Self.trimAfterFreeing {
             freedSinceTrim = 0

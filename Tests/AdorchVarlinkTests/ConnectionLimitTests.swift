@@ -78,7 +78,8 @@ final class ConnectionLimitTests: XCTestCase {
     /// message is not idle.
     func testIdleConnectionsAreClosedButSubscribersStay() throws {
         let idle = Duration.milliseconds(300)
-        let test = try TestServer(limits: VarlinkLimits(partialMessageTimeout: .seconds(10), idleConnectionTimeout: idle))
+        let clock = ManualClock()
+        let test = try TestServer(limits: VarlinkLimits(partialMessageTimeout: .seconds(10), idleConnectionTimeout: idle), clock: clock.varlink)
         let silent = try RawConnection(test.path)
         let caller = try RawConnection(test.path)
         let subscriber = try RawConnection(test.path)
@@ -86,12 +87,17 @@ final class ConnectionLimitTests: XCTestCase {
         XCTAssertEqual(subscriber.readMessage(), #"{"continues":true,"parameters":{"n":0}}"#)
         XCTAssertTrue(caller.call("org.example.test.Echo", ["n": 5]))
         XCTAssertEqual(caller.readMessage(), #"{"parameters":{"n":5}}"#)
-        let started = ContinuousClock.now
+        // Just short of the timeout: nobody is closed.
+        clock.advance(by: idle - .milliseconds(1))
+        test.server.sweepNow()
+        XCTAssertEqual(test.server.counts.closedIdle, 0)
+        clock.advance(by: .milliseconds(1))
+        test.server.sweepNow()
         XCTAssertEqual(silent.readToEnd(), [], "closed, with nothing to say")
-        XCTAssertGreaterThanOrEqual(ContinuousClock.now - started, idle - .milliseconds(50))
         XCTAssertEqual(caller.readToEnd(), [])
         // Three idle timeouts later, the subscriber still gets its events.
-        usleep(900_000)
+        clock.advance(by: idle * 3)
+        test.server.sweepNow()
         test.server.broadcast(["n": 1], to: test.record.allStreams)
         XCTAssertEqual(subscriber.readMessage(), #"{"continues":true,"parameters":{"n":1}}"#)
         XCTAssertEqual(test.server.counts.closedIdle, 2)

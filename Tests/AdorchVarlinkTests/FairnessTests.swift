@@ -1,3 +1,4 @@
+import AdorchLocking
 import Foundation
 import XCTest
 
@@ -10,28 +11,40 @@ final class FairnessTests: XCTestCase {
     /// first byte, however it keeps sending.
     func testADrippingClientStallsNobodyAndIsCutOffOnTime() throws {
         let timeout = Duration.milliseconds(800)
-        let test = try TestServer(limits: VarlinkLimits(partialMessageTimeout: timeout))
+        let clock = ManualClock()
+        let test = try TestServer(limits: VarlinkLimits(partialMessageTimeout: timeout), clock: clock.varlink)
         let bystander = try VarlinkClient(path: test.path, timeout: .seconds(5))
         let dripper = try RawConnection(test.path)
         let cutOff = LockedDuration()
+        let dripping = LockedValue(0)
         let drip = Thread {
             let started = ContinuousClock.now
             _ = dripper.send(Array(#"{"method":"org.example.test.Echo","parameters":{"n":1,"pad":""#.utf8) + [UInt8](repeating: 0x61, count: 900_000))
-            while ContinuousClock.now - started < .seconds(10), dripper.send([0x61]) { usleep(1000) }
+            // A byte a millisecond (the drip's pace, not a wait for the server) until it is cut off.
+            while ContinuousClock.now - started < .seconds(30), dripper.send([0x61]) {
+                dripping.withLock { $0 += 1 }
+                usleep(1000)
+            }
             cutOff.set(ContinuousClock.now - started)
         }
         drip.start()
         var slowest = Duration.zero
-        let until = ContinuousClock.now + timeout * 2
-        while ContinuousClock.now < until {
+        for _ in 0..<200 {
             let started = ContinuousClock.now
             XCTAssertNil(try bystander.call("org.varlink.service.GetInfo").error)
             slowest = max(slowest, ContinuousClock.now - started)
-            usleep(2000)
         }
+        // The 900 kB went through the socket, so the server has read the message's beginning.
+        try test.wait("the drip begun") { dripping.withLock { $0 } > 10 }
+        // The drip goes on; just short of its deadline it is not cut off, at the deadline it is.
+        clock.advance(by: timeout - .milliseconds(1))
+        test.server.sweepNow()
+        XCTAssertNil(cutOff.value, "cut off before its deadline")
+        XCTAssertEqual(test.server.counts.incompleteMessages, 0)
+        clock.advance(by: .milliseconds(1))
+        test.server.sweepNow()
         try test.wait("the dripper cut off") { cutOff.value != nil }
         XCTAssertLessThan(slowest, .milliseconds(500), "a bystander's call waited behind the dripper")
-        XCTAssertLessThan(cutOff.value!, timeout + .seconds(1), "cut off at the deadline, not when the drip stopped")
         let answer = dripper.readToEnd()
         XCTAssertEqual(answer.count, 1)
         XCTAssertTrue(answer.first?.contains(#""error":"io.adorch.IncompleteMessage""#) == true, "\(answer)")
@@ -42,17 +55,25 @@ final class FairnessTests: XCTestCase {
     /// The deadline is for one message: a client that keeps ending messages is never cut off,
     /// even when every read stops inside the next one.
     func testMessagesThatEndInTimeAreNeverCutOff() throws {
-        let test = try TestServer(limits: VarlinkLimits(partialMessageTimeout: .milliseconds(200)))
+        let clock = ManualClock()
+        let test = try TestServer(limits: VarlinkLimits(partialMessageTimeout: .milliseconds(200)), clock: clock.varlink)
         let client = try RawConnection(test.path)
         let call = VarlinkWire.call("org.example.test.Echo", ["n": 7], more: false)
         let half = call.count / 2
         XCTAssertTrue(client.send(Array(call[..<half])))
+        // Each message ends 150 ms after it began, 1.2 s in all: never one over 200 ms.
         for _ in 0..<8 {
-            usleep(100_000)
+            clock.advance(by: .milliseconds(150))
+            test.server.sweepNow()
             XCTAssertTrue(client.send(Array(call[half...]) + Array(call[..<half])))
             XCTAssertEqual(client.readMessage(), #"{"parameters":{"n":7}}"#)
         }
         XCTAssertEqual(test.server.counts.incompleteMessages, 0)
+        // The half message left now is cut off once its 200 ms have passed.
+        clock.advance(by: .milliseconds(200))
+        test.server.sweepNow()
+        XCTAssertTrue(client.readToEnd().last?.contains(#""error":"io.adorch.IncompleteMessage""#) == true)
+        XCTAssertEqual(test.server.counts.incompleteMessages, 1)
     }
 
     /// Issue 20, lesser: 1,024 pipelined calls dropped the connection. With a small queue,

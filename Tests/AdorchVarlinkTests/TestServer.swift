@@ -1,3 +1,4 @@
+import AdorchLocking
 import Foundation
 import Logging
 import XCTest
@@ -42,14 +43,15 @@ final class TestServer: @unchecked Sendable {
     let path: String
     let record = Record()
 
-    init(limits: VarlinkLimits) throws {
+    /// With `clock`, the server's deadlines read it and are checked only by `server.sweepNow()`.
+    init(limits: VarlinkLimits, clock: VarlinkClock = .system) throws {
         directory = NSTemporaryDirectory() + "adorch-varlink-\(UUID().uuidString)"
         path = directory + "/socket"
         let record = self.record
         server = try VarlinkServer(
             info: VarlinkServiceInfo(vendor: "test", product: "test", version: "0", url: "-"),
             interfaces: [VarlinkInterface(description: Self.idl)], limits: limits,
-            logger: Logger(label: "test") { _ in Collector(record: record) }
+            logger: Logger(label: "test") { _ in Collector(record: record) }, clock: clock
         ) { call, replier in
             switch call.member {
             case "Echo":
@@ -167,4 +169,15 @@ final class RawConnection: Sendable {
         let n = recv(fd, &byte, 1, Int32(MSG_DONTWAIT | MSG_PEEK))
         return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
     }
+}
+
+/// A clock a test moves by hand: the server's deadlines see only what the test advanced.
+final class ManualClock: Sendable {
+    private let offset = LockedValue(Duration.zero)
+    private let origin = ContinuousClock.now
+
+    var now: ContinuousClock.Instant { origin + offset.withLock { $0 } }
+    var varlink: VarlinkClock { VarlinkClock.manual { [self] in now } }
+
+    func advance(by duration: Duration) { offset.withLock { $0 += duration } }
 }
