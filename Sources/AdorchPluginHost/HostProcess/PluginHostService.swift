@@ -86,7 +86,9 @@ private final class Served: @unchecked Sendable {
         do throws(PluginLoadError) {
             // Checked again here, as the daemon checked it: the file could have changed since.
             if !insecure { try PluginFileTrust.check(path, owners: [0, geteuid()]) }
-            let loaded = try LoadedPlugin(name: name, path: path, configJSON: configJSON, logger: logger) { _, ad, report in
+            // The daemon decodes each payload it gets (it trusts no host): parsing it here too
+            // would be every load's JSON work twice.
+            let loaded = try LoadedPlugin(name: name, path: path, configJSON: configJSON, logger: logger, decodesPayloads: false) { _, ad, report in
                 channel.send(PluginWire.Reply.report(ad, report).frame)
             }
             plugin = loaded

@@ -45,7 +45,10 @@ public final class LoadedPlugin: @unchecked Sendable {
 
     /// Opens `path`, checks the entry against this host's ABI and calls the plugin's init.
     /// Any refusal closes the library again and says why in the error.
-    public init(name: String, path: String, configJSON: String, logger: Logger, onReport: @escaping PluginReportHandler) throws(PluginLoadError) {
+    /// `decodesPayloads` false: a loaded payload is reported as the plugin's text only, bounded
+    /// but not parsed (a plugin's host forwards it, and the daemon decodes it, once).
+    public init(name: String, path: String, configJSON: String, logger: Logger, decodesPayloads: Bool = true,
+                onReport: @escaping PluginReportHandler) throws(PluginLoadError) {
         let library = try PluginLibrary(path: path)
         self.info = library.info(name: name)
         self.library = library
@@ -54,7 +57,7 @@ public final class LoadedPlugin: @unchecked Sendable {
         self.anyThreadShows = LockedValue(library.showsOnAnyThread ? AnyThreadShowRecord() : nil)
         var pluginLogger = logger
         pluginLogger[metadataKey: "plugin"] = "\(name)"
-        let sink = Unmanaged.passRetained(CallbackSink(plugin: name, logger: pluginLogger, onReport: onReport))
+        let sink = Unmanaged.passRetained(CallbackSink(plugin: name, logger: pluginLogger, decodesPayloads: decodesPayloads, onReport: onReport))
         self.sink = sink
         self.host = .allocate(capacity: 1)
         host.initialize(to: adorch_host(
@@ -222,12 +225,14 @@ final class CallbackSink: Sendable {
     let plugin: String
     let logger: Logger
     let onReport: PluginReportHandler
+    let decodesPayloads: Bool
     private let callbacks = SecondWindow(perSecond: CallbackBounds.callbacksPerSecond, slices: CallbackBounds.callbackSlicesPerSecond)
     private let logLines = SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
 
-    init(plugin: String, logger: Logger, onReport: @escaping PluginReportHandler) {
+    init(plugin: String, logger: Logger, decodesPayloads: Bool, onReport: @escaping PluginReportHandler) {
         self.plugin = plugin
         self.logger = logger
+        self.decodesPayloads = decodesPayloads
         self.onReport = onReport
     }
 
@@ -290,7 +295,9 @@ private let hostLoaded: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_i
     if let payload, strnlen(payload, CallbackBounds.payloadBytes + 1) > CallbackBounds.payloadBytes {
         return sink(host)?.deliver(ad, .loadedInvalid(reason: "loaded with a payload over the \(CallbackBounds.payloadBytes) bytes plugin.h allows (ADORCH_PAYLOAD_MAX_BYTES)")) ?? ()
     }
-    sink(host)?.deliver(ad, decodePayload(payload.map { String(cString: $0) } ?? ""))
+    guard let sink = sink(host) else { return }
+    let text = payload.map { String(cString: $0) } ?? ""
+    sink.deliver(ad, sink.decodesPayloads ? decodePayload(text) : .loaded(payloadJSON: text, expiresIn: nil, price: nil))
 }
 
 private let hostFailed: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, Int32, Int64, UnsafePointer<CChar>?) -> Void = {
