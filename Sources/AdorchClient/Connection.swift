@@ -5,11 +5,7 @@ import Synchronization
 import Glibc
 
 /// One reply of the daemon: parameters, or an error's name and parameters.
-struct Reply: Sendable {
-    var parameters: [String: JSONValue]
-    var error: String?
-    var continues: Bool
-}
+typealias Reply = VarlinkReply
 
 /// One Varlink connection: calls go out in order and the daemon answers them in order, so the
 /// replies are matched to the waiters first in, first out. An I/O thread of its own polls the
@@ -248,12 +244,11 @@ final class Connection: Sendable {
                 while let nul = buffer[start...].firstIndex(of: 0) {
                     let frame = Data(buffer[start..<nul])
                     start = nul + 1
-                    guard case .object(let object)? = JSONValue.parse(frame) else {
+                    guard let reply = VarlinkReply(message: frame) else {
                         state.withLock { $0.refusal = AdorchError(.malformedReply, message: "a reply from \(path) is not a JSON object") }
                         break running
                     }
-                    deliver(Reply(parameters: object["parameters"]?.objectValue ?? [:], error: object["error"]?.stringValue,
-                                  continues: object["continues"]?.boolValue ?? false))
+                    deliver(reply)
                 }
                 buffer.removeFirst(start)
                 if over { break running }

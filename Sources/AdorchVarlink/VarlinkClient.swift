@@ -17,11 +17,7 @@ public final class VarlinkClient {
     }
 
     /// One reply: parameters, or an error with its name and parameters.
-    public struct Reply: Sendable {
-        public var parameters: [String: JSONValue]
-        public var error: String?
-        public var continues: Bool
-    }
+    public typealias Reply = VarlinkReply
 
     private let fd: Int32
     private var buffer = Data()
@@ -69,13 +65,8 @@ public final class VarlinkClient {
 
     /// The next reply on the connection (for `more` calls, call again while `continues`).
     public func nextReply() throws(Failure) -> Reply {
-        let message = try nextMessage()
-        guard case .object(let object)? = JSONValue.parse(message) else { throw .malformedReply("not a JSON object") }
-        return Reply(
-            parameters: object["parameters"]?.objectValue ?? [:],
-            error: object["error"]?.stringValue,
-            continues: object["continues"]?.boolValue ?? false
-        )
+        guard let reply = VarlinkReply(message: try nextMessage()) else { throw .malformedReply("not a JSON object") }
+        return reply
     }
 
     private func nextMessage() throws(Failure) -> Data {
