@@ -191,10 +191,12 @@ let package = Package(
         .executableTarget(name: "adorch-fuzz-config", dependencies: ["AdorchDaemon", "AdorchFuzzSupport"], path: "Fuzz/config"),
         .executableTarget(name: "adorch-fuzz-rewards", dependencies: ["AdorchRewards", "AdorchFuzzSupport"], path: "Fuzz/rewards"),
 
+        // What every test target's waits share: how much longer to wait under a sanitizer.
+        .target(name: "AdorchTestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "AdorchEngineTests", dependencies: ["AdorchEngine"]),
         // The plugin host's own units: the wire between daemon and host, the ABI's numbers.
         .testTarget(name: "AdorchPluginHostTests", dependencies: ["AdorchPluginHost", "AdorchEngine", "CAdorchPlugin"]),
-        .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink", "AdorchLocking", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink", "AdorchLocking", "AdorchTestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "AdorchDaemonTests", dependencies: ["AdorchDaemon", "AdorchVarlink", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "AdorchSystemdTests", dependencies: ["AdorchSystemd"]),
         .testTarget(name: "AdorchRewardsTests", dependencies: ["AdorchRewards"]),
@@ -203,7 +205,7 @@ let package = Package(
         .testTarget(name: "VASTTests", dependencies: ["VAST", "VASTFixtures", "AdorchEngine", "AdorchLocking"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["AdorchVarlink", "AdorchLocking", "VASTFixtures", "AdorchBench", "AdorchPluginHost", "AdorchClient", "AdorchPaths",
+            dependencies: ["AdorchVarlink", "AdorchLocking", "VASTFixtures", "AdorchBench", "AdorchPluginHost", "AdorchClient", "AdorchPaths", "AdorchTestSupport",
                            .product(name: "Logging", package: "swift-log")],
             exclude: ["Fixtures"]
         ),

@@ -1,4 +1,5 @@
 import AdorchLocking
+import AdorchTestSupport
 import Foundation
 import Logging
 import XCTest
@@ -75,9 +76,9 @@ final class TestServer: @unchecked Sendable {
     /// Log lines containing `text`.
     func logLines(_ text: String) -> [String] { record.log.filter { $0.contains(text) } }
 
-    /// Waits until `condition` holds, up to `timeout`.
+    /// Waits until `condition` holds, up to `timeout` (scaled, as every test's wait).
     func wait(_ what: String, timeout: Duration = .seconds(5), _ condition: () -> Bool) throws {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + timeout.scaled
         while !condition() {
             guard ContinuousClock.now < deadline else { throw TestFailure("never happened: \(what)") }
             usleep(5000)

@@ -1,4 +1,5 @@
 import AdorchLocking
+import AdorchTestSupport
 import AdorchVarlink
 import Foundation
 import XCTest

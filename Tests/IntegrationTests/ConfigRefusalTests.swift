@@ -1,4 +1,5 @@
 import AdorchBench
+import AdorchTestSupport
 import AdorchVarlink
 import Foundation
 import XCTest

@@ -1,4 +1,5 @@
 import AdorchPluginHost
+import AdorchTestSupport
 import AdorchVarlink
 import Foundation
 import XCTest
@@ -11,15 +12,6 @@ let productsDirectory: URL = {
 
 /// The package's root, for fixtures and the plugin header.
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-/// How many times longer the tests wait for what they expect: scripts/sanitize.sh raises it,
-/// since everything runs several times slower under a sanitizer.
-let timeScale = Double(ProcessInfo.processInfo.environment["ADORCH_TEST_TIME_SCALE"] ?? "").flatMap { $0 >= 1 ? $0 : nil } ?? 1
-
-extension Duration {
-    /// This long, times `timeScale`: for how long to wait, never for a bound on the daemon.
-    var scaled: Duration { self * timeScale }
-}
 
 /// The validator's bound on one call into a plugin (its default 50 ms), scaled like every
 /// wait: under a sanitizer a Swift plugin's first calls alone take hundreds of ms.

@@ -1,3 +1,4 @@
+import AdorchTestSupport
 import AdorchVarlink
 import Foundation
 import XCTest

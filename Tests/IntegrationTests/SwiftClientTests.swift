@@ -1,4 +1,5 @@
 import AdorchClient
+import AdorchTestSupport
 import Foundation
 import Logging
 import Synchronization
