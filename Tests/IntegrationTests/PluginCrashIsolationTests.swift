@@ -460,3 +460,64 @@ final class ReloadDuringRestartTests: XCTestCase {
         XCTAssertGreaterThan(rehidden, 0, "no host replaced by a reload:\n\(log.suffix(3000))")
     }
 }
+
+extension ReloadDuringRestartTests {
+    /// A reload whose own start of the plugin fails (its new config fails init) while the
+    /// supervisor restarts the old one: the reload's answer stands. The old config's host,
+    /// started before the reload, is not taken after it; the plugin is refused, listed once,
+    /// and its slot says it cannot be filled, until a reload with a good config brings it
+    /// back with no refusal left over.
+    func testAReloadThatRefusesThePluginWinsOverARestartInFlight() throws {
+        func config(failing: Bool) -> String {
+            """
+            [plugins.sim]
+            isolation = "process"
+            crash_budget = 1000
+            crash_window_s = 1
+            \(failing ? "config = { fail_init = true }" : "")
+
+            [[slots]]
+            id = "s"
+            format = "interstitial"
+            buffer = 1
+              [[slots.waterfall]]
+              plugin = "sim"
+              server_parameter = "latency_ms=0..2"
+            """
+        }
+        let daemon = try DaemonProcess(config: config(failing: false))
+        defer { _ = daemon.stop() }
+        let file = daemon.dir.appendingPathComponent("adorchd.toml")
+        func entries() throws -> [JSONValue] { try daemon.status()["plugins"]?.arrayValue?.filter { $0["name"]?.stringValue == "sim" } ?? [] }
+        func count(_ text: String) -> Int { daemon.log.components(separatedBy: text).count - 1 }
+        for round in 1...4 {
+            try daemon.waitFor("round \(round): sim running") { try entries().first?["pid"]?.intValue != nil }
+            let (crashes, ended) = (count("restarting it"), count("restarted isolated") + count("while its host restarted"))
+            let restartsAtOnce = count("restarting it now")
+            kill(pid_t(try XCTUnwrap(entries().first?["pid"]?.intValue)), SIGKILL)
+            try daemon.waitFor("round \(round): the crash seen") { count("restarting it") > crashes }
+            // The first crash in the 1 s window is restarted at once: that restart is in flight now.
+            let inFlight = count("restarting it now") > restartsAtOnce
+            try config(failing: true).write(to: file, atomically: true, encoding: .utf8)
+            _ = try daemon.call("io.adorch.Manager.Reload")
+            if inFlight {
+                // It ends one way or the other: taken before the reload's own start (then stopped
+                // by the reload, its config changed) or stopped after it.
+                try daemon.waitFor("round \(round): the restart in flight over") {
+                    count("restarted isolated") + count("while its host restarted") > ended
+                }
+            }
+            let listed = try entries()
+            XCTAssertEqual(listed.count, 1, "round \(round): sim listed once: \(listed)")
+            XCTAssertEqual(listed.first?["state"]?.stringValue, "refused", "round \(round): \(listed)")
+            XCTAssertNil(listed.first?["pid"]?.intValue, "round \(round): no host runs for a refused plugin")
+            XCTAssertNotNil(try daemon.slotStatus("s")["unservable"]?.stringValue, "round \(round): the slot says it cannot be filled")
+            try config(failing: false).write(to: file, atomically: true, encoding: .utf8)
+            _ = try daemon.call("io.adorch.Manager.Reload")
+            let back = try entries()
+            XCTAssertEqual(back.count, 1, "round \(round): \(back)")
+            XCTAssertEqual(back.first?["state"]?.stringValue, "loaded", "round \(round): no refusal left over: \(back)")
+        }
+        XCTAssertTrue(daemon.isRunning)
+    }
+}

@@ -59,12 +59,13 @@ extension EngineRuntime {
     /// A new host for a plugin whose restart is due, started off the engine queue.
     func restartPlugin(_ name: String) {
         let asked = now()
-        guard let open = plugins.restarter(name) else { return }
+        guard let restart = plugins.restarter(name) else { return }
+        let open = restart.open
         DispatchQueue.global().async { [self] in
             let result: Result<any PluginInstance, PluginLoadError>
             do throws(PluginLoadError) { result = .success(try open()) } catch { result = .failure(error) }
             queue.async { [self] in
-                switch plugins.restarted(name, result) {
+                switch plugins.restarted(name, restart, result) {
                 case nil: return
                 case .failure(let error)?:
                     return pluginDown(name, exit: PluginExit(signal: nil, reason: "its new host did not start: \(error)"))

@@ -30,6 +30,9 @@ final class PluginRegistry {
     /// Each plugin as configured and as it last started, for restarts and for status while down.
     private(set) var configs: [String: PluginConfig] = [:]
     private(set) var infos: [String: PluginInfo] = [:]
+    /// Bumped whenever a reload loads, refuses or stops a plugin: a restart begun before (its
+    /// host started from the config and confinement of then) is not taken after it.
+    private var generations: [String: Int] = [:]
     var supervisor = PluginSupervisor()
     /// What every isolated plugin's host must not open; set by the runtime before loading.
     var confinement = Confinement(hiddenPaths: [], addressSpaceBytes: nil)
@@ -62,6 +65,7 @@ final class PluginRegistry {
         let dirs = Self.dirs(options.pluginDir ?? configured)
         let list = wanted.isEmpty && loaded.isEmpty ? Self.discover(in: dirs) : wanted
         for plugin in list {
+            generations[plugin.name, default: 0] += 1
             guard let path = Self.locate(plugin, in: dirs) else {
                 refuse(plugin.name, path: Self.candidates(plugin, in: dirs).first ?? Self.file(of: plugin),
                        reason: "plugin \(plugin.name) refused: \(Self.notFound(plugin, in: dirs))")
@@ -162,17 +166,33 @@ final class PluginRegistry {
         return true
     }
 
+    /// A restart begun: its host's opener, and the plugin's generation it belongs to.
+    struct Restart {
+        let open: Opener
+        let generation: Int
+    }
+
     /// What starts a down plugin's host again, to run off the engine queue (a host takes tens
     /// of ms to start, and Shows of every other plugin must not wait); nil if it is no longer
     /// configured. Its result goes to `restarted`, back on the engine queue.
-    func restarter(_ name: String) -> Opener? {
+    func restarter(_ name: String) -> Restart? {
         guard let plugin = configs[name], let path = infos[name]?.path else { return nil }
-        return opener(for: plugin, path: path, confinement: confinement)
+        return Restart(open: opener(for: plugin, path: path, confinement: confinement), generation: generations[name, default: 0])
     }
 
-    /// A restart's result: the new host in place, or the error. One a reload removed or
-    /// disabled meanwhile is stopped, and nil returned as if nothing happened.
-    func restarted(_ name: String, _ result: Result<any PluginInstance, PluginLoadError>) -> Result<Void, PluginLoadError>? {
+    /// A restart's result: the new host in place, or the error. One a reload loaded, refused,
+    /// changed, removed or disabled meanwhile is stopped, and nil returned as if nothing
+    /// happened: the reload's answer stands (a host started before it could see what the
+    /// reload hid from hosts since, or run a config it replaced).
+    func restarted(_ name: String, _ restart: Restart, _ result: Result<any PluginInstance, PluginLoadError>) -> Result<Void, PluginLoadError>? {
+        guard generations[name, default: 0] == restart.generation else {
+            if case .success(let instance) = result {
+                Self.stopAside(instance)
+                logger.notice("plugin \(name): a reload took it over while its host restarted; the host started for that restart was stopped",
+                              metadata: ["plugin": "\(name)"])
+            }
+            return nil
+        }
         switch result {
         case .success(let instance):
             guard configs[name] != nil, case .starting? = supervisor.state(of: name) else {
@@ -202,6 +222,7 @@ final class PluginRegistry {
     /// isolated one's host off the engine queue (its stuck plugin must not hold up every
     /// other plugin's Shows for the shutdown's timeout).
     private func stop(_ name: String) {
+        generations[name, default: 0] += 1
         if let plugin = loaded.removeValue(forKey: name) {
             if plugin is PluginProcess { Self.stopAside(plugin) } else { plugin.shutdown() }
         }
@@ -227,9 +248,12 @@ final class PluginRegistry {
         }
     }
 
+    /// Out until a reload loads it: listed as refused only (not also as the plugin it last was),
+    /// and never restarted by the supervisor meanwhile.
     private func refuse(_ name: String, path: String, reason: String) {
         logger.error("\(reason)", metadata: ["plugin": "\(name)"].merging(MessageID.pluginRefused.metadata) { $1 })
         refusals[name] = PluginRefusal(name: name, path: path, reason: reason)
+        infos[name] = nil
     }
 
     /// The folders searched: the command line's or the config's, else the defaults.
