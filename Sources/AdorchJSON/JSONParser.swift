@@ -15,6 +15,9 @@ package struct JSONParser {
     private var position = 0
     private var depth = 0
     private var values = 0
+    /// An object of the text had a key twice (the first was kept): its bytes then say more than
+    /// the value parsed, and must not be passed on as they are.
+    package private(set) var sawDuplicateKey = false
 
     /// `bytes` must outlive the parser.
     package init(_ bytes: UnsafeRawBufferPointer, maximumValues: Int = .max) {
@@ -66,7 +69,7 @@ package struct JSONParser {
             try self.members { parser, key throws(JSONParseError) in
                 let value = try parser.value()
                 // The first of duplicate keys wins, as it did through JSONDecoder.
-                if members.index(forKey: key) == nil { members[key] = value }
+                if members.index(forKey: key) == nil { members[key] = value } else { parser.sawDuplicateKey = true }
             }
             return .object(members)
         case UInt8(ascii: "["):
@@ -387,5 +390,16 @@ extension JSONValue {
     public static func parse(bytes: UnsafeRawBufferPointer) throws(JSONParseError) -> JSONValue {
         var parser = JSONParser(bytes)
         return try parser.document()
+    }
+
+    /// A text to pass on as it is if it parses to exactly what it says: its value, and whether
+    /// an object in it had a key twice (then only the value, written again, says one thing).
+    package static func parseForwarding(_ text: String) -> (value: JSONValue, hadDuplicateKeys: Bool)? {
+        var text = text
+        return text.withUTF8 { utf8 in
+            var parser = JSONParser(UnsafeRawBufferPointer(utf8))
+            guard let value = try? parser.document() else { return nil }
+            return (value, parser.sawDuplicateKey)
+        }
     }
 }

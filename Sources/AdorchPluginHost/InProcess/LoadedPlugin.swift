@@ -272,9 +272,13 @@ private func sink(_ host: UnsafePointer<adorch_host>?) -> CallbackSink? {
 /// `tracks_impressions` are read.
 public func decodePayload(_ text: String) -> PluginReport {
     if text.isEmpty { return .loadedInvalid(reason: "loaded with an empty payload") }
-    guard case .object(let object)? = JSONValue.parse(Data(text.utf8)) else {
+    guard let (value, hadDuplicateKeys) = JSONValue.parseForwarding(text), case .object(let object) = value else {
         return .loadedInvalid(reason: "loaded with a payload that is not a JSON object")
     }
+    // The payload goes to apps as the plugin wrote it (never parsed again): unless a key came
+    // twice, when readers would disagree on which value counts. Then it goes as the daemon read
+    // it, the first of each.
+    let forwarded = hadDuplicateKeys ? JSONValue.object(object).jsonString : text
     // A lifetime past a century is no lifetime a network means: not read, rather than overflowing.
     let expiresIn = object["expires_in_s"]?.doubleValue.flatMap { $0 > 0 && $0 < 3e9 ? Duration.milliseconds(Int64($0 * 1000)) : nil }
     let price = object["price"]?.doubleValue
@@ -285,8 +289,8 @@ public func decodePayload(_ text: String) -> PluginReport {
         ads.compactMap(\.objectValue).map { element in
             PayloadItem(json: JSONValue.object(element).jsonString, hasHeadline: !(element["headline"]?.stringValue ?? "").isEmpty)
         }
-    } ?? [PayloadItem(json: text, hasHeadline: !(object["headline"]?.stringValue ?? "").isEmpty)]
-    return .loaded(payloadJSON: text, expiresIn: expiresIn, price: price,
+    } ?? [PayloadItem(json: forwarded, hasHeadline: !(object["headline"]?.stringValue ?? "").isEmpty)]
+    return .loaded(payloadJSON: forwarded, expiresIn: expiresIn, price: price,
                    tracksItself: tracksItself, items: items, rewardByNetwork: object["reward_by"]?.stringValue == "network")
 }
 
