@@ -203,8 +203,8 @@ enum AdsError: String, VarlinkErrorName {
         case .shuttingDown: VarlinkDeclaration("# The daemon is stopping; subscriptions end with this.", "()")
         case .rateLimited: VarlinkDeclaration(
             """
-            # This uid called Show or Load faster than [limits] shows_per_second_per_uid or
-            # loads_per_second_per_uid allows.
+            # This uid called Show, Load, ListEvents or ListRewards faster than [limits]
+            # shows_per_second_per_uid, loads_per_second_per_uid or lists_per_second_per_uid allows.
             """,
             "(retry_after_ms: int, message: string)")
         case .tooManyOpenAds: VarlinkDeclaration(
@@ -296,7 +296,7 @@ extension VarlinkInterface {
             type Event (
               # subscribed, ad_loaded, ad_failed, ad_timed_out, ad_expired, ad_replaced, ad_shown,
               # ad_event, media_cached, slot_empty, network_paused, callback_ignored, contract_violation,
-              # session_event
+              # session_event, reward_granted
               kind: string,
               time: string,
               slot: ?string,
@@ -313,7 +313,8 @@ extension VarlinkInterface {
               user_id: ?string,
               # the ad event vocabulary: loaded, media_cached, failed, shown, will_present, presented,
               # impression, click, left_application, skipped, play_finished, will_close, closed,
-              # dislike, failed_to_display, reward; for session_event: fetch_complete, ads_available,
+              # dislike, failed_to_display, reward, and the video's play_started, first_quartile,
+              # midpoint, third_quartile; for session_event: fetch_complete, ads_available,
               # started (detail.campaign_name), opt_in (campaign_name, ad_id), opt_out (user_initiated),
               # skip_card_shown, user_cancel, popup_website (url), ad_free_pod, then exactly one of
               # completed (time_spent_s), no_ads_available, error (message) or stopped (the app's Stop)

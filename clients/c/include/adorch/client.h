@@ -114,7 +114,7 @@ typedef enum adorch_status {
     ADORCH_E_TOO_MANY_CONNECTIONS = 30,       /* io.adorch.TooManyConnections: over the connection budget */
     ADORCH_E_INCOMPLETE_MESSAGE = 31,         /* io.adorch.IncompleteMessage: a message was not finished in time */
     ADORCH_E_READER_TOO_SLOW = 32,            /* io.adorch.ReaderTooSlow: this client did not read its replies */
-    ADORCH_E_TOO_MANY_PENDING_BYTES = 33,     /* io.adorch.TooManyPendingBytes: too much unread output */
+    ADORCH_E_TOO_MANY_PENDING_BYTES = 33,     /* io.adorch.TooManyPendingBytes: this uid sent more calls than the daemon holds unhandled */
     /* org.varlink.service errors */
     ADORCH_E_VARLINK_INTERFACE_NOT_FOUND = 40,    /* org.varlink.service.InterfaceNotFound */
     ADORCH_E_VARLINK_METHOD_NOT_FOUND = 41,       /* org.varlink.service.MethodNotFound */
@@ -388,7 +388,7 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_pause(adorch_client *client, co
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_resume(adorch_client *client, const char *session_id, adorch_error *error);
 /* Stop a session at once. */
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_stop(adorch_client *client, const char *session_id, adorch_error *error);
-/* ListEvents: slots may be NULL (all) with slot_count 0; limit 0: all kept. */
+/* ListEvents: slots may be NULL (all) with slot_count 0; limit 0: the daemon's default (50), else 1 to the 512 kept. */
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_events(adorch_client *client, const char *const *slots, size_t slot_count,
                                                              int32_t limit, adorch_event_list **out, adorch_error *error);
 /* io.adorch.Manager.GetStatus: the reply's parameters as JSON text (free with adorch_string_free). */
