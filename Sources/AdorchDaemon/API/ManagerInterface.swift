@@ -90,21 +90,49 @@ extension VarlinkInterface {
     static let manager = VarlinkInterface("# Operating the daemon: status, counters, reload.", methods: ManagerMethod.self, errors: ManagerError.self, members: [
         .type("""
             # refused: over max_connections or max_connections_per_uid since start
-            type Connections (open: int, accepted: int, refused: int)
+            type Connections (
+              open: int,
+              accepted: int,
+              refused: int,
+              # closed after idle_connection_timeout_s without a call
+              closed_idle: int,
+              # dropped as slow readers (ReaderTooSlow)
+              dropped_slow_readers: int,
+              # cut off with part of a message (IncompleteMessage)
+              incomplete_messages: int,
+              # refused for calls received and not handled (TooManyPendingBytes)
+              dropped_pending_bytes: int
+            )
             """),
         .type("""
             # What one client may take of the daemon: the config's [limits] (and max_message_bytes).
             type Limits (
               max_connections: int,
               max_connections_per_uid: int,
+              root_reserved_connections: int,
+              idle_connection_timeout_s: int,
               max_message_bytes: int,
               partial_message_timeout_ms: int,
+              max_queued_calls: int,
               max_unsent_bytes: int,
+              max_unsent_bytes_per_uid: int,
+              max_pending_bytes_per_uid: int,
               # 0: no limit
               shows_per_second_per_uid: float,
               show_burst_per_uid: float,
-              # Shows refused by the rate limit since start
-              shows_rate_limited: int
+              loads_per_second_per_uid: float,
+              load_burst_per_uid: float,
+              lists_per_second_per_uid: float,
+              list_burst_per_uid: float,
+              max_open_ads_per_uid: int,
+              max_sessions_per_uid: int,
+              unstarted_session_timeout_s: int,
+              # calls refused by each budget since start
+              shows_rate_limited: int,
+              loads_rate_limited: int,
+              lists_rate_limited: int,
+              open_ads_refused: int,
+              sessions_refused: int
             )
             """),
         .type("""
@@ -217,7 +245,29 @@ extension VarlinkInterface {
               waterfall: []WaterfallEntry,
               counters: Counters,
               # set when the slot cannot fill: why (no plugin its waterfall names is loaded)
-              unservable: ?string
+              unservable: ?string,
+              # interactive slots: how long a session may fetch, and wait for its unit to start
+              fetch_timeout_ms: ?int,
+              start_timeout_ms: ?int,
+              # interactive slots: their sessions now and since start
+              sessions: ?Sessions
+            )
+            """),
+        .type("""
+            # An interactive slot's sessions: live now, and how those since start ended.
+            type Sessions (
+              live: int,
+              initiated: int,
+              completed: int,
+              no_ads_available: int,
+              errors: int,
+              stopped: int,
+              fetch_timeouts: int,
+              start_timeouts: int,
+              unstarted_timeouts: int,
+              ad_free_pods: int,
+              ignored_callbacks: int,
+              contract_violations: int
             )
             """),
         .method(ManagerMethod.getStatus),
