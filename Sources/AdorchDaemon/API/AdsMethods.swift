@@ -110,7 +110,6 @@ struct AdsMethods {
 // MARK: Parameters
 
 struct ListSlotsCall: CallParameters {
-    static let names: Set<String> = ["user_id"]
     var userID: String?
 
     init(_ call: VarlinkCall) throws(VarlinkError) {
@@ -119,7 +118,6 @@ struct ListSlotsCall: CallParameters {
 }
 
 struct ShowCall: CallParameters {
-    static let names: Set<String> = ["slot", "user_id", "reward"]
     var slot: String
     var userID: String?
     var reward: RewardModel?
@@ -144,7 +142,6 @@ struct ShowCall: CallParameters {
 
 /// Counts, sizes and the timeout are bounded by the engine (`LoadBounds`), against the slot's defaults.
 struct LoadCall: CallParameters {
-    static let names: Set<String> = ["slot", "count", "width", "height", "timeout_ms", "targeting"]
     var slot: String
     var parameters: LoadParameters
     var targeting: [String: JSONValue]?
@@ -169,7 +166,6 @@ struct LoadCall: CallParameters {
 }
 
 struct ReportCall: CallParameters {
-    static let names: Set<String> = ["ad_id", "event"]
     var adID: String
     var event: ViewerEvent
 
@@ -184,7 +180,6 @@ struct ReportCall: CallParameters {
 }
 
 struct SubscribeCall: CallParameters {
-    static let names: Set<String> = ["slots"]
     var slots: Set<String>?
 
     init(_ call: VarlinkCall) throws(VarlinkError) {
@@ -194,7 +189,6 @@ struct SubscribeCall: CallParameters {
 }
 
 struct ListEventsCall: CallParameters {
-    static let names: Set<String> = ["slots", "limit"]
     var slots: Set<String>?
     var limit: Int
 
@@ -209,7 +203,6 @@ struct ListEventsCall: CallParameters {
 }
 
 struct ListRewardsCall: CallParameters {
-    static let names: Set<String> = ["user_id", "since", "after", "limit"]
     var userID: String?
     var since: Date?
     var after: String?
@@ -231,14 +224,12 @@ struct ListRewardsCall: CallParameters {
 }
 
 struct AckRewardCall: CallParameters {
-    static let names: Set<String> = ["trans_id"]
     var transID: String
 
     init(_ call: VarlinkCall) throws(VarlinkError) { transID = try call.string("trans_id") }
 }
 
 struct InitInteractiveCall: CallParameters {
-    static let names: Set<String> = ["slot", "creative_url", "ad_parameters", "slot_type"]
     var slot: String
     var request: InteractiveRequest
 
@@ -258,7 +249,6 @@ struct InitInteractiveCall: CallParameters {
 }
 
 struct SessionIDCall: CallParameters {
-    static let names: Set<String> = ["session_id"]
     var sessionID: String
 
     init(_ call: VarlinkCall) throws(VarlinkError) { sessionID = try call.string("session_id") }

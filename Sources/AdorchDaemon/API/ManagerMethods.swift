@@ -53,14 +53,12 @@ struct ManagerMethods {
 }
 
 struct CallbackQuery: CallParameters {
-    static let names: Set<String> = ["query"]
     var query: String
 
     init(_ call: VarlinkCall) throws(VarlinkError) { query = try call.string("query") }
 }
 
 struct CapsCall: CallParameters {
-    static let names: Set<String> = ["slot", "user_id", "uid"]
     var slot: String
     var userID: String?
     var uid: UInt32?
@@ -78,7 +76,6 @@ struct CapsCall: CallParameters {
 }
 
 struct MetricsCall: CallParameters {
-    static let names: Set<String> = ["format"]
     var format = MetricsFormat.text
 
     init(_ call: VarlinkCall) throws(VarlinkError) {
@@ -89,7 +86,6 @@ struct MetricsCall: CallParameters {
 }
 
 struct FreezeCall: CallParameters {
-    static let names: Set<String> = ["seconds"]
     /// Longer would outlast any test's patience and the watchdog tests' margins.
     static let longest = 60.0
     var duration: Duration

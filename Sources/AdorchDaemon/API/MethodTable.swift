@@ -40,17 +40,15 @@ struct MethodTable: Sendable {
     }
 }
 
-/// A method's parameters, parsed and bounded from a call; anything else in the call is an
-/// `InvalidParameter` naming it.
+/// A method's parameters, parsed and bounded from a call. The names it may carry are its
+/// method's IDL parameters (`Routes.add`): anything else in the call is an `InvalidParameter`
+/// naming it.
 protocol CallParameters: Sendable {
-    /// Every parameter the method takes.
-    static var names: Set<String> { get }
     init(_ call: VarlinkCall) throws(VarlinkError)
 }
 
 /// Methods that take nothing.
 struct NoParameters: CallParameters {
-    static let names: Set<String> = []
     init(_ call: VarlinkCall) {}
 }
 
@@ -67,8 +65,10 @@ struct Routes {
     mutating func add<P: CallParameters>(_ method: some VarlinkMethodName, _: P.Type,
                                          _ body: @escaping @Sendable (P, VarlinkCall, VarlinkReplier) -> Void) {
         precondition(handlers[method.qualifiedName] == nil, "\(method.qualifiedName) is routed twice")
-        handlers[method.qualifiedName] = Route(takesSlot: P.names.contains("slot")) { call, replier throws(VarlinkError) in
-            try call.onlyParameters(P.names)
+        // The parameters the IDL declares, and no others: the names are written once, there.
+        let names = Set(method.declaration.fields.map(\.name))
+        handlers[method.qualifiedName] = Route(takesSlot: names.contains("slot")) { call, replier throws(VarlinkError) in
+            try call.onlyParameters(names)
             body(try P(call), call, replier)
         }
     }
