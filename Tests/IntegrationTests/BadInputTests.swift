@@ -20,8 +20,12 @@ final class BadInputTests: XCTestCase {
     }
 
     override func tearDownWithError() throws {
-        // A setUp that threw left these unset; its error is the test's failure already.
-        guard let daemon, let polite else { return }
+        // XCTest keeps every test case to the end of the run: let go of the daemon here, so a
+        // failed test's daemon is stopped now, not left running beside the rest.
+        defer { (daemon, polite) = (nil, nil) }
+        // A setUp that threw left the polite client unset; its error is the test's failure already.
+        guard let daemon else { return }
+        guard let polite else { return _ = daemon.stop() }
         let (calls, errors) = polite.stop()
         XCTAssertGreaterThan(calls, 0, "the polite client made calls meanwhile")
         XCTAssertEqual(errors, [], "the polite client saw errors")
