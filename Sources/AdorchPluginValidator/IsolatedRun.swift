@@ -69,9 +69,7 @@ public struct IsolatedRun {
     /// The child's confinement. The validator has no state dir, reward key or config of the
     /// daemon's to hide: the child gets what every plugin host gets besides them.
     public static func confinement(addressSpaceMB: UInt64) -> Confinement {
-        // A sanitizer's shadow memory takes terabytes of address space: under one, any
-        // limit would stop the child before its first check.
-        let limit = addressSpaceMB == 0 || Validator.sanitizerAllocatedBytes != nil ? nil : addressSpaceMB << 20
+        let limit = addressSpaceMB == 0 || Sanitizer.isActive ? nil : addressSpaceMB << 20
         return Confinement(hiddenPaths: [], addressSpaceBytes: limit)
     }
 

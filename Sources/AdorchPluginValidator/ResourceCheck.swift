@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchPluginHost
 import Foundation
 
 /// Many load, show, destroy cycles: memory and file descriptors must not grow.
@@ -88,17 +89,13 @@ extension Validator {
     /// quarantine and shadow memory grow RSS with no leak at all, so there it is the heap in
     /// use as their allocator counts it (bytes allocated and not yet freed).
     static let memoryMeasure: (name: String, bytes: @Sendable () -> Int) = {
-        if let allocated = sanitizerAllocatedBytes { return ("heap in use", { allocated() }) }
+        if let allocated = Sanitizer.allocatedBytes { return ("heap in use", { allocated() }) }
         return ("RSS", {
             let statm = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8)) ?? ""
             let pages = statm.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
             return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
         })
     }()
-
-    /// The sanitizer runtime's count of the heap in use, if the validator runs under one.
-    static let sanitizerAllocatedBytes: (@convention(c) () -> Int)? = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__sanitizer_get_current_allocated_bytes")
-        .map { unsafeBitCast($0, to: (@convention(c) () -> Int).self) }
 }
 
 private func mb(_ bytes: Int) -> Double { Double(bytes) / 1_048_576 }

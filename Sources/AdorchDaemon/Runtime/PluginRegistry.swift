@@ -148,7 +148,7 @@ final class PluginRegistry {
     /// How `plugin`'s host is run: the binary, what it may not open, its limits.
     private func hostSettings(for plugin: PluginConfig, confinement: Confinement, _ executable: String) -> HostSettings {
         var confinement = confinement
-        confinement.addressSpaceBytes = plugin.memoryLimitBytes
+        confinement.addressSpaceBytes = Sanitizer.isActive ? nil : plugin.memoryLimitBytes
         return HostSettings(executable: executable, confinement: confinement, hangTimeout: plugin.hangTimeout,
                             insecurePlugins: options.insecurePlugins)
     }
