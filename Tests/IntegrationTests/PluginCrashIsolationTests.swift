@@ -111,7 +111,9 @@ final class PluginCrashIsolationTests: XCTestCase {
         XCTAssertEqual(failures, [], "every Show on the other plugin's slot got an ad")
         guard latencies.count >= 5 else { throw TestFailure("\(latencies.count) Shows on steady, 5 at least") }
         let p99 = latencies.sorted()[Int(Double(latencies.count - 1) * 0.99)]
-        XCTAssertLessThan(p99, .milliseconds(100), "p99 of \(latencies.count) Shows on steady throughout")
+        // A bound on the daemon, kept as it is everywhere but under a sanitizer, whose build runs
+        // every call several times slower: there it says only that the Shows were answered.
+        XCTAssertLessThan(p99, Sanitizer.isActive ? .seconds(2) : .milliseconds(100), "p99 of \(latencies.count) Shows on steady throughout")
     }
 
     /// The ids of the ads the log says `slot` loaded so far.
@@ -296,7 +298,9 @@ final class HostilePluginTests: XCTestCase {
         XCTAssertEqual(failures, [])
         XCTAssertGreaterThanOrEqual(latencies.count, measured)
         let p99 = latencies.sorted()[Int(Double(latencies.count - 1) * 0.99)]
-        XCTAssertLessThan(p99, .milliseconds(100), "p99 of \(latencies.count) Shows on steady during the flood, in order (ms): \(latencies.map { Int($0.inSeconds * 1000) })")
+        // A bound on the daemon, kept as it is everywhere but under a sanitizer, whose build runs
+        // every call several times slower: there it says only that the Shows were answered.
+        XCTAssertLessThan(p99, Sanitizer.isActive ? .seconds(2) : .milliseconds(100), "p99 of \(latencies.count) Shows on steady during the flood, in order (ms): \(latencies.map { Int($0.inSeconds * 1000) })")
         let lines = daemon.log.split(separator: "\n")
         XCTAssertFalse(lines.contains { $0.hasPrefix("FORGED LINE") }, "a newline in a plugin's log line makes no line of its own")
         XCTAssertTrue(lines.contains { $0.contains(#"forger: flooding\nFORGED LINE"#) })
