@@ -192,7 +192,7 @@ let package = Package(
         .executableTarget(name: "adorch-fuzz-rewards", dependencies: ["AdorchRewards", "AdorchFuzzSupport"], path: "Fuzz/rewards"),
 
         // What every test target's waits share: how much longer to wait under a sanitizer.
-        .target(name: "AdorchTestSupport", path: "Tests/TestSupport"),
+        .target(name: "AdorchTestSupport", dependencies: ["AdorchPluginHost"], path: "Tests/TestSupport"),
         .testTarget(name: "AdorchEngineTests", dependencies: ["AdorchEngine"]),
         // The plugin host's own units: the wire between daemon and host, the ABI's numbers.
         .testTarget(name: "AdorchPluginHostTests", dependencies: ["AdorchPluginHost", "AdorchEngine", "CAdorchPlugin"]),

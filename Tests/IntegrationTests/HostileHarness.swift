@@ -16,7 +16,7 @@ enum HostileUID {
 /// The bounds a hostile test holds the daemon to (docs/rules.md, "Fair serving"): the polite client's p99 during an attack, and how far
 /// the daemon's RSS and open descriptors may stay above what they were before it.
 enum HostileBounds {
-    static let politeP99Ms = 100.0
+    static let politeP99Ms = 100.0 * latencyScale
     static let usageGrowth = 0.10
 }
 
