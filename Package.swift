@@ -150,9 +150,9 @@ let package = Package(
             ],
             linkerSettings: daemonReleaseLink
         ),
-        // Apps' Swift client of io.adorch.*: Foundation, Glibc sockets, AdorchJSON, AdorchPaths and
-        // swift-log only, so a package that depends on it builds quickly.
-        .target(name: "AdorchClient", dependencies: ["AdorchJSON", "AdorchPaths", .product(name: "Logging", package: "swift-log")], exclude: ["README.md"]),
+        // Apps' Swift client of io.adorch.*: Foundation, Glibc sockets, AdorchJSON, AdorchLocking (a lock
+        // ThreadSanitizer sees, where it cannot see Mutex), AdorchPaths and swift-log only, so a package that depends on it builds quickly.
+        .target(name: "AdorchClient", dependencies: ["AdorchJSON", "AdorchLocking", "AdorchPaths", .product(name: "Logging", package: "swift-log")], exclude: ["README.md"]),
         .executableTarget(
             name: "adorchctl",
             dependencies: [

@@ -1,3 +1,4 @@
+import AdorchLocking
 @_exported import AdorchJSON
 import AdorchPaths
 import Foundation
@@ -44,7 +45,7 @@ public final class Client: Sendable {
     /// for a new subscription's answer.
     public let callTimeout: Duration?
     public let logger: Logger
-    private let connection = Mutex<Connection?>(nil)
+    private let connection = LockedValue<Connection?>(nil)
     /// Whether a connection was ever made: from then on, a failed connect is a daemon away
     /// (restarting), retried as `reconnect` says, by calls and new event streams alike.
     private let wasConnected = Atomic<Bool>(false)
@@ -54,7 +55,7 @@ public final class Client: Sendable {
     /// Set by `close`: from then on no connection is made and every call fails with `.closed`.
     private let isClosed = Atomic<Bool>(false)
     /// The tasks feeding the open event streams, which `close` ends.
-    private let streams = Mutex<[UUID: Task<Void, Never>]>([:])
+    private let streams = LockedValue<[UUID: Task<Void, Never>]>([:])
 
     /// How long a call waits for its reply unless told otherwise (the Python client's too).
     public static let defaultCallTimeout: Duration = .seconds(30)

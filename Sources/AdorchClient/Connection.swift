@@ -1,3 +1,4 @@
+import AdorchLocking
 import AdorchJSON
 import Foundation
 import Synchronization
@@ -63,7 +64,7 @@ final class Connection: Sendable {
     /// A socket pair that wakes the I/O thread (a call queued, a deadline added, close): it
     /// reads `wake[0]`, the callers write to `wake[1]`; both non-blocking.
     private let wake: [Int32]
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     /// Connects to the socket at `path`; fails with `.cannotConnect` and the errno's text
     /// (EAGAIN when the daemon's listen backlog is full: it does not accept).

@@ -1,3 +1,4 @@
+import AdorchLocking
 import AdorchJSON
 import Foundation
 import Synchronization
@@ -239,7 +240,7 @@ private final class RewardBox: Sendable {
         var reward: Reward?
         var waiters: [UUID: CheckedContinuation<Reward, any Error>] = [:]
     }
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     var value: Reward? { state.withLock { $0.reward } }
 

@@ -1,3 +1,4 @@
+import AdorchLocking
 import Foundation
 import Synchronization
 
@@ -14,7 +15,7 @@ final class Replay<Element: Sendable>: Sendable {
         var end: (any Error)??
         var consumers: [UUID: Consumer] = [:]
     }
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     func yield(_ element: Element) {
         // Under the lock, so that a consumer joining meanwhile gets each element once, in order.

@@ -28,7 +28,7 @@ public final class LockedValue<Value: ~Copyable>: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    public func withLock<Result: ~Copyable>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    public func withLock<Result: ~Copyable, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
