@@ -16,6 +16,11 @@ public enum CallbackBounds {
     /// callbacksPerSecond. A second's worth sent at once (20,000 in a few ms) is work the
     /// daemon does ahead of every Show queued behind it: it held Shows up 100 ms and more.
     public static let callbackSlicesPerSecond = Int(ADORCH_CALLBACK_SLICES_PER_S)
+    /// Callbacks a call into the plugin earns outside the per-second bound (plugin.h).
+    public static let callbacksPerLoad = Int(ADORCH_CALLBACKS_PER_LOAD)
+    public static let callbacksPerShow = Int(ADORCH_CALLBACKS_PER_SHOW)
+    /// The most a plugin keeps of what it earned: one slice's worth.
+    public static let mostCallbacksEarned = callbacksPerSecond / callbackSlicesPerSecond
 
     /// A plugin's text for one log line: cut at textBytes, and control characters (C0, DEL,
     /// C1 and the Unicode line and paragraph separators) written as escapes, so that no line
@@ -38,6 +43,36 @@ public enum CallbackBounds {
 
     /// A failure's message, which log lines and events carry: as a log line's text.
     public static func message(_ text: String) -> String { logText(text) }
+}
+
+/// What bounds a plugin's callbacks (plugin.h): those its host's calls earned first, then at
+/// most ADORCH_CALLBACKS_PER_S in a second. Without the earned ones, a plugin kept busy past
+/// the bound lost the answers to its loads: each load then timed out, its entry backed off,
+/// and a full slot ran dry for minutes under a load the network served.
+public final class CallbackBudget: Sendable {
+    private let window = SecondWindow(perSecond: CallbackBounds.callbacksPerSecond, slices: CallbackBounds.callbackSlicesPerSecond)
+    private let earned = LockedValue(0)
+
+    public init() {}
+
+    /// A call into the plugin that it may answer with `callbacks` callbacks.
+    public func earn(_ callbacks: Int) {
+        earned.withLock { $0 = min($0 + callbacks, CallbackBounds.mostCallbacksEarned) }
+    }
+
+    /// Whether this callback is admitted: earned, or within the second's bound. A second that
+    /// dropped some is said once, as a warning.
+    public func admit(warning logger: Logger) -> Bool {
+        let spent = earned.withLock { balance -> Bool in
+            guard balance > 0 else { return false }
+            balance -= 1
+            return true
+        }
+        return spent || window.admit(warning: logger, FloodNote.callbacks)
+    }
+
+    /// What is earned and not used yet.
+    var balance: Int { earned.withLock { $0 } }
 }
 
 /// Admits at most `perSecond` events in each second, and with `slices` above 1 at most

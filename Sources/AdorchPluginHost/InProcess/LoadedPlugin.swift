@@ -90,6 +90,7 @@ public final class LoadedPlugin: @unchecked Sendable {
         queue.async { [self] in
             guard initialized else { return }
             let report = sink.takeUnretainedValue()
+            report.callbacks.earn(CallbackBounds.callbacksPerLoad)
             let object = order.withCRequest { entry.pointee.ad_create(order.adID, $0) }
             guard let object else {
                 report.deliver(order.adID, .failed(.internal, networkCode: 0, message: "ad_create returned NULL"))
@@ -113,6 +114,7 @@ public final class LoadedPlugin: @unchecked Sendable {
     /// AnyThreadShowRecord withdraw the flag is logged; it stays withdrawn for the plugin's life.
     public func showNow(_ id: AdID, userID: String?) -> Bool {
         guard let object = objects.withLock({ $0[id] }) else { return false }
+        sink.takeUnretainedValue().callbacks.earn(CallbackBounds.callbacksPerShow)
         let context = showContext(userID)
         let started = ContinuousClock.now
         let code = context.withCString { entry.pointee.ad_show(object, $0) }
@@ -138,6 +140,7 @@ public final class LoadedPlugin: @unchecked Sendable {
             var shown = false
             // Withdrawn while it waited behind a slow call: whoever waited has moved on.
             if queuedShows.withLock({ $0.remove(id) }) != nil, let object = objects.withLock({ $0[id] }) {
+                sink.takeUnretainedValue().callbacks.earn(CallbackBounds.callbacksPerShow)
                 let context = showContext(userID)
                 shown = context.withCString { entry.pointee.ad_show(object, $0) } == 0
             }
@@ -226,7 +229,7 @@ final class CallbackSink: Sendable {
     let logger: Logger
     let onReport: PluginReportHandler
     let decodesPayloads: Bool
-    private let callbacks = SecondWindow(perSecond: CallbackBounds.callbacksPerSecond, slices: CallbackBounds.callbackSlicesPerSecond)
+    let callbacks = CallbackBudget()
     private let logLines = SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
 
     init(plugin: String, logger: Logger, decodesPayloads: Bool, onReport: @escaping PluginReportHandler) {
@@ -239,7 +242,7 @@ final class CallbackSink: Sendable {
     /// A report of the plugin's, within ADORCH_CALLBACKS_PER_S; the host's own `.destroyed` always.
     func deliver(_ ad: AdID, _ report: PluginReport) {
         if report != .destroyed {
-            guard callbacks.admit(warning: logger, FloodNote.callbacks) else { return }
+            guard callbacks.admit(warning: logger) else { return }
         }
         onReport(plugin, ad, report)
     }

@@ -22,7 +22,7 @@ public final class PluginProcess: @unchecked Sendable {
     private let queue: DispatchQueue
     private let state = LockedValue(Waiting())
     /// The host already bounds its plugin's callbacks; these bound what a plugin could forge on the channel.
-    private let callbacks = SecondWindow(perSecond: CallbackBounds.callbacksPerSecond, slices: CallbackBounds.callbackSlicesPerSecond)
+    private let callbacks = CallbackBudget()
     private let logLines = SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
     private var heartbeat: DispatchSourceTimer?
 
@@ -142,9 +142,13 @@ public final class PluginProcess: @unchecked Sendable {
 
     // MARK: Calls
 
-    public func load(_ order: LoadOrder) { send(.load(order)) }
+    public func load(_ order: LoadOrder) {
+        callbacks.earn(CallbackBounds.callbacksPerLoad)
+        send(.load(order))
+    }
 
     public func show(_ id: AdID, userID: String?, timeout: DispatchTimeInterval?, completion: @escaping @Sendable (Bool) -> Void) {
+        callbacks.earn(CallbackBounds.callbacksPerShow)
         ask(\.shows, otherwise: false, timeout: timeout, completion: completion) { .show(seq: $0, ad: id, userID: userID) }
     }
 
@@ -207,7 +211,7 @@ public final class PluginProcess: @unchecked Sendable {
         switch reply {
         case .report(let ad, let report):
             if report != .destroyed {
-                guard callbacks.admit(warning: logger, FloodNote.callbacks) else { return }
+                guard callbacks.admit(warning: logger) else { return }
             }
             onReport(info.name, ad, report)
         case .shown(let seq, let shown):

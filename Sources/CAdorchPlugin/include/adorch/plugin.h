@@ -115,6 +115,16 @@ extern "C" {
 #define ADORCH_CALLBACKS_PER_S 20000
 #define ADORCH_CALLBACK_SLICES_PER_S 20
 
+/* 1.3: answers are not a flood. Each ad_load the host makes earns the plugin
+ * ADORCH_CALLBACKS_PER_LOAD callbacks (its loaded or failed, and one event such as
+ * ads_available) and each ad_show ADORCH_CALLBACKS_PER_SHOW (the show's own events) that do
+ * not count against ADORCH_CALLBACKS_PER_S: a plugin that answers what it is asked loses no
+ * answer however busy the host keeps it. What is earned and not yet used is kept up to one
+ * slice's worth (ADORCH_CALLBACKS_PER_S / ADORCH_CALLBACK_SLICES_PER_S), so a plugin that
+ * stays silent cannot save up for a burst. */
+#define ADORCH_CALLBACKS_PER_LOAD 2
+#define ADORCH_CALLBACKS_PER_SHOW 16
+
 /* Non-zero if the struct at `ptr` (one that starts with struct_size) is long enough to
  * hold `field`: how one side finds out whether the other side's minor version has it. */
 #define ADORCH_STRUCT_HAS(ptr, type, field) \
