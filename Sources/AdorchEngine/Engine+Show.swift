@@ -143,11 +143,14 @@ extension Engine {
             let error = missingPlugins(of: slotID).map { ShowError.unservable(slot: slotID, missingPlugins: $0) } ?? .noAdReady(slot: slotID)
             return (.failure(error), markDry(slotID) + refill(slotID, now: now) + loadForHeldUser(slotID, held: held, now: now))
         }
-        ads[pick.id]!.state = .shown(endsAt: now + settings.shownLifetime)
-        ads[pick.id]!.userID = userID
-        ads[pick.id]!.rewardOverride = reward
-        ads[pick.id]!.holder = holder
-        ads[pick.id]!.takenAt = now
+        // One write: each goes through the table's indexes.
+        var taken = pick
+        taken.state = .shown(endsAt: now + settings.shownLifetime)
+        taken.userID = userID
+        taken.rewardOverride = reward
+        taken.holder = holder
+        taken.takenAt = now
+        ads[pick.id] = taken
         slots[slotID]!.counters.shows += 1
         let shown = ShownAd(
             id: pick.id, slot: slotID, network: pick.plugin, format: pick.format,
