@@ -10,6 +10,10 @@ let productsDirectory: URL = {
     Bundle.main.bundleURL
 }()
 
+/// SwiftPM's --build-path of this test run (.build, or a sanitizer run's .build-tsan): what
+/// `make install-files BUILD_PATH=… CONFIGURATION=debug` installs, the build these tests test.
+let buildPath = productsDirectory.deletingLastPathComponent().deletingLastPathComponent()
+
 /// The package's root, for fixtures and the plugin header.
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 

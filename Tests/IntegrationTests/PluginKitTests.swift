@@ -16,7 +16,6 @@ final class PluginKitTests: XCTestCase {
         // The build this test runs from (a sanitizer run's too) is what gets installed. Its
         // compile step is the one `swift test` already ran, and must not run again: SwiftPM
         // holds the build folder's lock while tests run, so SWIFT=true stands in for it.
-        let buildPath = productsDirectory.deletingLastPathComponent().deletingLastPathComponent()
         let install = try runCommand("/usr/bin/env", ["make", "-s", "-C", packageRoot.path, "install", "SWIFT=true", "CONFIGURATION=debug",
                                                       "BUILD_PATH=\(buildPath.path)", "DESTDIR=\(stage.path)"])
         XCTAssertEqual(install.status, 0, install.stderr)

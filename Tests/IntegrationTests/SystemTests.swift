@@ -91,7 +91,7 @@ final class SystemTests: XCTestCase {
     /// status, a reload that keeps ad ids, and a stop with exit 0 and nothing left running.
     func testARealSystemdRunsTheInstalledUnits() throws {
         let out = try scratch("systemd")
-        try runScript("systemd.sh", [out.path, packageRoot.path])
+        try runScript("systemd.sh", [out.path, packageRoot.path, buildPath.path])
         func text(_ name: String) -> String {
             ((try? String(contentsOf: out.appendingPathComponent(name), encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         }
@@ -154,7 +154,7 @@ final class SystemTests: XCTestCase {
     /// Acceptance 5: both units verify, and the service rates at most 2.0 (OK or SAFE).
     func testTheUnitsVerifyAndTheServiceIsHardened() throws {
         let prefix = try scratch("units")
-        let install = try runCommand("/usr/bin/env", ["make", "-s", "-C", packageRoot.path, "install-files", "CONFIGURATION=debug",
+        let install = try runCommand("/usr/bin/env", ["make", "-s", "-C", packageRoot.path, "install-files", "CONFIGURATION=debug", "BUILD_PATH=\(buildPath.path)",
                                                       "PREFIX=\(prefix.path)", "SYSCONFDIR=\(prefix.path)/etc"])
         XCTAssertEqual(install.status, 0, install.stderr)
         let units = prefix.appendingPathComponent("lib/systemd/system")

@@ -3,12 +3,12 @@
 # installs adorch into it with a DESTDIR install of the project's own units, and drives it
 # with systemctl. What it sees goes to OUT for
 # Tests/IntegrationTests/SystemTests.swift to check.
-#   usage: systemd.sh OUT PACKAGE_ROOT          (uses the debug build)
+#   usage: systemd.sh OUT PACKAGE_ROOT BUILD_PATH   (installs BUILD_PATH's debug build: the tests' own)
 #   exit 77: this machine cannot boot systemd in namespaces: the test skips, saying why.
 # The host is left as it was: private /run, /tmp, /dev, /etc (an overlay), /var/lib and
 # cgroup; read-only /proc/sys and /sys; everything torn down by PID at the end.
 set -euo pipefail
-out=$(realpath "$1") root=$(realpath "$2")
+out=$(realpath "$1") root=$(realpath "$2") build=$(realpath "$3")
 
 . "$root/Tests/system/private-systemd.sh"
 ps_preflight
@@ -22,7 +22,8 @@ mkdir -p "$scratch/tree/clients"
 cp -r "$root/clients/python" "$scratch/tree/clients/python"
 
 # The project's own install, as a package would lay it out.
-make -s -C "$root" install-files CONFIGURATION=debug DESTDIR="$scratch/dest" PREFIX=/usr/local >"$out/install.log" 2>&1
+make -s -C "$root" install-files CONFIGURATION=debug BUILD_PATH="$build" DESTDIR="$scratch/dest" PREFIX=/usr/local >"$out/install.log" 2>&1 \
+    || { echo "systemd.sh: installing the build failed:" >&2; cat "$out/install.log" >&2; exit 1; }
 cp "$scratch/dest/usr/local/lib/systemd/system/adorchd.service" "$scratch/dest/usr/local/lib/systemd/system/adorchd.socket" "$scratch/units/"
 for unit in sysinit.target basic.target shutdown.target adorch-test.target; do
     printf '[Unit]\nDescription=%s (test stub)\nDefaultDependencies=no\n' "$unit" >"$scratch/units/$unit"
