@@ -136,7 +136,24 @@ public struct ServiceBenchmarks {
         if rows.contains(where: { $0.connections == 64 }), let show = rows.first(where: { $0.name == "adorch Show + Report" && $0.connections == 1 }) {
             targets.append(("Show + Report p50 ≤ 0.15 ms at one connection (\(ms(show.p50)) ms)", show.p50 <= 0.15 && show.errors == 0))
         }
+        if scale.connections.contains(64), targets.contains(where: { !$0.1 && $0.0.hasPrefix("Show + Report") }) {
+            text += "\n" + (try profileShowReport(connections: 64)) + "\n"
+        }
         return BenchSection(title: "1. The control API against redis", text: text, targets: targets, rows: rows)
+    }
+
+    /// A missed Show + Report figure, explained: the same run again on a fresh daemon, profiled.
+    private func profileShowReport(connections: Int) throws -> String {
+        let daemon = try BenchDaemon(adorchd: adorchd, config: config(slots: 1, buffer: 100, loadsInFlight: 100))
+        defer { daemon.stop() }
+        try daemon.waitUntilFull()
+        var figures: LatencyFigures?
+        let (profile, why) = try Profile.record(pids: [daemon.pid] + daemon.children) {
+            figures = try LoadGenerator.run(socket: daemon.socket, connections: connections, requests: scale.requests, call: .showReport(slot: "s0"))
+        }
+        let run = figures.map { String(format: "%d round trips, %d errors, %.0f/s, p99 %@ ms under perf", $0.requests, $0.errors, $0.requestsPerSecond, ms($0.p99)) } ?? ""
+        return "Where a Show + Report's time goes at \(connections) connections: the row again on a fresh daemon (\(run)), "
+            + "with perf record -g on adorchd and its plugin host.\n\n" + (profile ?? "Not profiled: \(why ?? "no profile").")
     }
 
     // MARK: 3. Footprint
