@@ -1,4 +1,5 @@
 import AdorchLocking
+import AdorchPluginHost
 import AdorchTestSupport
 import AdorchVarlink
 import Foundation
@@ -150,9 +151,12 @@ extension DaemonUsage {
     }
 
     /// Back to within `HostileBounds.usageGrowth` of `before` (less is fine: nothing leaked).
+    /// Under a sanitizer RSS is not the daemon's memory: the shadow of every page the heap ever
+    /// touched stays, and the sanitizer's allocator keeps what was freed (make tsan: 124 MB
+    /// before 300 subscribers that never read, 163 MB after); there only descriptors are bounded.
     func isWithinBound(of before: DaemonUsage) -> Bool {
         let bound = 1 + HostileBounds.usageGrowth
-        return Double(rssKB) <= Double(before.rssKB) * bound && Double(fds) <= Double(before.fds) * bound
+        return (Sanitizer.isActive || Double(rssKB) <= Double(before.rssKB) * bound) && Double(fds) <= Double(before.fds) * bound
     }
 
     var description: String { "RSS \(rssKB) kB, \(fds) fds" }

