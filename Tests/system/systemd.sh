@@ -28,6 +28,14 @@ cp "$scratch/dest/usr/local/lib/systemd/system/adorchd.service" "$scratch/dest/u
 for unit in sysinit.target basic.target shutdown.target adorch-test.target; do
     printf '[Unit]\nDescription=%s (test stub)\nDefaultDependencies=no\n' "$unit" >"$scratch/units/$unit"
 done
+# A sanitizer build (make asan, make tsan) needs its runtime's options in the service too, or
+# the daemon an in-process plugin's SIGSEGV kills exits 66 from the sanitizer's own handler.
+# Its reports go to the service's stderr: the unit cannot write to the run's reports folder.
+if [ -n "${TSAN_OPTIONS:-}${ASAN_OPTIONS:-}" ]; then
+    mkdir -p "$scratch/units/adorchd.service.d"
+    printf '[Service]\nEnvironment=SWIFT_BACKTRACE=enable=no TSAN_OPTIONS=halt_on_error=0:handle_segv=0 ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:handle_segv=0\n' \
+        >"$scratch/units/adorchd.service.d/sanitizer.conf"
+fi
 
 cat >"$scratch/inner.sh" <<'INNER'
 #!/bin/bash
