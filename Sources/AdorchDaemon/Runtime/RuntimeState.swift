@@ -1,0 +1,38 @@
+import AdorchEngine
+import Dispatch
+import Logging
+
+/// What the engine queue owns: created before the queue runs, then reached only through
+/// `EngineRuntime`'s accessors (its `QueueBound`). Not Sendable: no closure may carry it to
+/// another queue.
+final class RuntimeState {
+    var config: DaemonConfig
+    var engine: Engine
+    var sessions = InteractiveSessions()
+    var rewards: RewardDesk?
+    var capHistory: CapHistoryFile?
+    /// The state directory's lock, held for the daemon's life: two daemons on one ledger and
+    /// one history would each undo the other's (closed on exec, so no plugin host holds it).
+    var stateLock: Int32 = -1
+    var pendingShows: [RequestID: @Sendable (Result<ShownAd, ShowError>) -> Void] = [:]
+    var pendingLoads: [RequestID: @Sendable (Result<[ShownAd], LoadFailure>) -> Void] = [:]
+    var showStats: [String: ShowStats] = [:]
+    var metricsEndpoint: MetricsEndpoint?
+    var nextRequest: RequestID = 1
+    var estimatesFile: EstimatesFile
+    var timer: DispatchSourceTimer?
+    var armedFor: Moment?
+    var tickers: [DispatchSourceTimer] = []
+    var lastStatus = ""
+    let feed: EventFeed
+    let plugins: PluginRegistry
+
+    init(config: DaemonConfig, options: DaemonOptions, stateDir: String, ids: ExternalIDs, logger: Logger) {
+        self.config = config
+        engine = Engine(slots: [], plugins: [], settings: config.scheduler)
+        sessions.budgets = config.scheduler.budgets
+        estimatesFile = EstimatesFile(stateDir: stateDir)
+        feed = EventFeed(logger: logger, ids: ids)
+        plugins = PluginRegistry(logger: logger, options: options)
+    }
+}
