@@ -142,6 +142,22 @@ public struct ServiceBenchmarks {
         return BenchSection(title: "1. The control API against redis", text: text, targets: targets, rows: rows)
     }
 
+    /// Why a Show + Report costs what the profile says: its path (docs/architecture.md, "A Show,
+    /// hop by hop"), thread by thread. The figures above say how much; this says where to cut.
+    static let showReportPath = """
+        What the path costs: a Show + Report is two calls, and every step of it is a hop to another thread. The epoll \
+        thread hands each readable socket to the Varlink queue and waits for it (`DispatchQueue.sync` in the profile, \
+        slow whenever a reply is being written there); the call hops to the engine queue; the ad_show goes to the host \
+        as a frame, where its reader thread calls sim and sends `shown` and the show's events back, a frame and a \
+        `send` each; the daemon's reader thread hops each frame to the engine queue, and the answer hops to the Varlink \
+        queue, which writes it. The load that replaces the ad crosses again: a frame, the host's plugin queue, sim's \
+        scheduler thread, `loaded` and `ads_available` back. That is about a dozen thread wake-ups and a dozen system \
+        calls per round trip, which is why the kernel's and libc's shares (futex, send, recv, malloc) are larger than \
+        the engine's: `Engine.requestShow` is about a tenth of the time. What would close the gap, not done yet: the \
+        epoll thread running the Varlink work itself instead of waiting on a queue, frames batched both ways (one \
+        `send` and one engine hop per burst, not per frame), and the show's events carried in its `shown` frame.
+        """
+
     /// A missed Show + Report figure, explained: the same run again on a fresh daemon, profiled.
     private func profileShowReport(connections: Int) throws -> String {
         let daemon = try BenchDaemon(adorchd: adorchd, config: config(slots: 1, buffer: 100, loadsInFlight: 100))
@@ -154,6 +170,7 @@ public struct ServiceBenchmarks {
         let run = figures.map { String(format: "%d round trips, %d errors, %.0f/s, p99 %@ ms under perf", $0.requests, $0.errors, $0.requestsPerSecond, ms($0.p99)) } ?? ""
         return "Where a Show + Report's time goes at \(connections) connections: the row again on a fresh daemon (\(run)), "
             + "with perf record -g on adorchd and its plugin host.\n\n" + (profile ?? "Not profiled: \(why ?? "no profile").")
+            + "\n\n" + Self.showReportPath
     }
 
     // MARK: 3. Footprint
