@@ -239,7 +239,7 @@ final class CallbackSink: Sendable {
         self.onReport = onReport
     }
 
-    /// A report of the plugin's, within ADORCH_CALLBACKS_PER_S; the host's own `.destroyed` always.
+    /// A report of the plugin's, if earned by a call or within ADORCH_CALLBACKS_PER_S; the host's own `.destroyed` always.
     func deliver(_ ad: AdID, _ report: PluginReport) {
         if report != .destroyed {
             guard callbacks.admit(warning: logger) else { return }
