@@ -313,12 +313,23 @@ static const char *const machine[] = {"kexec_load", "kexec_file_load", "init_mod
                                       "reboot", "swapon", "swapoff", "acct"};
 /* Files by handle: open_by_handle_at opens a file by its inode, past every path check. */
 static const char *const file_handles[] = {"open_by_handle_at", "name_to_handle_at"};
-/* TIOCSTI types into a terminal, which the host's stderr may be when run by hand. */
+/* TIOCSTI types into a terminal, which the host's stderr may be when run by hand; FIOSETOWN
+ * and SIOCSPGRP, like fcntl's F_SETOWN, make a process the target of a socket's SIGIO (or any
+ * signal F_SETSIG names): a signal to the daemon by another road. */
 static const char *const ioctl_only[] = {"ioctl"};
+static const char *const fcntl_only[] = {"fcntl"};
+/* Memory outside the address-space limit and the watchdog's sight: a memfd's pages or a System
+ * V segment need not be mapped to be held. */
+static const char *const unmapped_memory[] = {"memfd_create", "memfd_secret", "shmget"};
+/* Calls that name a process by pid (0: the caller): outside a box they reach the daemon and
+ * the other hosts of its user, which a box's PID namespace does not let them name. */
+static const char *const by_pid_first[] = {"prlimit64", "sched_setaffinity", "sched_setparam", "sched_setscheduler",
+                                          "sched_setattr", "migrate_pages", "move_pages"};
+static const char *const by_pid_second[] = {"setpriority", "ioprio_set"};
 
 /* `refuse_truncate`: Landlock applied below ABI 3, which does not control truncate(2): the host
  * could still empty a hidden file, which it cannot open, by its path. */
-static bool apply_seccomp(bool refuse_truncate, struct report *r) {
+static bool apply_seccomp(bool refuse_truncate, bool boxed, struct report *r) {
     struct filter f = {.ctx = seccomp_init(SCMP_ACT_ALLOW)};
     if (f.ctx == NULL) {
         say(r, "seccomp: refused: libseccomp could not start a filter");
@@ -349,6 +360,17 @@ static bool apply_seccomp(bool refuse_truncate, struct report *r) {
     DENY_ALWAYS(&f, machine);
     DENY_ALWAYS(&f, file_handles);
     DENY(&f, ioctl_only, SCMP_A1_64(SCMP_CMP_EQ, TIOCSTI));
+    DENY(&f, ioctl_only, SCMP_A1_64(SCMP_CMP_EQ, FIOSETOWN));
+    DENY(&f, ioctl_only, SCMP_A1_64(SCMP_CMP_EQ, SIOCSPGRP));
+    DENY(&f, fcntl_only, SCMP_A1_32(SCMP_CMP_EQ, F_SETOWN));
+    DENY(&f, fcntl_only, SCMP_A1_32(SCMP_CMP_EQ, F_SETOWN_EX));
+    DENY_ALWAYS(&f, unmapped_memory);
+    if (!boxed) {
+        DENY(&f, by_pid_first, SCMP_A0_32(SCMP_CMP_NE, 0));
+        /* setpriority(PRIO_USER or PRIO_PGRP, …) reaches every process of the user or group. */
+        DENY(&f, by_pid_second, SCMP_A0_32(SCMP_CMP_NE, 1 /* PRIO_PROCESS, IOPRIO_WHO_PROCESS */));
+        DENY(&f, by_pid_second, SCMP_A1_32(SCMP_CMP_NE, 0));
+    }
     if (refuse_truncate) deny(&f, "truncate", EPERM, 0, NULL);
     int rc = seccomp_load(f.ctx);
     seccomp_release(f.ctx);
@@ -358,8 +380,10 @@ static bool apply_seccomp(bool refuse_truncate, struct report *r) {
     }
     say(r, "seccomp: applied (%u rules): no ptrace, signals only to itself, no exec, fork or clone but threads, "
            "no Unix sockets (network sockets allowed), no mounts or namespaces, no bpf, perf, io_uring, "
-           "userfaultfd, keyrings, modules, kexec, reboot, swap, acct, file handles%s",
-        f.rules, refuse_truncate ? ", truncate by path (Landlock below ABI 3 does not control it)" : "");
+           "userfaultfd, keyrings, modules, kexec, reboot, swap, acct, file handles, socket owners (F_SETOWN), "
+           "memfd or System V shared memory%s%s",
+        f.rules, boxed ? "" : ", limits, priority, affinity or I/O priority of another process",
+        refuse_truncate ? ", truncate by path (Landlock below ABI 3 does not control it)" : "");
     if (f.failures > 0) say(r, "seccomp: %u rules missing (first: %s)", f.failures, f.first_failure);
     unsigned threads = every_thread ? 1 : thread_count();
     if (threads > 1)
@@ -369,13 +393,25 @@ static bool apply_seccomp(bool refuse_truncate, struct report *r) {
 
 /* ---- All layers ------------------------------------------------------------------------ */
 
-static bool apply_rlimits(uint64_t address_space_bytes, struct report *r) {
+static bool apply_rlimits(uint64_t address_space_bytes, unsigned box_tasks, struct report *r) {
     bool ok = true;
     /* A core dump would write the plugin's memory (the ads, the host's channel) to disk. */
     struct rlimit none = {0, 0};
     if (setrlimit(RLIMIT_CORE, &none) != 0) {
         say(r, "rlimits: core dumps not turned off: %s", strerror(errno));
         ok = false;
+    }
+    /* Counted in the box's own user namespace: its threads cannot use up its user's task
+     * limit, which the daemon and the other hosts share. (Root is exempt: a daemon run as
+     * root needs a cgroup's pids.max for this, docs/confinement.md.) */
+    struct rlimit tasks = {box_tasks, box_tasks};
+    if (box_tasks == 0) {
+        say(r, "rlimits: no task limit: not in a box of its own");
+    } else if (setrlimit(RLIMIT_NPROC, &tasks) != 0) {
+        say(r, "rlimits: tasks not bounded: %s", strerror(errno));
+        ok = false;
+    } else {
+        say(r, "rlimits: at most %u tasks in its box%s", box_tasks, getuid() == 0 ? " (not enforced: it runs as root)" : "");
     }
     if (address_space_bytes == 0) {
         say(r, "rlimits: core dumps off; no address-space limit asked");
@@ -396,12 +432,12 @@ static bool apply_rlimits(uint64_t address_space_bytes, struct report *r) {
 }
 
 unsigned adorch_sandbox_apply(const char *const *hidden_paths, size_t hidden_count, uint64_t address_space_bytes,
-                              char *report, size_t report_size) {
+                              unsigned box_tasks, char *report, size_t report_size) {
     struct report r = {.text = report, .size = report_size};
     if (report != NULL && report_size > 0) report[0] = '\0';
     unsigned applied = 0;
 
-    if (apply_rlimits(address_space_bytes, &r)) applied |= ADORCH_SANDBOX_RLIMITS;
+    if (apply_rlimits(address_space_bytes, box_tasks, &r)) applied |= ADORCH_SANDBOX_RLIMITS;
 
     /* No setuid or file capability the plugin could exec gains anything; Landlock and an
      * unprivileged seccomp filter need it. */
@@ -427,7 +463,7 @@ unsigned adorch_sandbox_apply(const char *const *hidden_paths, size_t hidden_cou
     free(hidden.paths);
 
     /* Last, so that none of the set-up above meets the filter. */
-    if (apply_seccomp(landlock_abi > 0 && landlock_abi < 3, &r)) applied |= ADORCH_SANDBOX_SECCOMP;
+    if (apply_seccomp(landlock_abi > 0 && landlock_abi < 3, box_tasks != 0, &r)) applied |= ADORCH_SANDBOX_SECCOMP;
     return applied;
 }
 

@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
 
     const char *hidden[] = {hidden_dir, hidden_file, hidden_later};
     char report[8192];
-    unsigned layers = adorch_sandbox_apply(hidden, 3, ADDRESS_SPACE_BYTES, report, sizeof report);
+    unsigned layers = adorch_sandbox_apply(hidden, 3, ADDRESS_SPACE_BYTES, 0, report, sizeof report);
     for (char *line = strtok(report, "\n"); line != NULL; line = strtok(NULL, "\n")) printf("report: %s\n", line);
     printf("layers:%s%s%s%s\n", layers & ADORCH_SANDBOX_NO_NEW_PRIVS ? " no_new_privs" : "",
            layers & ADORCH_SANDBOX_RLIMITS ? " rlimits" : "", layers & ADORCH_SANDBOX_LANDLOCK ? " landlock" : "",

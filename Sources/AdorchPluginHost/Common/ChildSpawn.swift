@@ -1,3 +1,4 @@
+import CAdorchSandbox
 import Glibc
 
 /// posix_spawn of the processes adorch starts for plugins (a plugin's host; the validator's
@@ -31,7 +32,30 @@ public enum ChildSpawn {
         return code == 0 ? .success(pid) : .failure(SpawnFailure(executable: executable, errno: code))
     }
 
-    public struct SpawnFailure: Error, CustomStringConvertible {
+    /// A child started in a box of its own (`adorch_spawn_boxed`: new user, PID and IPC
+    /// namespaces): `channel` becomes its `childFD` and a pipe's write end its `statusFD`, the
+    /// rest as `spawn`. `.started` has the pipe's read end; `.refused` is the kernel's errno
+    /// when it would not make the namespaces (the caller may start the child unboxed);
+    /// `.failed`, when the program could not start.
+    public static func spawnBoxed(_ executable: String, arguments: [String], environment: [String: String],
+                                  channel: Int32, as childFD: Int32, statusAs statusFD: Int32) -> BoxedSpawn {
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        var envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        var status: Int32 = -1
+        let code = adorch_spawn_boxed(executable, &argv, &envp, channel, childFD, statusFD, &pid, &status)
+        if code == 0 { return .started(pid: pid, status: status) }
+        return code < 0 ? .refused(errno: -code) : .failed(SpawnFailure(executable: executable, errno: code))
+    }
+
+    public enum BoxedSpawn: Sendable {
+        case started(pid: pid_t, status: Int32)
+        case refused(errno: Int32)
+        case failed(SpawnFailure)
+    }
+
+    public struct SpawnFailure: Error, CustomStringConvertible, Sendable {
         public var executable: String
         public var errno: Int32
         public var description: String { "cannot start \(executable): \(String(cString: strerror(errno)))" }

@@ -68,8 +68,10 @@ public struct Confinement: Sendable, Equatable {
 
     /// Applies it to the calling process, irreversibly (call it before dlopen of the plugin, and
     /// before the process starts threads: Landlock confines only the threads started after it);
-    /// what was applied and what the kernel refused, in words, for the log.
-    public func apply() -> ConfinementReport {
+    /// what was applied and what the kernel refused, in words, for the log. `boxed`: the
+    /// process runs in a box of its own (`ChildSpawn.spawnBoxed`), whose tasks are then bounded
+    /// by `boxTasks`; outside one, the filter keeps it from naming other processes by pid.
+    public func apply(boxed: Bool = false) -> ConfinementReport {
         let paths = hiddenPaths.map { path in
             let bytes = path.utf8CString
             let copy = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count)
@@ -78,7 +80,8 @@ public struct Confinement: Sendable, Equatable {
         }
         defer { paths.forEach { $0.deallocate() } }
         var report = [CChar](repeating: 0, count: Self.reportBytes)
-        let applied = adorch_sandbox_apply(paths.map { UnsafePointer<CChar>?($0) }, paths.count, addressSpaceBytes ?? 0, &report, report.count)
+        let applied = adorch_sandbox_apply(paths.map { UnsafePointer<CChar>?($0) }, paths.count, addressSpaceBytes ?? 0,
+                                           boxed ? Self.boxTasks : 0, &report, report.count)
         let text = String(decoding: report.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return ConfinementReport(applied: ConfinementReport.Layers(rawValue: applied),
                                  lines: text.split(separator: "\n").map(String.init))

@@ -7,4 +7,11 @@ extension Confinement {
     /// cores. A plugin that allocates without end fails its allocations there instead of
     /// taking the machine's memory.
     public static let defaultAddressSpaceMB: UInt64 = 4096
+
+    /// The most tasks (threads) a boxed host may run, counted in its own user namespace: far
+    /// above what sim, example, swift-example and vast start (under 40 on 2 cores: the plugin
+    /// queue, Dispatch's workers, URLSession's), low enough that a plugin that starts threads
+    /// without end stops in its own box long before its user's task limit, which the daemon
+    /// and the other hosts share.
+    public static let boxTasks: UInt32 = 256
 }

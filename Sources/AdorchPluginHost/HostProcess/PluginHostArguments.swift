@@ -6,6 +6,9 @@ import Foundation
 public struct PluginHostArguments: Sendable, Equatable {
     /// The channel to the daemon is always this descriptor in the host.
     public static let channelFD: Int32 = 3
+    /// In a box (`ChildSpawn.spawnBoxed`), the box's pid 1 writes the host's wait status here
+    /// for the daemon: the host itself is pid 2 and closes it.
+    public static let statusFD: Int32 = 4
 
     /// The plugin's name in the daemon's config, for the process title and logs.
     public var name: String

@@ -11,13 +11,20 @@ import Logging
 /// callback into a reply, until the daemon says stop or goes away.
 public enum PluginHostService {
     public static func run(_ arguments: PluginHostArguments) -> Never {
-        // The daemon gone is the end of the host, whatever the plugin is doing.
-        guard adorch_sandbox_die_with_parent(arguments.parent) != 0 else { exit(0) }
+        // Started in a box, this process is its pid 1, which stays behind to reap and report
+        // (adorch_box_init); the host goes on as pid 2. The daemon gone is the end of the
+        // host, whatever the plugin is doing.
+        let boxed = getpid() == 1
+        if boxed {
+            guard adorch_box_init(PluginHostArguments.statusFD, PluginHostArguments.channelFD) == 0 else { exit(0) }
+        } else {
+            guard adorch_sandbox_die_with_parent(arguments.parent) != 0 else { exit(0) }
+        }
         closeInherited()
         signal(SIGPIPE, SIG_IGN)
         // Before any thread starts: Landlock confines only the thread that applies it and
         // those it starts later (docs/confinement.md).
-        let confined = arguments.confinement.apply()
+        let confined = arguments.confinement.apply(boxed: boxed)
 
         let channel = PluginChannel(fd: PluginHostArguments.channelFD, label: arguments.name)
         LoggingSystem.bootstrap { _ in ChannelLogHandler(channel: channel) }
@@ -25,7 +32,7 @@ public enum PluginHostService {
         let served = Served()
         // Before the reader starts: the daemon's start may be read and answered (started) at
         // once, and the handshake's order is hello, confined, then started.
-        channel.send(PluginWire.Reply.hello(magic: PluginWire.magic, pid: getpid()).frame)
+        channel.send(PluginWire.Reply.hello(magic: PluginWire.magic, pid: boxed ? outerPID() : getpid()).frame)
         channel.send(PluginWire.Reply.confined(confined.description).frame)
         channel.startReading(name: arguments.name, onFrame: { body in
             guard let call = try? PluginWire.Call(body: body) else { _exit(3) }
@@ -36,6 +43,14 @@ public enum PluginHostService {
         })
         dispatchMain()
     }
+}
+
+/// This process's pid as the daemon sees it: in a box, getpid() is the box's own number;
+/// /proc (the daemon's, as the box has no mount namespace) lists each namespace's, outermost first.
+private func outerPID() -> Int32 {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    let line = status.split(separator: "\n").first { $0.hasPrefix("NSpid:") }
+    return line?.split(whereSeparator: { $0 == "\t" || $0 == " " }).dropFirst().first.flatMap { Int32($0) } ?? getpid()
 }
 
 /// Nothing of the daemon's but the channel and the standard streams stays open here (the

@@ -13,8 +13,12 @@ import Logging
 /// the waiting answers and heartbeat times are behind their lock, the rest is immutable.
 public final class PluginProcess: @unchecked Sendable {
     public let info: PluginInfo
+    /// The host: the process that runs the plugin, as the daemon's /proc names it.
     public let pid: pid_t
-    /// What the host said of its confinement when it started.
+    /// The process the daemon started, waits for and kills: the host itself, or the pid 1 of
+    /// the host's box, whose end ends the box (docs/confinement.md).
+    private let spawned: SpawnedHost
+    /// What the host said of its confinement when it started, and of its box.
     public let confinement: String
     private let channel: PluginChannel
     private let settings: HostSettings
@@ -53,16 +57,16 @@ public final class PluginProcess: @unchecked Sendable {
             throw .cannotOpen(path: path, reason: "socketpair: \(String(cString: strerror(errno)))")
         }
         let childEnd = pair[1]
-        let spawned = SpawnThread.run { Self.spawn(settings: settings, name: name, channelFD: childEnd) }
+        let outcome = SpawnThread.run { SpawnedHost.start(settings: settings, name: name, channelFD: childEnd) }
         close(pair[1])
-        let pid: pid_t
-        switch spawned {
-        case .success(let spawnedPid): pid = spawnedPid
-        case .failure(let reason):
+        let host: SpawnedHost
+        switch outcome {
+        case .success(let spawnedHost): host = spawnedHost
+        case .failure(let failure):
             close(pair[0])
-            throw .cannotOpen(path: path, reason: reason)
+            throw .cannotOpen(path: path, reason: failure.reason)
         }
-        self.pid = pid
+        self.spawned = host
         self.settings = settings
         var pluginLogger = logger
         pluginLogger[metadataKey: "plugin"] = "\(name)"
@@ -84,6 +88,7 @@ public final class PluginProcess: @unchecked Sendable {
         let startLines = SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
 
         var confinedText = ""
+        var hostPID = host.pid
         var started: PluginInfo?
         var refusal: String?
         var after: [PluginWire.Reply] = []
@@ -100,7 +105,8 @@ public final class PluginProcess: @unchecked Sendable {
                     continue
                 }
                 switch reply {
-                case .hello(let magic, _) where magic == PluginWire.magic: break
+                // Said before the plugin is loaded, so the host's own word: in a box, its pid outside.
+                case .hello(let magic, let pid) where magic == PluginWire.magic: if host.box != nil { hostPID = pid }
                 case .hello: refusal = "\(settings.executable) is not this daemon's plugin host"
                 case .confined(let text): confinedText = text
                 case .started(let info): started = info
@@ -113,23 +119,24 @@ public final class PluginProcess: @unchecked Sendable {
                 }
             }
             if started == nil, refusal == nil, let why = ended {
-                refusal = "its host ended before the plugin's init returned: \(Self.reap(pid, killedFor: nil, channelError: why).reason)"
+                refusal = "its host ended before the plugin's init returned: \(host.reap(killedFor: nil, channelError: why).reason)"
             }
         }
         guard let started, refusal == nil else {
-            Glibc.kill(pid, SIGKILL)
-            router.attach(onReply: { _ in }, onEnd: { why in _ = Self.reap(pid, killedFor: "refused", channelError: why) })
+            host.kill()
+            router.attach(onReply: { _ in }, onEnd: { why in _ = host.reap(killedFor: "refused", channelError: why) })
             throw .refusedByHost(path: path, name: name, reason: refusal ?? "")
         }
         info = started
-        confinement = confinedText
+        pid = hostPID
+        confinement = [host.box ?? "", confinedText].filter { !$0.isEmpty }.joined(separator: "; ")
 
         // From here, replies go to the instance; the end of the channel is the end of the host.
         let report = onReport
         router.attach(onReply: { [weak self] reply in self?.handle(reply, onReport: report) },
                       onEnd: { [weak self] why in
                           // An instance let go of before its host ended (a reload removed it) still reaps it.
-                          guard let self else { return _ = Self.reap(pid, killedFor: nil, channelError: why) }
+                          guard let self else { return _ = host.reap(killedFor: nil, channelError: why) }
                           ended(why, onExit: onExit)
                       })
         for reply in after { handle(reply, onReport: report) }
@@ -199,7 +206,7 @@ public final class PluginProcess: @unchecked Sendable {
         guard alive else { return true }
         send(.shutdown)
         let clean = done.wait(timeout: .now() + timeout) == .success
-        if !clean { Glibc.kill(pid, SIGKILL) }
+        if !clean { spawned.kill() }
         return clean
     }
 
@@ -275,7 +282,7 @@ public final class PluginProcess: @unchecked Sendable {
             s.killedFor = reason
             return true
         }
-        if first { Glibc.kill(pid, SIGKILL) }
+        if first { spawned.kill() }
     }
 
     /// Whether its host has ended (its exit reported, or about to be).
@@ -289,64 +296,13 @@ public final class PluginProcess: @unchecked Sendable {
             defer { s.shows.removeAll(); s.stats.removeAll() }
             return (s.killedFor, s.stopping, Array(s.shows.values), Array(s.stats.values), s.shutDown)
         }
-        let exit = Self.reap(pid, killedFor: killedFor, channelError: channelError)
+        let exit = spawned.reap(killedFor: killedFor, channelError: channelError)
         // The exit first: the owner ends the plugin's ads before it hears the Shows that
         // were waiting were not presented (they then answer nothing that is still open).
         if !stopping { onExit(ObjectIdentifier(self), exit) }
         for answer in shows { answer(false) }
         for answer in stats { answer(nil) }
         done?.signal()
-    }
-
-    // MARK: The process
-
-    private enum Spawned: Sendable { case success(pid_t), failure(String) }
-
-    /// The channel is the host's fd 3, and nothing else of the daemon's goes with it (the host
-    /// closes any other descriptor it inherited first thing).
-    private static func spawn(settings: HostSettings, name: String, channelFD: Int32) -> Spawned {
-        let arguments = [settings.executable] + PluginHostArguments(name: name, parent: getpid(), confinement: settings.confinement).arguments
-        // The daemon's environment, less the Swift runtime's backtracer: a crashing plugin
-        // must die of its signal at once (the daemon logs which), not wait on a backtrace.
-        var environment = ProcessInfo.processInfo.environment.filter { HostSettings.inheritedEnvironment($0.key) }
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        switch ChildSpawn.spawn(settings.executable, arguments: arguments, environment: environment,
-                                channel: channelFD, as: PluginHostArguments.channelFD) {
-        case .success(let pid): return .success(pid)
-        case .failure(let failure): return .failure(failure.description)
-        }
-    }
-
-    /// Waits for the host to be gone and says how it went: the watchdog's reason first,
-    /// else its signal or status. A host that closed its end without exiting is killed.
-    private static func reap(_ pid: pid_t, killedFor: String?, channelError: String?) -> PluginExit {
-        var status: Int32 = 0
-        var waited = waitpid(pid, &status, WNOHANG)
-        var lingered = false
-        if waited == 0 {
-            // Its end closed: it is exiting. A short grace for that, then no more.
-            for _ in 0..<200 where waited == 0 {
-                usleep(5_000)
-                waited = waitpid(pid, &status, WNOHANG)
-            }
-            if waited == 0 {
-                lingered = true
-                Glibc.kill(pid, SIGKILL)
-                waited = waitpid(pid, &status, 0)
-            }
-        }
-        let signal: Int32? = waited == pid && (status & 0x7f) != 0 && (status & 0x7f) != 0x7f ? status & 0x7f : nil
-        if let killedFor { return PluginExit(signal: SIGKILL, reason: killedFor) }
-        if lingered {
-            return PluginExit(signal: SIGKILL, reason: "its channel \(channelError.map { "broke (\($0))" } ?? "closed") and it did not exit within 1 s: killed")
-        }
-        if let signal {
-            let core = status & 0x80 != 0 ? " (core dumped)" : ""
-            return PluginExit(signal: signal, reason: "killed by \(signalName(signal))\(core)")
-        }
-        let code = (status >> 8) & 0xff
-        let why = channelError.map { " after its channel broke: \($0)" } ?? ""
-        return PluginExit(signal: nil, reason: waited == pid ? "exited with status \(code)\(why)" : "ended\(why)")
     }
 }
 
