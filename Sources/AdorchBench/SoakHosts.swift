@@ -41,16 +41,21 @@ extension Soak {
     }
 }
 
-/// The daemon's child processes against the hosts its status names.
+/// The daemon's host processes against the hosts its status names.
 struct HostCensus {
-    /// The live ones (a zombie, dead but not reaped by the daemon, is a leak too).
+    /// The live ones (a zombie, dead but not reaped by the daemon or its box, is a leak too).
     var children: [Int32]
     var zombies: [Int32]
     /// The pids GetStatus gives its isolated plugins.
     var named: [Int32]
 
     init(_ daemon: BenchDaemon) {
-        let all = daemon.children
+        // A host in a box is the child of the box's pid 1, the daemon's child (docs/confinement.md);
+        // a box with no host left in it counts as a host no plugin accounts for.
+        let all = daemon.children.flatMap { child in
+            let inside = BenchDaemon.children(of: child)
+            return inside.isEmpty ? [child] : inside
+        }
         children = all.filter(BenchDaemon.isRunning)
         zombies = all.filter { !BenchDaemon.isRunning($0) }
         named = ((try? daemon.pluginStatus()) ?? [:]).values.compactMap { $0["pid"]?.intValue.map { Int32($0) } }.sorted()

@@ -73,7 +73,7 @@ final class PluginRegistry {
             }
             do {
                 // Root and the service's own user: the only ones who may have put code here.
-                if !options.insecurePlugins { try PluginFileTrust.check(path, owners: [0, geteuid()]) }
+                if !options.insecurePlugins { try PluginFileTrust.check(path, owner: geteuid()) }
                 let file = PluginFileID(path: path)
                 let opened: any PluginInstance
                 if let started = prestarted.removeValue(forKey: plugin.name) { opened = try started.get() } else { opened = try opener(for: plugin, path: path, confinement: confinement)() }
@@ -111,7 +111,7 @@ final class PluginRegistry {
     func starter(for plugin: PluginConfig, dirs configured: String?, confinement: Confinement) -> (@Sendable () -> Result<any PluginInstance, PluginLoadError>)? {
         guard plugin.isolation == .process, DefaultPaths.pluginHost != nil,
               let path = Self.locate(plugin, in: Self.dirs(options.pluginDir ?? configured)) else { return nil }
-        if !options.insecurePlugins, (try? PluginFileTrust.check(path, owners: [0, geteuid()])) == nil { return nil }
+        if !options.insecurePlugins, (try? PluginFileTrust.check(path, owner: geteuid())) == nil { return nil }
         let open = opener(for: plugin, path: path, confinement: confinement)
         return {
             do throws(PluginLoadError) { return .success(try open()) } catch { return .failure(error) }

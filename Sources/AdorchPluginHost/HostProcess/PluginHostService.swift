@@ -29,7 +29,7 @@ public enum PluginHostService {
         let channel = PluginChannel(fd: PluginHostArguments.channelFD, label: arguments.name)
         LoggingSystem.bootstrap { _ in ChannelLogHandler(channel: channel) }
         let logger = Logger(label: "adorch-plugin-host")
-        let served = Served()
+        let served = Served(root: rootAsSeen())
         // Before the reader starts: the daemon's start may be read and answered (started) at
         // once, and the handshake's order is hello, confined, then started.
         channel.send(PluginWire.Reply.hello(magic: PluginWire.magic, pid: boxed ? outerPID() : getpid()).frame)
@@ -53,6 +53,16 @@ private func outerPID() -> Int32 {
     return line?.split(whereSeparator: { $0 == "\t" || $0 == " " }).dropFirst().first.flatMap { Int32($0) } ?? getpid()
 }
 
+/// Root's uid as this process sees it: 0, or in a box whose user namespace does not map root
+/// (the daemon is not root), the overflow uid it shows for every owner it does not map. The
+/// daemon checked the plugin's file with the real owners just before: only root or the
+/// daemon's user can replace any part of the path, so none of it can have changed hands
+/// since, and here an unmapped owner can only still be root. "/" is root's everywhere.
+private func rootAsSeen() -> uid_t {
+    var info = stat()
+    return stat("/", &info) == 0 ? info.st_uid : 0
+}
+
 /// Nothing of the daemon's but the channel and the standard streams stays open here (the
 /// daemon's other descriptors are close-on-exec, a socket systemd passed it may not be).
 private func closeInherited() {
@@ -66,6 +76,10 @@ private func closeInherited() {
 /// handles every call after it; nothing else touches it.
 private final class Served: @unchecked Sendable {
     private var plugin: LoadedPlugin?
+    /// Root's uid as this process sees it, for PluginFileTrust.
+    private let root: uid_t
+
+    init(root: uid_t) { self.root = root }
 
     func handle(_ call: PluginWire.Call, channel: PluginChannel, arguments: PluginHostArguments, logger: Logger) {
         let reply: @Sendable (PluginWire.Reply) -> Void = { channel.send($0.frame) }
@@ -100,7 +114,7 @@ private final class Served: @unchecked Sendable {
     private func start(name: String, path: String, configJSON: String, insecure: Bool, channel: PluginChannel, logger: Logger) {
         do throws(PluginLoadError) {
             // Checked again here, as the daemon checked it: the file could have changed since.
-            if !insecure { try PluginFileTrust.check(path, owners: [0, geteuid()]) }
+            if !insecure { try PluginFileTrust.check(path, owner: geteuid(), root: root) }
             // The daemon decodes each payload it gets (it trusts no host): parsing it here too
             // would be every load's JSON work twice.
             let loaded = try LoadedPlugin(name: name, path: path, configJSON: configJSON, logger: logger, decodesPayloads: false) { _, ad, report in
