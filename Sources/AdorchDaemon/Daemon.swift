@@ -55,7 +55,15 @@ public final class Daemon: Sendable {
     /// (socket activation) or on one of its own; then tells systemd it is ready. Throws only
     /// if the socket cannot be served: a refused plugin is logged and the daemon runs on.
     public func start() throws {
-        try runtime.start()
+        // The socket's folder is made and checked before anything starts, and hidden from the
+        // plugins' hosts: a folder another user could write is refused (UnixSocket.checkFolder).
+        let activated = SocketActivation.listeningSockets().first
+        if let fd = activated {
+            serving.socketPath = VarlinkServer.boundPath(of: fd) ?? "fd \(fd)"
+        } else {
+            try VarlinkServer.prepareFolder(forSocket: serving.socketPath)
+        }
+        try runtime.start(socketPath: serving.socketPath)
         let interfaces = MethodTable.interfaces.filter { options.debugInterface || $0.name != DebugMethod.interface }
         let methods = MethodTable(runtime: runtime, serving: serving)
         let server = try VarlinkServer(
@@ -71,10 +79,8 @@ public final class Daemon: Sendable {
         })
         // Everything a call may read is set before accepting: with socket activation a client
         // is already waiting and is served at once.
-        let activated = SocketActivation.listeningSockets().first
         serving.server = server
         if let fd = activated {
-            serving.socketPath = VarlinkServer.boundPath(of: fd) ?? "fd \(fd)"
             server.listen(fileDescriptor: fd)
         } else {
             try server.listen(path: serving.socketPath)

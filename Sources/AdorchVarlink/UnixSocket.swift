@@ -5,12 +5,16 @@ public enum VarlinkSocketError: Error, CustomStringConvertible, Sendable {
     case pathTooLong(String)
     case inUse(String)
     case system(path: String, call: String, errno: Int32)
+    /// The socket's folder is one another user could put another socket in, or take this one from.
+    case unsafeFolder(String, reason: String)
 
     public var description: String {
         switch self {
         case .pathTooLong(let path): "socket path \(path) is longer than the \(UnixSocket.maxPathBytes) bytes a Unix socket allows"
         case .inUse(let path): "another process is already serving on \(path)"
         case .system(let path, let call, let code): "\(call) \(path): \(String(cString: strerror(code)))"
+        case .unsafeFolder(let folder, let reason):
+            "the socket's folder \(folder) \(reason): another user could replace the socket with one of theirs; use a folder of this user's that only it may write"
         }
     }
 }
@@ -55,8 +59,7 @@ public enum UnixSocket {
     /// nobody answers on is a leftover and is replaced.
     static func bindListening(path: String) throws(VarlinkSocketError) -> Int32 {
         var address = try address(path)
-        let folder = (path as NSString).deletingLastPathComponent
-        if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        try prepareFolder(forSocket: path)
         var info = stat()
         if lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFSOCK {
             if let probe = try? connect(path: path) {
@@ -81,6 +84,30 @@ public enum UnixSocket {
             throw .system(path: path, call: "listen", errno: code)
         }
         return fd
+    }
+
+    /// Makes the socket's folder if it is missing (mode 0755) and checks it (`checkFolder`).
+    static func prepareFolder(forSocket path: String) throws(VarlinkSocketError) {
+        let folder = (path as NSString).deletingLastPathComponent
+        if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        try checkFolder(folder.isEmpty ? "." : folder)
+    }
+
+    /// The socket's folder must be this user's or root's, and writable by no one else: in a
+    /// folder another user owns or may write (a /tmp/adorch-UID someone made first, mode 0777),
+    /// that user could unlink the socket and bind an impostor in its place. A root-owned folder
+    /// with the sticky bit (/tmp) is accepted: there only an entry's owner may remove it.
+    static func checkFolder(_ folder: String) throws(VarlinkSocketError) {
+        var info = stat()
+        guard lstat(folder, &info) == 0 else { throw .system(path: folder, call: "stat", errno: errno) }
+        guard info.st_mode & S_IFMT == S_IFDIR else { throw .unsafeFolder(folder, reason: "is not a folder (a symbolic link or another file)") }
+        guard info.st_uid == geteuid() || info.st_uid == 0 else {
+            throw .unsafeFolder(folder, reason: "belongs to uid \(info.st_uid), not to this daemon's uid \(geteuid()) or root")
+        }
+        let stickyRoot = info.st_mode & S_ISVTX != 0 && info.st_uid == 0
+        if info.st_mode & (S_IWGRP | S_IWOTH) != 0, !stickyRoot {
+            throw .unsafeFolder(folder, reason: "is writable by \(info.st_mode & S_IWOTH != 0 ? "anyone" : "its group (gid \(info.st_gid))") (mode \(String(info.st_mode & 0o7777, radix: 8)))")
+        }
     }
 
     static func boundPath(_ fd: Int32) -> String? {

@@ -108,6 +108,11 @@ public final class VarlinkServer: @unchecked Sendable {
     /// The path a listening Unix socket is bound to, for messages.
     public static func boundPath(of fd: Int32) -> String? { UnixSocket.boundPath(fd) }
 
+    /// Makes the folder `listen(path:)` binds in, if missing, and refuses one another user
+    /// could put an impostor in (`VarlinkSocketError.unsafeFolder`): called before a daemon
+    /// starts anything else, so such a start touches nothing.
+    public static func prepareFolder(forSocket path: String) throws(VarlinkSocketError) { try UnixSocket.prepareFolder(forSocket: path) }
+
     /// Stops accepting new connections; open ones are served on. A socket file we created is
     /// removed; one systemd passed us stays open and in place for the next start.
     public func stopAccepting() {

@@ -10,10 +10,17 @@ import Logging
 
 extension EngineRuntime {
     /// What an isolated plugin may not open: everything of the daemon's that is secret (the
-    /// config and its drop-ins hold every plugin's own config, keys included).
+    /// config and its drop-ins hold every plugin's own config, keys included), and the socket
+    /// apps call, which a host could otherwise unlink or replace: its folder where the folder
+    /// is the daemon's own, the socket alone in a shared one (/tmp).
     func confinement(of config: DaemonConfig) -> Confinement {
         let credentials = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"]  // systemd's reward-key credential
-        let hidden = [stateDir, config.rewardKeyFile, options.configPath, options.configPath.map { $0 + ".d" }, credentials]
+        let socket = socketPath
+        let folder = (socket as NSString).deletingLastPathComponent
+        var info = stat()
+        let shared = lstat(folder, &info) == 0 && info.st_mode & S_ISVTX != 0
+        let hidden = [stateDir, config.rewardKeyFile, options.configPath, options.configPath.map { $0 + ".d" }, credentials,
+                      socket.hasPrefix("/") ? (shared ? socket : folder) : nil]
             .compactMap { $0 }.filter { !$0.isEmpty }
         return Confinement(hiddenPaths: hidden.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 },
                            addressSpaceBytes: nil)

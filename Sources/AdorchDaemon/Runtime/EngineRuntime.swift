@@ -52,6 +52,8 @@ final class EngineRuntime: Sendable {
         get { state.value.sessions }
         _modify { yield &state.value.sessions }
     }
+    /// The socket apps call (set by start).
+    var socketPath: String { state.value.socketPath }
     /// Rewards, durably; opened by start.
     private(set) var rewards: RewardDesk? {
         get { state.value.rewards }
@@ -119,8 +121,10 @@ final class EngineRuntime: Sendable {
     /// the last run) and starts its timers, on the engine queue (the caller waits). Throws only if two plugin names are one file, or
     /// the state directory or the ledger cannot be used: a refused plugin is logged and the
     /// daemon runs on.
-    func start() throws {
+    /// `socketPath`: the socket apps will call, hidden from the plugins' hosts.
+    func start(socketPath: String) throws {
         try queue.sync {
+            state.value.socketPath = socketPath
             try config.checkPluginFiles(pluginDir: options.pluginDir)
             try prepareStateDirectory()
             rewards = try RewardDesk(stateDir: stateDir, config: config, logger: logger)

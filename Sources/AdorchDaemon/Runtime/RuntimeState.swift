@@ -24,6 +24,8 @@ final class RuntimeState {
     var armedFor: Moment?
     var tickers: [DispatchSourceTimer] = []
     var lastStatus = ""
+    /// The socket apps call, hidden from the plugins' hosts with its folder (set by start).
+    var socketPath = ""
     let feed: EventFeed
     let plugins: PluginRegistry
 
