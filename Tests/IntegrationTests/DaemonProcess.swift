@@ -38,11 +38,19 @@ final class DaemonProcess {
 
     /// Starts adorchd (with `config` as its config file, or on the embedded default) and
     /// returns once it printed that it is serving; with `fileLimit`, its soft and hard limit
-    /// on open descriptors (through prlimit, which execs it under the same pid).
+    /// on open descriptors, with `taskLimit` on tasks (through prlimit, which execs it under
+    /// the same pid). `user`: run as that uid, as a service user is (its binaries and
+    /// plugins are then copies in the run folder, its folder its own).
     init(config: String? = nil, pluginDir: String? = productsDirectory.path, extraArguments: [String] = [],
-         environment: [String: String] = [:], stateDir: URL? = nil, fileLimit: Int? = nil) throws {
+         environment: [String: String] = [:], stateDir: URL? = nil, fileLimit: Int? = nil, taskLimit: Int? = nil,
+         user: Int? = nil) throws {
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-it-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        if let user {
+            guard chown(dir.path, uid_t(user), gid_t(user)) == 0, chmod(dir.path, 0o711) == 0 else {
+                throw TestFailure("cannot give \(dir.path) to uid \(user): \(String(cString: strerror(errno)))")
+            }
+        }
         socket = dir.appendingPathComponent("adorchd.sock").path
         logFile = dir.appendingPathComponent("adorchd.log")
 
@@ -55,19 +63,25 @@ final class DaemonProcess {
             try config.write(to: path, atomically: true, encoding: .utf8)
             arguments += ["--config", path.path]
         }
-        if let pluginDir { arguments += ["--plugin-dir", pluginDir] }
+        // Another uid gets copies of the binaries and plugins, which the checkout may hide.
+        let binaries = try user.map { _ in try RunFolder.copy(of: productsDirectory.appendingPathComponent("adorchd")).deletingLastPathComponent() }
+        if user != nil {
+            for name in ["adorch-plugin-host", "libadorch-plugin-sim.so"] { _ = try RunFolder.copy(of: productsDirectory.appendingPathComponent(name)) }
+        }
+        if let pluginDir { arguments += ["--plugin-dir", pluginDir == productsDirectory.path ? (binaries ?? productsDirectory).path : pluginDir] }
         // Not started by systemd unless the test says so.
         var inherited = ProcessInfo.processInfo.environment
         for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "JOURNAL_STREAM"] { inherited[key] = nil }
-        let adorchd = productsDirectory.appendingPathComponent("adorchd").path
-        let limit = fileLimit.map { ["/usr/bin/prlimit", "--nofile=\($0):\($0)", "--"] } ?? []
+        let adorchd = (binaries ?? productsDirectory).appendingPathComponent("adorchd").path
+        let limits = (fileLimit.map { ["--nofile=\($0):\($0)"] } ?? []) + (taskLimit.map { ["--nproc=\($0):\($0)"] } ?? [])
+        let limit = limits.isEmpty ? [] : ["/usr/bin/prlimit"] + limits + ["--"]
         var output: [Int32] = [0, 0]
         guard pipe(&output) == 0 else { throw TestFailure("pipe: \(String(cString: strerror(errno)))") }
         for end in output { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         stdout = FileHandle(fileDescriptor: output[0], closeOnDealloc: true)
         let logPath = logFile.path
         let logFD = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        let argv = limit + [adorchd] + arguments + extraArguments
+        let argv = try user.map { try asUser($0, limit + [adorchd] + arguments + extraArguments) } ?? (limit + [adorchd] + arguments + extraArguments)
         let spawned = Result {
             guard logFD >= 0 else { throw TestFailure("\(logPath): \(String(cString: strerror(errno)))") }
             return try spawnTiedToTheTests(argv, environment: inherited.merging(environment) { $1 }, stdio: [nil, output[1], logFD])
@@ -109,14 +123,21 @@ final class DaemonProcess {
     }
 
     /// SIGTERM unless it exited already, then wait for the exit; returns its exit status, or
-    /// the signal that ended it.
+    /// the signal that ended it. A daemon that has not exited within its stop timeout (the
+    /// unit's TimeoutStopSec, 20 s) is killed, as systemd would: a test that broke it must
+    /// still end.
     @discardableResult
     func stop() -> Int32 {
         if isRunning {
             kill(pid, SIGTERM)
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0, errno == EINTR {}
-            waitStatus = status
+            let deadline = ContinuousClock.now + Duration.seconds(20).scaled
+            while isRunning, ContinuousClock.now < deadline { usleep(10_000) }
+            if isRunning {
+                kill(pid, SIGKILL)
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+                waitStatus = status
+            }
         }
         let status = waitStatus ?? 0
         return status & 0x7f == 0 ? (status >> 8) & 0xff : status & 0x7f
