@@ -94,9 +94,10 @@ extension Engine {
             return pluginReported(.loadedInvalid(reason: "a native ad without a headline"), for: ad.id, from: ad.plugin, now: now)
         }
         slots[ad.slot]?.counters.fills += 1
-        entrySucceeded(ad, lifetime: min(expiresIn ?? ad.ttl, ad.ttl), now: now)
+        let lifetime = Self.lifetime(reported: expiresIn, ttl: ad.ttl)
+        entrySucceeded(ad, lifetime: lifetime, now: now)
         ads[ad.id] = nil
-        let expiresAt = now + min(expiresIn ?? ad.ttl, ad.ttl)
+        let expiresAt = now + lifetime
         var shown: [ShownAd] = []
         var effects: [Effect] = [.emit(EngineEvent(.adLoaded, slot: ad.slot, adID: ad.id, network: ad.plugin))]
         var children: Set<AdID> = []

@@ -2,6 +2,16 @@
 // contract does not allow is ignored and counted.
 
 extension Engine {
+    /// The shortest life a plugin may give an ad it loaded: an `expires_in_s` below it (a
+    /// hostile 1e-300) is raised to it, so that no plugin can make a slot load, expire and
+    /// load again without pause. The slot's `ttl_s` still bounds it from above.
+    public static let shortestLifetime = Duration.seconds(1)
+
+    /// How long a loaded ad stays ready: the network's word within [`shortestLifetime`, `ttl`].
+    static func lifetime(reported: Duration?, ttl: Duration) -> Duration {
+        min(max(reported ?? ttl, shortestLifetime), ttl)
+    }
+
     /// like one for an ad that does not exist.
     public mutating func pluginReported(_ report: PluginReport, for id: AdID, from plugin: String, now: Moment) -> [Effect] {
         if report == .destroyed {
@@ -26,7 +36,7 @@ extension Engine {
             return loadRequestFilled(ad, items: items, expiresIn: expiresIn, price: price, tracksItself: tracksItself, now: now)
 
         case (.loaded(let payload, let expiresIn, let price, let tracksItself, _, let rewardByNetwork), .loading):
-            let lifetime = min(expiresIn ?? ad.ttl, ad.ttl)
+            let lifetime = Self.lifetime(reported: expiresIn, ttl: ad.ttl)
             let expiresAt = now + lifetime
             let margin = min(settings.refreshAhead, lifetime / 5)
             ads[id]!.state = .ready(expiresAt: expiresAt)

@@ -158,6 +158,27 @@ final class AdValidTests: XCTestCase {
         XCTAssertEqual(h.show("s"), .failure(.noAdReady(slot: "s")))
     }
 
+    /// A plugin that says each ad expires at once (expires_in_s 1e-300) gets it ready for
+    /// `Engine.shortestLifetime`: its slot reloads about that often, not in a loop.
+    func testAnExpiryShorterThanTheFloorIsRaisedToIt() {
+        var h = Harness(slots: [slot(ttl: .seconds(600))])
+        var filled = 0
+        let span = Duration.seconds(10)
+        let end = h.now + span
+        while h.now < end {
+            for load in h.loads.dropFirst(filled) {
+                h.fill(load.adID, expiresIn: .zero)
+                filled += 1
+            }
+            h.advance(.milliseconds(10))
+        }
+        // One load per lifetime, less the refresh margin (a fifth of it) that starts the next early.
+        let most = Int(span / (Engine.shortestLifetime * 0.8)) + 2
+        XCTAssertGreaterThan(filled, 1)
+        XCTAssertLessThanOrEqual(filled, most, "loads in \(span) of ads that expire at once")
+        guard case .success = h.show("s") else { return XCTFail("an ad is ready within its floor") }
+    }
+
     func testShowPicksTheHighestPriceThenTheEarliestExpiry() {
         var h = Harness(slots: [slot(buffer: 3)])
         let (x, y, z) = (h.loads[0].adID, h.loads[1].adID, h.loads[2].adID)

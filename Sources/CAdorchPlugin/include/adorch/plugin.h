@@ -285,7 +285,7 @@ struct adorch_host {
      * it holds them as {"ads": [ad, ...]}. A native ad has the canonical assets: "headline"
      * (required), "body", "call_to_action", "images", "icon", "star_rating", "store",
      * "price", "advertiser", "extra_assets", "has_video". The host reads three keys when present:
-     * "expires_in_s" (number, the ad's lifetime), "price" (number, its eCPM) and
+     * "expires_in_s" (number, the ad's lifetime; under 1 s counts as 1 s), "price" (number, its eCPM) and
      * "tracks_impressions" (true: the plugin counts impressions and clicks itself, so the
      * host does not ad_notify it of them; false or absent: the host does). A plugin that
      * tracks them reports ADORCH_EVENT_IMPRESSION through host->event once, when its network
