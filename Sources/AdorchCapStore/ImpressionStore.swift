@@ -58,6 +58,14 @@ public final class ImpressionStore: Sendable {
         guard needed.isSubset(of: columns) else { throw SchemaError(missing: needed.subtracting(columns).sorted()) }
     }
 
+    /// Whether `init`'s error says the file itself is bad (not SQLite, corrupt, another
+    /// schema), not the moment (too many open files, no memory, an I/O error).
+    public static func isDamage(_ error: Error) -> Bool {
+        if error is SchemaError { return true }
+        guard let database = error as? DatabaseError else { return false }
+        return [.SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_FORMAT].contains(database.resultCode)
+    }
+
     /// The impressions table lacks columns this store writes.
     public struct SchemaError: Error, CustomStringConvertible {
         public var missing: [String]
@@ -102,6 +110,9 @@ public final class ImpressionStore: Sendable {
             return gone
         }
     }
+
+    /// Merges the WAL into the database file and empties it (a clean stop leaves one file).
+    public func checkpoint() throws { try database.writeWithoutTransaction { try $0.checkpoint(.truncate) } }
 
     public func count() throws -> Int { try database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM impressions") ?? 0 } }
 }

@@ -230,6 +230,9 @@ public final class RewardLedger: Sendable {
         try database.read { db in try RewardRecord.fetchOne(db, key: transID) }
     }
 
+    /// Merges the WAL into the database file and empties it (a clean stop leaves one file).
+    public func checkpoint() throws { try database.writeWithoutTransaction { try $0.checkpoint(.truncate) } }
+
     public func count() throws -> Int { try database.read { db in try RewardRecord.fetchCount(db) } }
 
     /// Records a verified server callback; false if this transaction was accepted before.

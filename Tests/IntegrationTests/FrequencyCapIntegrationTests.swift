@@ -208,6 +208,36 @@ final class FrequencyCapIntegrationTests: XCTestCase {
         return result.stdout
     }
 
+    /// A history that cannot be opened for a passing reason (here its WAL's path is taken by a
+    /// folder: SQLite cannot open it) is not moved aside: the start fails, saying why, and the
+    /// file and its impressions are as they were for the next start. A clean stop merges the
+    /// WAL into the file.
+    func testAHistoryThatCannotBeOpenedNowFailsTheStartAndIsLeftAsItWas() throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-caps-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: state) }
+        let file = state.appendingPathComponent("caps.sqlite").path
+        do {
+            let daemon = try DaemonProcess(config: config, stateDir: state)
+            try daemon.waitFor("paced full") { try daemon.slotStatus("paced")["ready"]?.intValue == 2 }
+            let id = try XCTUnwrap(try daemon.call("io.adorch.Ads.Show", ["slot": "paced", "user_id": "dee"])["ad"]?["id"]?.stringValue)
+            _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": .string(id), "event": "impression"])
+            XCTAssertEqual(daemon.stop(), 0)
+        }
+        for database in [file, state.appendingPathComponent("rewards.sqlite").path] {
+            let wal = (try? FileManager.default.attributesOfItem(atPath: database + "-wal")[.size] as? Int) ?? 0
+            XCTAssertEqual(wal, 0, "a clean stop leaves \(database)'s WAL merged")
+        }
+        try? FileManager.default.removeItem(atPath: file + "-wal")
+        try FileManager.default.createDirectory(atPath: file + "-wal", withIntermediateDirectories: false)
+        XCTAssertThrowsError(try DaemonProcess(config: config, stateDir: state)) { error in
+            XCTAssertTrue("\(error)".contains("holds the frequency caps' history, caps.sqlite, which cannot be opened now"), "\(error)")
+            XCTAssertFalse("\(error)".contains("Fatal error"), "\(error)")
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: state.path).filter { $0.contains(".broken-") }, [])
+        try FileManager.default.removeItem(atPath: file + "-wal")
+        XCTAssertEqual(try sqlite(file, "SELECT user_id FROM impressions"), "dee\n", "the history is as it was")
+    }
+
     func testADamagedHistoryNeitherStopsTheDaemonNorHoldsLongerThanAWindow() throws {
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-caps-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: state) }

@@ -128,13 +128,15 @@ final class EngineRuntime: Sendable {
             try config.checkPluginFiles(pluginDir: options.pluginDir)
             try prepareStateDirectory()
             rewards = try RewardDesk(stateDir: stateDir, config: config, logger: logger)
+            // Before any plugin starts: a history that cannot be opened now fails the start.
+            let caps = config.slots.contains(where: \.hasCaps) ? try CapHistoryFile(stateDir: stateDir, logger: logger) : nil
             plugins.route(reports: reportHandler, exits: exitHandler)
             plugins.confinement = confinement(of: config)
             plugins.load(config.plugins, dirs: config.pluginDir)
             engine = Engine(slots: config.slots, plugins: Set(plugins.loaded.keys), settings: config.scheduler,
                             seed: UInt64.random(in: 1...UInt64.max))
             logUnservable(config.slots)
-            openCapHistory(for: config)
+            if let caps { useCapHistory(caps) }
             timer = makeTimer { [unowned self] in advance() }
             if let (kept, away) = estimatesFile.load(logger: logger) {
                 let (effects, refused) = engine.restore(kept, away: away, now: now())
@@ -176,6 +178,8 @@ final class EngineRuntime: Sendable {
             apply(sessions.endAll(where: { _, _ in true }, reason: "the daemon is stopping", now: now()) + engine.shutdown(now: now()))
             feed.endSubscriptions()
             plugins.shutdownAll()
+            rewards?.checkpoint()
+            capHistory?.checkpoint()
         }
     }
 
@@ -234,9 +238,18 @@ final class EngineRuntime: Sendable {
 
     /// The first config with frequency rules opens their history and reads back what it can
     /// still count (at start, or at the reload that brings rules).
+    /// A reload that brings the first rules opens the history; if it cannot be opened now, the
+    /// rules hold in memory until the next start or reload, which tries again.
     private func openCapHistory(for config: DaemonConfig) {
         guard capHistory == nil, config.slots.contains(where: \.hasCaps) else { return }
-        let file = CapHistoryFile(stateDir: stateDir, logger: logger)
+        do {
+            useCapHistory(try CapHistoryFile(stateDir: stateDir, logger: logger))
+        } catch {
+            logger.error("frequency caps: \(error); the rules count in memory until the next reload or start")
+        }
+    }
+
+    private func useCapHistory(_ file: CapHistoryFile) {
         engine.restoreImpressions(file.restore(keeping: engine.capHistoryKept, now: now()))
         capHistory = file
     }

@@ -30,6 +30,11 @@ final class RewardDesk: Sendable {
 
     /// Writes the grant to the ledger; the event to publish once it is on disk, or nil if it
     /// was not granted (a repeat, or the write failed: both logged).
+    /// Merges the ledger's WAL into its file, for a clean stop.
+    func checkpoint() {
+        do { try ledger.checkpoint() } catch { logger.warning("rewards: the ledger could not be checkpointed at stop: \(error)") }
+    }
+
     func record(_ grant: RewardGrant, holder: UInt32?, ids: ExternalIDs) -> EngineEvent? {
         let row = RewardRecord(
             transID: grant.networkTransID ?? "adorch-\(UUID().uuidString.lowercased())", adID: ids.external(grant.adID),

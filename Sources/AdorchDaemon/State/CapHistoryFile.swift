@@ -18,22 +18,34 @@ final class CapHistoryFile {
     private var unloggedFailures = 0
     private var lastFailureLog: Date?
 
-    /// Opens the file; one that cannot be opened (damaged, not SQLite) is moved aside and a
-    /// new one started, so caps count from now on and the daemon serves: said in the journal.
-    init(stateDir: String, logger: Logger) {
+    /// Opens the file. One that is damaged (not SQLite, corrupt, not this store's schema) is
+    /// moved aside with its WAL and a new one started, so caps count from now on and the daemon
+    /// serves: said in the journal. Any other failure (too many open files, no memory, an I/O
+    /// error) may pass: it touches nothing and is thrown, in words, so the start fails rather
+    /// than forget who was capped.
+    init(stateDir: String, logger: Logger) throws(StateDirectoryError) {
         path = stateDir + "/" + Self.fileName
         self.logger = logger
         do {
             store = try ImpressionStore(path: path)
         } catch let first {
+            guard ImpressionStore.isDamage(first) else {
+                throw StateDirectoryError(path: stateDir, reason: "holds the frequency caps' history, \(Self.fileName), which cannot be opened now: \(first); nothing was changed")
+            }
             let aside = path + ".broken-\(Int(Date().timeIntervalSince1970))"
             let moved = (try? FileManager.default.moveItem(atPath: path, toPath: aside)) != nil
-            for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            // Its WAL goes with it: the impressions not yet merged are in there.
+            for suffix in ["-wal", "-shm"] where moved { try? FileManager.default.moveItem(atPath: path + suffix, toPath: aside + suffix) }
             store = try? ImpressionStore(path: path)
             let outcome = store == nil ? "caps hold in memory only, until the daemon stops"
                 : moved ? "moved to \(aside); caps count from now on" : "caps count from now on"
             logger.error("frequency caps: \(path) could not be opened (\(first)): \(outcome)")
         }
+    }
+
+    /// Merges the WAL into the file, for a clean stop: the state directory then holds one file.
+    func checkpoint() {
+        do { try store?.checkpoint() } catch { logger.warning("frequency caps: \(path) could not be checkpointed at stop: \(error)") }
     }
 
     /// A failed write is logged (at most once a minute) and the cap still holds for this run:
