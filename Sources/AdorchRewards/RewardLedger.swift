@@ -230,6 +230,15 @@ public final class RewardLedger: Sendable {
         try database.read { db in try RewardRecord.fetchOne(db, key: transID) }
     }
 
+    /// The reward, if `reader` may see it: to anyone else it is as if it did not exist.
+    public func reward(transID: String, readBy reader: RewardReader) throws -> RewardRecord? {
+        try database.read { db in
+            var request = RewardRecord.filter(Column("trans_id") == transID)
+            if let visible = reader.sql { request = request.filter(visible) }
+            return try request.fetchOne(db)
+        }
+    }
+
     /// Merges the WAL into the database file and empties it (a clean stop leaves one file).
     public func checkpoint() throws { try database.writeWithoutTransaction { try $0.checkpoint(.truncate) } }
 

@@ -165,6 +165,15 @@ final class VisibilityTests: XCTestCase {
         XCTAssertEqual(try rewards(0), [trans])
         XCTAssertEqual(try call(as: 4322, daemon, "io.adorch.Ads.ListRewards", ["user_id": "u-4321"])["rewards"]?.arrayValue, [],
                        "naming the other app's user changes nothing")
+        // Nor does naming its reward: to the other app the transaction id does not exist.
+        func pageAfter(_ uid: Int, _ id: String) throws -> String {
+            do { return "\(try call(as: uid, daemon, "io.adorch.Ads.ListRewards", ["after": .string(id)]))" } catch {
+                return "\(error)".replacingOccurrences(of: id, with: "ID")
+            }
+        }
+        XCTAssertEqual(try pageAfter(4322, trans), try pageAfter(4322, "no-such-trans-id"), "another app's transaction id is one that does not exist")
+        XCTAssertTrue(try pageAfter(4322, trans).contains("InvalidParameter"))
+        XCTAssertFalse(try pageAfter(4321, trans).contains("InvalidParameter"), "the holder pages after its own reward")
 
         // ListEvents: the same rules over the recent events.
         func recent(_ uid: Int, _ parameters: JSONValue = ["limit": 512]) throws -> [JSONValue] {

@@ -81,8 +81,7 @@ struct AdsMethods {
             runtime.withRewards({ $0.acknowledge(p.transID, caller: call.peer?.uid) }) { result in
                 switch result {
                 case .success: replier.reply([:])
-                case .failure(.denied(let reason)): replier.fail(gate.denied(call, reason))
-                case .failure(.error(let error)): replier.fail(error)
+                case .failure(let error): replier.fail(error)
                 }
             }
         }

@@ -91,7 +91,9 @@ final class RewardDesk: Sendable {
     func unacknowledged(userID: String?, since: Date?, after: String?, limit: Int,
                         viewer: Viewer) -> Result<(rewards: [JSONValue], more: Bool), VarlinkError> {
         do {
-            if let after, try ledger.reward(transID: after) == nil {
+            // Another uid's reward is answered as one that does not exist: no uid learns whether
+            // a transaction id of someone else's is in the ledger.
+            if let after, try ledger.reward(transID: after, readBy: viewer.rewardReader) == nil {
                 return .failure(invalidParameter("after", "no reward has this transaction id"))
             }
             let rows = try ledger.unacknowledged(filter(viewer, userID: userID, since: since, after: after), limit: limit + 1)
@@ -101,20 +103,20 @@ final class RewardDesk: Sendable {
         }
     }
 
-    /// Acknowledges a reward for `caller`: only the uid its ad was handed to (or root) may.
-    func acknowledge(_ transID: String, caller: UInt32?) -> Result<Void, AckRefusal> {
+    /// Acknowledges a reward for `caller`: only the uid its ad was handed to (or root) may. To
+    /// any other uid the reward is answered as one that does not exist, and the refusal is
+    /// logged without the transaction id.
+    func acknowledge(_ transID: String, caller: UInt32?) -> Result<Void, VarlinkError> {
+        let notFound = AdsError.rewardNotFound(["trans_id": .string(transID), "message": "no reward has this transaction id"])
         do {
             if let holder = try ledger.reward(transID: transID)?.holderUID, let caller, caller != 0, Int64(caller) != holder {
-                return .failure(.denied("not the user the rewarded ad was handed to (uid \(holder))"))
+                logger.notice("rewards: uid \(caller) asked to acknowledge a reward of an ad handed to another uid; answered that there is none")
+                return .failure(notFound)
             }
-            guard try ledger.acknowledge(transID: transID) else {
-                return .failure(.error(AdsError.rewardNotFound([
-                    "trans_id": .string(transID), "message": "no reward has this transaction id",
-                ])))
-            }
+            guard try ledger.acknowledge(transID: transID) else { return .failure(notFound) }
             return .success(())
         } catch {
-            return .failure(.error(Self.ledgerFailed(error)))
+            return .failure(Self.ledgerFailed(error))
         }
     }
 
@@ -163,9 +165,4 @@ final class RewardDesk: Sendable {
         AdsError.ledgerFailed(["message": .string("\(error)")])
     }
 
-    enum AckRefusal: Error {
-        /// The caller may not: answered PermissionDenied and logged.
-        case denied(String)
-        case error(VarlinkError)
-    }
 }
