@@ -56,6 +56,10 @@ struct AdsMethods {
                 case .success: replier.reply([:])
                 case .failure(.adNotValid(let reason)):
                     replier.fail(AdsError.adNotValid(["ad_id": .string(p.adID), "message": .string("ad \(p.adID) \(reason)")]))
+                case .failure(.rewardNotRecorded):
+                    replier.fail(AdsError.ledgerFailed(["message": .string(
+                        "the reward ad \(p.adID) earned could not be written to the ledger yet (the daemon's log says why); it is written again every second until it can be, and announced then"
+                    )]))
                 }
             }
         }

@@ -61,7 +61,7 @@ extension EngineRuntime {
 
     /// A viewer report; `denied` answers instead when the ad was handed to another uid than `caller`'s.
     func report(_ event: ViewerEvent, adID: String, caller: UInt32?, denied: @escaping @Sendable (String) -> Void,
-                completion: @escaping @Sendable (Result<Void, ReportError>) -> Void) {
+                completion: @escaping @Sendable (Result<Void, ReportCallError>) -> Void) {
         guard let id = ids.internal(adID) else {
             return completion(.failure(.adNotValid(reason: "is not an ad id of this daemon run")))
         }
@@ -72,8 +72,20 @@ extension EngineRuntime {
             }
             let (result, effects) = engine.report(event, for: id, now: now())
             apply(effects)
-            completion(result)
+            switch result {
+            case .failure(.adNotValid(let reason)): completion(.failure(.adNotValid(reason: reason)))
+            // The viewer earned it and it is counted, but it is not on disk yet: said so, not OK.
+            case .success where isUnrecorded(id): completion(.failure(.rewardNotRecorded))
+            case .success: completion(.success(()))
+            }
         }
+    }
+
+    /// Why a Report was not taken, or not wholly.
+    enum ReportCallError: Error {
+        case adNotValid(reason: String)
+        /// The reward it granted could not be written to the ledger yet: it is written again until it is.
+        case rewardNotRecorded
     }
 
     /// InitInteractive: a new session in the slot, fetching at once; answers its id. The

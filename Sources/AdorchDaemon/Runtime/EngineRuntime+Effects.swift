@@ -21,9 +21,9 @@ extension EngineRuntime {
             case .completeLoad(let request, let result):
                 pendingLoads.removeValue(forKey: request)?(result)
             case .grantReward(let grant):
-                // docs/rules.md, "Rewards": the ledger row is on disk before anyone hears of it.
+                guard let rewards else { break }
                 let holder = engine.holder(of: grant.adID)
-                if let event = rewards?.record(grant, holder: holder, ids: ids) { feed.publish(event, owner: holder) }
+                record(UnrecordedReward(row: rewards.row(for: grant, holder: holder, ids: ids), adID: grant.adID, holder: holder))
             case .startSession(let id, let plugin):
                 // A plugin stuck for longer than this is as good as a refusal; the start timeout covers the rest.
                 plugins[plugin]?.show(id, userID: nil, timeout: .seconds(5)) { [self] started in

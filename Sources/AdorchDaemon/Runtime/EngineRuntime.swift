@@ -52,6 +52,14 @@ final class EngineRuntime: Sendable {
         get { state.value.sessions }
         _modify { yield &state.value.sessions }
     }
+    var unrecordedRewards: [UnrecordedReward] {
+        get { state.value.unrecordedRewards }
+        _modify { yield &state.value.unrecordedRewards }
+    }
+    var rewardRetryArmed: Bool {
+        get { state.value.rewardRetryArmed }
+        set { state.value.rewardRetryArmed = newValue }
+    }
     /// The socket apps call (set by start).
     var socketPath: String { state.value.socketPath }
     /// Rewards, durably; opened by start.
@@ -178,6 +186,10 @@ final class EngineRuntime: Sendable {
             apply(sessions.endAll(where: { _, _ in true }, reason: "the daemon is stopping", now: now()) + engine.shutdown(now: now()))
             feed.endSubscriptions()
             plugins.shutdownAll()
+            retryUnrecordedRewards()
+            if !unrecordedRewards.isEmpty {
+                logger.error("rewards: \(unrecordedRewards.count) granted rewards could not be written to the ledger and are lost with this stop; no app was told they were granted")
+            }
             rewards?.checkpoint()
             capHistory?.checkpoint()
         }

@@ -35,26 +35,42 @@ final class RewardDesk: Sendable {
         do { try ledger.checkpoint() } catch { logger.warning("rewards: the ledger could not be checkpointed at stop: \(error)") }
     }
 
-    func record(_ grant: RewardGrant, holder: UInt32?, ids: ExternalIDs) -> EngineEvent? {
-        let row = RewardRecord(
+    /// A grant's ledger row, made once: a retry writes the same row, the same transaction id.
+    func row(for grant: RewardGrant, holder: UInt32?, ids: ExternalIDs) -> RewardRecord {
+        RewardRecord(
             transID: grant.networkTransID ?? "adorch-\(UUID().uuidString.lowercased())", adID: ids.external(grant.adID),
             userID: grant.userID, slot: grant.slot, network: grant.network, rewardName: grant.reward.name,
             rewardAmount: grant.reward.amount, extra: grant.reward.extra, grantedAt: Date(), holderUID: holder.map(Int64.init)
         )
+    }
+
+    /// What writing a reward's row came to.
+    enum Written {
+        /// On disk: its event may be published.
+        case granted(EngineEvent)
+        /// Refused as granted before (its transaction or its ad): nothing to publish.
+        case duplicate
+        /// Not written (a full disk, an I/O error): to be written again.
+        case failed(String)
+    }
+
+    /// Writes `row` (for the ad `adID`) to the ledger, synchronously: the event comes only
+    /// once it is on disk.
+    func write(_ row: RewardRecord, adID: AdID) -> Written {
         do {
             switch try ledger.grant(row) {
             case .granted:
-                var event = EngineEvent(.rewardGranted, slot: row.slot, adID: grant.adID, network: row.network,
+                var event = EngineEvent(.rewardGranted, slot: row.slot, adID: adID, network: row.network,
                                         message: "\(row.rewardAmount) \(row.rewardName), transaction \(row.transID)", userID: row.userID)
                 event.detailJSON = Self.json(row).jsonString
-                return event
+                return .granted(event)
             case .duplicate(let why):
-                logger.warning("reward refused: \(why)", metadata: ["slot": "\(row.slot)", "user_id": "\(row.userID)"])
+                logger.warning("reward refused: \(why)", metadata: ["slot": "\(row.slot)"])
+                return .duplicate
             }
         } catch {
-            logger.error("reward ledger write failed, the reward was not granted: \(error)", metadata: ["slot": "\(row.slot)"])
+            return .failed("\(error)")
         }
-        return nil
     }
 
     /// Checks a callback query: the signature against the key, then that its transaction

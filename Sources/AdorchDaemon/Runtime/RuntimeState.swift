@@ -1,10 +1,18 @@
 import AdorchEngine
+import AdorchRewards
 import Dispatch
 import Logging
 
 /// What the engine queue owns: created before the queue runs, then reached only through
 /// `EngineRuntime`'s accessors (its `QueueBound`). Not Sendable: no closure may carry it to
 /// another queue.
+/// A reward's ledger row waiting to be written, and for whom its event is.
+struct UnrecordedReward {
+    let row: RewardRecord
+    let adID: AdID
+    let holder: UInt32?
+}
+
 final class RuntimeState {
     var config: DaemonConfig
     var engine: Engine
@@ -24,6 +32,10 @@ final class RuntimeState {
     var armedFor: Moment?
     var tickers: [DispatchSourceTimer] = []
     var lastStatus = ""
+    /// Rewards granted whose ledger row could not be written yet (a full disk), oldest first:
+    /// written again until they are, and only then announced.
+    var unrecordedRewards: [UnrecordedReward] = []
+    var rewardRetryArmed = false
     /// The socket apps call, hidden from the plugins' hosts with its folder (set by start).
     var socketPath = ""
     let feed: EventFeed
