@@ -306,6 +306,9 @@ public struct RewardGrant: Sendable, Equatable {
     public var reward: RewardModel
     /// The network's transaction id, if it gave one; the daemon makes one otherwise.
     public var networkTransID: String?
+    /// The uid the ad was handed to: whose reward it is (the ad may have ended by the time
+    /// the grant is carried out).
+    public var holder: UInt32?
 }
 
 /// A plugin's report about one ad, as the plugin host decoded it.

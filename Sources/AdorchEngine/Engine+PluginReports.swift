@@ -133,8 +133,12 @@ extension Engine {
             // though, an answer is late whenever it comes (docs/rules.md, "Completion exactly once").
             if !memory.destroyConfirmed, memory.reason != .timedOut { return [] }
             slots[memory.slot]?.counters.ignoredCallbacks += 1
-            return [.emit(EngineEvent(.callbackIgnored, slot: memory.slot, adID: id, network: plugin,
-                                      message: "\(what) after the ad ended (\(memory.reason.rawValue)) ignored"))]
+            var lateReward = false
+            if case .reward = report, memory.reason == .closed { lateReward = true }
+            let why = lateReward
+                ? "reward after the app closed the ad and the \(Self.networkRewardGrace) its network had for it passed: refused"
+                : "\(what) after the ad ended (\(memory.reason.rawValue)) ignored"
+            return [.emit(EngineEvent(.callbackIgnored, slot: memory.slot, adID: id, network: plugin, message: why))]
         }
         unattributedCallbacks += 1
         return [.emit(EngineEvent(.callbackIgnored, adID: id, network: plugin,

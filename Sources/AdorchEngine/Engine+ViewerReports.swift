@@ -7,6 +7,7 @@ extension Engine {
             let reason = retired[id].map { "has ended (\($0.reason.rawValue))" } ?? "is not known"
             return (.failure(.adNotValid(reason: reason)), [])
         }
+        guard ad.closedAt == nil else { return (.failure(.adNotValid(reason: "has ended (\(RetiredAd.Reason.closed.rawValue))")), []) }
         guard case .shown = ad.state, showing[id] == nil else {
             let why = showing[id] == nil ? "has not been shown" : "is still being presented: its Show has not answered"
             return (.failure(.adNotValid(reason: why)), [])
@@ -31,8 +32,24 @@ extension Engine {
         }
         // A network that leaves the reward to the host: the viewer finishing the video earns it.
         if event == .complete, ad.format == .rewarded, !ad.rewardByNetwork { effects += grant(id, networkTransID: nil, now: now) }
-        if event == .close { effects += end(id, as: .closed, now: now) }
+        if event == .close { effects += closed(id, now: now) }
         return (.success(()), effects)
+    }
+
+    /// How long after the app's close a network that grants rewards itself may still report
+    /// one: real networks' server-side rewards often come after the viewer closed the ad.
+    public static let networkRewardGrace = Duration.seconds(60)
+
+    /// The app closed the ad. A rewarded ad whose network grants the reward and has not yet
+    /// stays open to that network for `networkRewardGrace` (to the app it has ended); any
+    /// other ends now.
+    mutating func closed(_ id: AdID, now: Moment) -> [Effect] {
+        guard let ad = ads[id], ad.format == .rewarded, ad.rewardByNetwork, !ad.rewarded, case .shown(let endsAt) = ad.state else {
+            return end(id, as: .closed, now: now)
+        }
+        ads[id]!.closedAt = now
+        ads[id]!.state = .shown(endsAt: min(endsAt, now + Self.networkRewardGrace))
+        return []
     }
 
 
@@ -63,7 +80,9 @@ extension Engine {
         slots[ad.slot]?.counters.rewards += 1
         let counted = countAgainstCaps(id, now: now)
         let model = ad.rewardOverride ?? slots[ad.slot]?.config.reward ?? RewardModel()
-        return counted + [.grantReward(RewardGrant(adID: id, slot: ad.slot, network: ad.plugin, userID: ad.userID ?? "",
-                                                   reward: model, networkTransID: networkTransID))]
+        let grant = RewardGrant(adID: id, slot: ad.slot, network: ad.plugin, userID: ad.userID ?? "", reward: model,
+                                networkTransID: networkTransID, holder: ad.holder)
+        // An ad closed and kept only for its network's reward has nothing left to wait for.
+        return counted + [.grantReward(grant)] + (ad.closedAt != nil ? end(id, as: .closed, now: now) : [])
     }
 }

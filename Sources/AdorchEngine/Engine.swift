@@ -80,7 +80,7 @@ public struct Engine: Sendable {
                 effects += end(id, as: .expired, now: now)
                 effects.append(.emit(EngineEvent(.adExpired, slot: ad.slot, adID: id, network: ad.plugin)))
             case .shown(let endsAt) where endsAt <= now:
-                effects += end(id, as: .ended, now: now)
+                effects += end(id, as: ad.closedAt == nil ? .ended : .closed, now: now)
             default:
                 break
             }

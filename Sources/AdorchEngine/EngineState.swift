@@ -58,6 +58,9 @@ struct AdRecord: Sendable {
     /// The network decides the reward itself (its reward event), not the app's complete.
     var rewardByNetwork = false
     var rewarded = false
+    /// When the app closed it, for an ad kept open for its network's reward
+    /// (`Engine.networkRewardGrace`): the app may report nothing more on it.
+    var closedAt: Moment?
     var rewardOverride: RewardModel?
     var userID: String?
     var startedAt = Moment.zero

@@ -604,6 +604,31 @@ final class RewardTests: XCTestCase {
         XCTAssertEqual(grants(h).map(\.networkTransID), ["net-1"])
         XCTAssertEqual(h.status("r").counters.duplicateRewards, 1)
     }
+
+    /// A network's reward that comes after the app's close, within `networkRewardGrace`, is
+    /// granted; to the app the ad has ended at its close. One after the grace is refused, named.
+    func testANetworkRewardWithinTheGraceAfterCloseIsGrantedOneAfterItRefused() {
+        var h = Harness(slots: [slot("r", format: .rewarded, buffer: 2)])
+        let (early, late) = (h.loads[0].adID, h.loads[1].adID)
+        for id in [early, late] { h.report(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil, rewardByNetwork: true), id) }
+        for _ in 0..<2 { guard case .success = h.show("r", user: "u1") else { return XCTFail("no ad") } }
+        for id in [early, late] { XCTAssertNil(refusal(h.reportViewer(.close, id))) }
+        XCTAssertEqual(refusal(h.reportViewer(.complete, early)), "has ended (closed)", "to the app the ad ended at its close")
+        XCTAssertFalse(h.destroyed.contains(early), "kept for its network's reward")
+
+        h.advance(Engine.networkRewardGrace - .seconds(1))
+        h.report(.reward(transID: "net-in-time"), early)
+        XCTAssertEqual(grants(h).map(\.networkTransID), ["net-in-time"])
+        XCTAssertTrue(h.destroyed.contains(early), "rewarded, it has nothing left to wait for")
+
+        h.advance(.seconds(2))
+        XCTAssertTrue(h.destroyed.contains(late), "ended once the grace passed")
+        h.report(.destroyed, late)
+        h.report(.reward(transID: "net-too-late"), late)
+        XCTAssertEqual(grants(h).map(\.networkTransID), ["net-in-time"])
+        XCTAssertTrue(h.events.contains { $0.message?.contains("reward after the app closed the ad and the \(Engine.networkRewardGrace) its network had for it passed: refused") == true },
+                      "\(h.events.compactMap(\.message))")
+    }
 }
 
 final class ReconfigureTests: XCTestCase {

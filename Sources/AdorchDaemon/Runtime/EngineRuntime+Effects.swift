@@ -22,8 +22,7 @@ extension EngineRuntime {
                 pendingLoads.removeValue(forKey: request)?(result)
             case .grantReward(let grant):
                 guard let rewards else { break }
-                let holder = engine.holder(of: grant.adID)
-                record(UnrecordedReward(row: rewards.row(for: grant, holder: holder, ids: ids), adID: grant.adID, holder: holder))
+                record(UnrecordedReward(row: rewards.row(for: grant, holder: grant.holder, ids: ids), adID: grant.adID, holder: grant.holder))
             case .startSession(let id, let plugin):
                 // A plugin stuck for longer than this is as good as a refusal; the start timeout covers the rest.
                 plugins[plugin]?.show(id, userID: nil, timeout: .seconds(5)) { [self] started in
