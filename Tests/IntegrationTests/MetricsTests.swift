@@ -1,3 +1,4 @@
+import AdorchLocking
 import AdorchTestSupport
 import AdorchVarlink
 import Foundation
@@ -132,7 +133,7 @@ final class MetricsTests: XCTestCase {
         XCTAssertTrue(open.body.hasSuffix("# EOF\n"))
         XCTAssertTrue(try httpGet(port: port, path: "/").head.hasPrefix("HTTP/1.1 404"))
 
-        let silent = try connect(port: port)
+        let silent = try Self.connect(port: port)
         defer { close(silent) }
         let started = ContinuousClock.now
         XCTAssertNotNil(try d.call("io.adorch.Manager.GetStatus")["version"], "the daemon answers while a scraper hangs")
@@ -147,7 +148,7 @@ final class MetricsTests: XCTestCase {
         let port = try freePort()
         let d = try DaemonProcess(config: simConfig(slots: slot) + "\n[metrics]\nlisten = \"127.0.0.1:\(port)\"\n")
         defer { _ = d.stop() }
-        let idle = try (0..<28).map { _ in try connect(port: port) }
+        let idle = try (0..<28).map { _ in try Self.connect(port: port) }
         defer { for fd in idle { close(fd) } }
         let started = ContinuousClock.now
         let scrape = try httpGet(port: port, path: "/metrics")
@@ -157,6 +158,48 @@ final class MetricsTests: XCTestCase {
         var reply = [UInt8](repeating: 0, count: 512)
         let n = recv(idle.last!, &reply, reply.count, 0)
         XCTAssertTrue(String(decoding: reply[..<max(n, 0)], as: UTF8.self).hasPrefix("HTTP/1.1 400"), "n=\(n)")
+    }
+
+    /// A local user opening connections as fast as it can and sending nothing does not take a
+    /// real scrape's answer: a connection with its request in is never the one dropped for a
+    /// newcomer. A request head over 8 KiB is answered 431, not reset.
+    func testConnectionChurnTakesNoScrapeAndAnOversizedHeadIsAnswered431() throws {
+        let port = try freePort()
+        let d = try DaemonProcess(config: simConfig(slots: slot) + "\n[metrics]\nlisten = \"127.0.0.1:\(port)\"\n")
+        defer { _ = d.stop() }
+        let stop = LockedValue(false)
+        let opened = LockedValue(0)
+        let churn = Thread {
+            var open: [Int32] = []
+            while !stop.withLock({ $0 }) {
+                guard let fd = try? Self.connect(port: port) else { continue }
+                open.append(fd)
+                opened.withLock { $0 += 1 }
+                if open.count > 40 { close(open.removeFirst()) }
+            }
+            open.forEach { close($0) }
+        }
+        churn.start()
+        // Scrapes all through the churn, until it has replaced the listener's 16 connections
+        // (docs/metrics.md) several times over.
+        var (scrapes, answered) = (0, 0)
+        let deadline = ContinuousClock.now + .seconds(30).scaled
+        while scrapes < 25 || opened.withLock({ $0 }) < 5 * 16, ContinuousClock.now < deadline {
+            scrapes += 1
+            if (try? httpGet(port: port, path: "/metrics"))?.head.hasPrefix("HTTP/1.1 200") == true { answered += 1 }
+        }
+        stop.withLock { $0 = true }
+        print("metrics scrapes answered during the churn: \(answered) of \(scrapes), \(opened.withLock { $0 }) silent connections opened")
+        XCTAssertEqual(answered, scrapes)
+        XCTAssertGreaterThanOrEqual(opened.withLock { $0 }, 5 * 16, "the churn replaced the listener's connections")
+
+        let fd = try Self.connect(port: port)
+        defer { close(fd) }
+        let head = "GET /metrics HTTP/1.1\r\nX-Padding: " + String(repeating: "a", count: 9000)
+        _ = head.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        var reply = [UInt8](repeating: 0, count: 512)
+        let n = recv(fd, &reply, reply.count, 0)
+        XCTAssertTrue(String(decoding: reply[..<max(n, 0)], as: UTF8.self).hasPrefix("HTTP/1.1 431 Request Header Fields Too Large"), "n=\(n) errno=\(errno)")
     }
 
     /// A listen address another process holds does not stop ad serving: adorchd starts
@@ -345,7 +388,7 @@ final class MetricsTests: XCTestCase {
         return UInt16(bigEndian: sa.sin_port)
     }
 
-    private func connect(port: UInt16) throws -> Int32 {
+    private static func connect(port: UInt16) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var sa = sockaddr_in()
         sa.sin_family = sa_family_t(AF_INET)
@@ -363,7 +406,7 @@ final class MetricsTests: XCTestCase {
 
     /// One HTTP/1.1 GET, read to the server's close: the status line and headers, and the body.
     private func httpGet(port: UInt16, path: String, accept: String? = nil) throws -> (head: String, body: String) {
-        let fd = try connect(port: port)
+        let fd = try Self.connect(port: port)
         defer { close(fd) }
         let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n" + (accept.map { "Accept: \($0)\r\n" } ?? "") + "Connection: close\r\n\r\n"
         _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }

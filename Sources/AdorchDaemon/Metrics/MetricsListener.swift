@@ -73,6 +73,9 @@ final class MetricsListener: @unchecked Sendable {
     static let backlog: Int32 = 8
     /// Connections read at once: a handful of scrapers, with room to spare.
     static let maxConnections = 16
+    /// A scrape within this of the last render of its format gets that render again: a
+    /// client scraping thousands of times a second costs one render a second, not a core.
+    static let renderReuse: Duration = .seconds(1)
 
     let address: MetricsAddress
     private let queue = DispatchQueue(label: "adorch.metrics")
@@ -80,6 +83,8 @@ final class MetricsListener: @unchecked Sendable {
     private let logger: Logger
     /// Rendered answers by connection, and whether the loop has ended (the wake pipe closed).
     private let mailbox = LockedValue<(answers: [UInt64: [UInt8]], closed: Bool, stopping: Bool)>(([:], false, false))
+    /// The last render of each format and when it was made (`renderReuse`).
+    private let rendered = LockedValue<[MetricsFormat: (at: ContinuousClock.Instant, text: String)]>([:])
     private var fd: Int32 = -1
     /// A pipe whose write end wakes the poll loop: an answer is ready, or stop.
     private var wake: (read: Int32, write: Int32) = (-1, -1)
@@ -141,6 +146,12 @@ final class MetricsListener: @unchecked Sendable {
         var output: [UInt8]?
         var sent = 0
         var rendering = false
+        /// Answered before its request was read whole (431): what it still sends is read and
+        /// dropped after the answer, so that closing does not reset the answer away.
+        var discarding = false
+
+        /// Its request has come whole: it is being answered, and is never dropped for a newcomer.
+        var isAnswering: Bool { rendering || output != nil }
     }
 
     private func loop(_ listening: Int32) {
@@ -180,7 +191,16 @@ final class MetricsListener: @unchecked Sendable {
             if fds[0].revents != 0 {
                 while case let client = accept(listening, nil, nil), client >= 0 {
                     Self.setNonBlockingCloseOnExec(client)
-                    if connections.count >= Self.maxConnections { Self.reset(connections.removeFirst().fd) }
+                    // Full: the oldest connection still silent makes room. One being answered
+                    // is never dropped, so connections opened and left silent, however fast,
+                    // cannot take a scrape's answer from it; if every one is, the newcomer goes.
+                    if connections.count >= Self.maxConnections {
+                        guard let silent = connections.firstIndex(where: { !$0.isAnswering }) else {
+                            Self.reset(client)
+                            continue
+                        }
+                        Self.reset(connections.remove(at: silent).fd)
+                    }
                     connections.append(Connection(fd: client, id: nextID, deadline: .now + Self.requestTimeout))
                     nextID += 1
                 }
@@ -203,7 +223,14 @@ final class MetricsListener: @unchecked Sendable {
         if let output = c.output {
             let n = output.withUnsafeBytes { send(c.fd, $0.baseAddress! + c.sent, $0.count - c.sent, Int32(MSG_NOSIGNAL)) }
             if n > 0 { c.sent += n }
-            if c.sent == output.count || (n < 0 && errno != EAGAIN && errno != EINTR) { finish(&c) }
+            let failed = n < 0 && errno != EAGAIN && errno != EINTR
+            if c.sent == output.count, c.discarding, !failed {
+                // Sent: the rest of what it sends is read and dropped until it closes or its time is up.
+                shutdown(c.fd, Int32(SHUT_WR))
+                c.output = nil
+            } else if c.sent == output.count || failed {
+                finish(&c)
+            }
             return
         }
         guard !c.rendering else { return }
@@ -211,11 +238,13 @@ final class MetricsListener: @unchecked Sendable {
         let n = recv(c.fd, &buffer, buffer.count, 0)
         if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
         guard n > 0 else { return finish(&c) }
+        guard !c.discarding else { return }
         c.input += buffer[..<n]
         if let head = HTTPRequestHead(c.input) {
             answer(head, on: &c)
         } else if c.input.count > Self.maxRequestBytes {
-            reply(&c, status: "400 Bad Request", body: "a request line and headers within \(Self.maxRequestBytes) bytes and \(Self.requestTimeout)\n")
+            c.discarding = true
+            reply(&c, status: "431 Request Header Fields Too Large", body: "a request line and headers within \(Self.maxRequestBytes) bytes\n")
         }
     }
 
@@ -227,9 +256,15 @@ final class MetricsListener: @unchecked Sendable {
         }
         let format = MetricsFormat.negotiated(accept: head.accept)
         let (id, isHead, wake) = (c.id, head.method == "HEAD", wake.write)
+        if let last = rendered.withLock({ $0[format] }), ContinuousClock.now - last.at < Self.renderReuse {
+            c.output = Self.response(status: "200 OK", type: format.contentType, body: last.text, sendBody: !isHead)
+            c.deadline = .now + Self.requestTimeout
+            return step(&c)
+        }
         c.rendering = true
         c.deadline = .now + Self.requestTimeout
-        render(format) { [mailbox] text in
+        render(format) { [mailbox, rendered] text in
+            rendered.withLock { $0[format] = (.now, text) }
             let response = Self.response(status: "200 OK", type: format.contentType, body: text, sendBody: !isHead)
             mailbox.withLock { box in
                 guard !box.closed else { return }
@@ -243,6 +278,7 @@ final class MetricsListener: @unchecked Sendable {
     /// The connection's time ran out: while reading the request, it is told so; while the
     /// daemon renders, that it is busy (one try to send either); while sending, it is reset.
     private func expire(_ c: inout Connection) {
+        if c.discarding, c.output == nil { return finish(&c) }
         if c.output == nil {
             if c.rendering { logger.warning("metrics: the daemon did not answer a scrape within \(Self.requestTimeout)") }
             let response = c.rendering
