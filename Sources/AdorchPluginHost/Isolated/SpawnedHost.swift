@@ -1,16 +1,23 @@
+import AdorchLocking
 import Foundation
 
 /// The process the daemon starts for an isolated plugin, and how it ended. In a box (new user,
 /// PID and IPC namespaces: docs/confinement.md) it is the box's pid 1, which runs the host as
 /// pid 2 and, when the host ends, writes the host's wait status on `status` and exits; killing
 /// it ends everything in the box. Where the kernel will not make a box, the host itself.
-struct SpawnedHost: Sendable {
+final class SpawnedHost: Sendable {
     /// What the daemon waits for and kills.
     let pid: pid_t
-    /// The read end of the box's status pipe; -1 without a box.
-    let status: Int32
+    /// The read end of the box's status pipe; -1 without a box, or once read: a host ended
+    /// while its start was refused is reaped twice, and the second must not close a number
+    /// the process has given to another file since.
+    private let status: LockedValue<Int32>
     /// Said of the box for the log: what it is, or why there is none.
     let box: String?
+
+    private init(pid: pid_t, status: Int32, box: String?) {
+        (self.pid, self.status, self.box) = (pid, LockedValue(status), box)
+    }
 
     struct Failure: Error, Sendable { let reason: String }
 
@@ -61,11 +68,15 @@ struct SpawnedHost: Sendable {
                 waited = waitpid(pid, &status, 0)
             }
         }
-        if self.status >= 0 {
+        let pipe = self.status.withLock { fd in
+            defer { fd = -1 }
+            return fd
+        }
+        if pipe >= 0 {
             // Written before pid 1 exited, so here now if it was written at all.
             var host: Int32 = 0
-            if read(self.status, &host, MemoryLayout<Int32>.size) == MemoryLayout<Int32>.size { status = host }
-            close(self.status)
+            if read(pipe, &host, MemoryLayout<Int32>.size) == MemoryLayout<Int32>.size { status = host }
+            close(pipe)
         }
         let signal: Int32? = waited == pid && (status & 0x7f) != 0 && (status & 0x7f) != 0x7f ? status & 0x7f : nil
         if let killedFor { return PluginExit(signal: SIGKILL, reason: killedFor) }
