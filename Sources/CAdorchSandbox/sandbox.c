@@ -284,6 +284,9 @@ static void deny_all(struct filter *f, const char *const *names, size_t count, u
         deny_all(f, names, sizeof names / sizeof *names, sizeof compare_ / sizeof *compare_, compare_); \
     } while (0)
 #define DENY_ALWAYS(f, names) deny_all(f, names, sizeof names / sizeof *names, 0, NULL)
+/* An int argument equal to `value` in its low 32 bits, whatever the high ones: the kernel reads
+ * only those, so a plain 64-bit comparison let AF_UNIX | 1 << 32 through. */
+#define INT_IS(arg, value) SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint32_t)(value))
 
 /* Other processes' memory and file descriptors: the daemon's hold the reward key and every
  * app's ads. (pidfd_send_signal too, as its target cannot be told from the pidfd.) */
@@ -326,6 +329,8 @@ static const char *const unmapped_memory[] = {"memfd_create", "memfd_secret", "s
 static const char *const by_pid_first[] = {"prlimit64", "sched_setaffinity", "sched_setparam", "sched_setscheduler",
                                           "sched_setattr", "migrate_pages", "move_pages"};
 static const char *const by_pid_second[] = {"setpriority", "ioprio_set"};
+static const char *const set_priority[] = {"setpriority"};
+static const char *const set_io_priority[] = {"ioprio_set"};
 
 /* `refuse_truncate`: Landlock applied below ABI 3, which does not control truncate(2): the host
  * could still empty a hidden file, which it cannot open, by its path. */
@@ -354,21 +359,24 @@ static bool apply_seccomp(bool refuse_truncate, bool boxed, struct report *r) {
     /* clone3's flags are in memory the filter cannot read: it answers as if absent, and glibc
      * falls back to clone, whose flags it can. */
     deny(&f, "clone3", ENOSYS, 0, NULL);
-    DENY(&f, unix_sockets, SCMP_A0_32(SCMP_CMP_EQ, AF_UNIX));
+    DENY(&f, unix_sockets, INT_IS(0, AF_UNIX));
     DENY_ALWAYS(&f, namespaces);
     DENY_ALWAYS(&f, kernel_surface);
     DENY_ALWAYS(&f, machine);
     DENY_ALWAYS(&f, file_handles);
-    DENY(&f, ioctl_only, SCMP_A1_64(SCMP_CMP_EQ, TIOCSTI));
-    DENY(&f, ioctl_only, SCMP_A1_64(SCMP_CMP_EQ, FIOSETOWN));
-    DENY(&f, ioctl_only, SCMP_A1_64(SCMP_CMP_EQ, SIOCSPGRP));
-    DENY(&f, fcntl_only, SCMP_A1_32(SCMP_CMP_EQ, F_SETOWN));
-    DENY(&f, fcntl_only, SCMP_A1_32(SCMP_CMP_EQ, F_SETOWN_EX));
+    DENY(&f, ioctl_only, INT_IS(1, TIOCSTI));
+    DENY(&f, ioctl_only, INT_IS(1, FIOSETOWN));
+    DENY(&f, ioctl_only, INT_IS(1, SIOCSPGRP));
+    DENY(&f, fcntl_only, INT_IS(1, F_SETOWN));
+    DENY(&f, fcntl_only, INT_IS(1, F_SETOWN_EX));
+    /* PRIO_USER and PRIO_PGRP (and their I/O priority twins) reach every process of the user
+     * or of the process group, which the host shares with the daemon: no PID namespace
+     * narrows them. Only a process's own: PRIO_PROCESS, IOPRIO_WHO_PROCESS. */
+    DENY(&f, set_priority, SCMP_A0_32(SCMP_CMP_NE, PRIO_PROCESS));
+    DENY(&f, set_io_priority, SCMP_A0_32(SCMP_CMP_NE, 1 /* IOPRIO_WHO_PROCESS */));
     DENY_ALWAYS(&f, unmapped_memory);
     if (!boxed) {
         DENY(&f, by_pid_first, SCMP_A0_32(SCMP_CMP_NE, 0));
-        /* setpriority(PRIO_USER or PRIO_PGRP, …) reaches every process of the user or group. */
-        DENY(&f, by_pid_second, SCMP_A0_32(SCMP_CMP_NE, 1 /* PRIO_PROCESS, IOPRIO_WHO_PROCESS */));
         DENY(&f, by_pid_second, SCMP_A1_32(SCMP_CMP_NE, 0));
     }
     if (refuse_truncate) deny(&f, "truncate", EPERM, 0, NULL);
