@@ -288,6 +288,11 @@ public enum Effect: Sendable, Equatable {
     case startSession(AdID, plugin: String)
     /// Pause or resume an interactive session (the plugin's ad_notify).
     case controlSession(AdID, plugin: String, SessionControl)
+    /// Keep (or replace) this promise on disk: a rewarded ad's complete may come after a
+    /// restart (docs/rules.md, "Across a restart").
+    case keepPromise(PromisedReward)
+    /// The ad's promise is void: it ended unrewarded.
+    case dropPromise(AdID)
 }
 
 /// What an app may do to a running interactive session besides start and stop.

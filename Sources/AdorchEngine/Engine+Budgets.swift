@@ -3,7 +3,7 @@
 
 extension Engine {
     /// The uid an ad was handed to, while the ad lasts.
-    public func holder(of id: AdID) -> UInt32? { ads[id]?.holder }
+    public func holder(of id: AdID) -> UInt32? { ads[id]?.holder ?? promised[id]?.holder }
 
     /// Why handing `count` more ads to `uid` would take it past its open-ads budget, or nil
     /// if it may have them. Ads still loading for its Loads count too: a burst of Loads

@@ -119,7 +119,7 @@ extension Engine {
         history.add(impression)
         // An entry's per-slot rule may hold it from now on: its ready ads no longer fill the buffer.
         let entry = slots[ad.slot]!.config.waterfall[ad.entryIndex]
-        return [.recordImpression(impression)] + (entry.caps.contains { $0.scope == .slot } ? refill(ad.slot, now: now) : [])
+        return [.recordImpression(impression)] + promiseCounted(id) + (entry.caps.contains { $0.scope == .slot } ? refill(ad.slot, now: now) : [])
     }
 
     /// The ad ended before it counted (closed unseen, not presented, removed): it holds no
@@ -130,7 +130,7 @@ extension Engine {
         return refill(slot, now: now)
     }
 
-    private func capImpression(of ad: AdRecord) -> CountedImpression? {
+    func capImpression(of ad: AdRecord) -> CountedImpression? {
         guard let slot = slots[ad.slot], slot.config.hasCaps, slot.config.waterfall.indices.contains(ad.entryIndex),
               let takenAt = ad.takenAt
         else { return nil }

@@ -118,6 +118,7 @@ extension Engine {
             shown.append(ShownAd(id: child, slot: ad.slot, network: ad.plugin, format: ad.format, payloadJSON: item.json,
                                  expiresAt: expiresAt, price: price ?? 0))
             effects.append(.emit(EngineEvent(.adShown, slot: ad.slot, adID: child, network: ad.plugin)))
+            effects += promise(child)
         }
         slots[ad.slot]?.counters.shows += shown.count
         handedOut[ad.id] = HandedOutObject(slot: ad.slot, plugin: ad.plugin, children: children)

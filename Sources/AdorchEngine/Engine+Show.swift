@@ -17,7 +17,10 @@ extension Engine {
     public mutating func show(slot slotID: String, userID: String?, reward: RewardModel? = nil, holder: UInt32? = nil,
                               now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
         var (result, effects) = takeForShow(slot: slotID, userID: userID, reward: reward, holder: holder, now: now)
-        if case .success(let ad) = result, slots[slotID]?.config.capCounting == .show { effects += countAgainstCaps(ad.id, now: now) }
+        if case .success(let ad) = result {
+            if slots[slotID]?.config.capCounting == .show { effects += countAgainstCaps(ad.id, now: now) }
+            effects += promise(ad.id)
+        }
         return (result, effects)
     }
 
@@ -69,7 +72,7 @@ extension Engine {
         ads.timers.remove(.showAnswer(id))
         if presented {
             let counted = slots[pending.ad.slot]?.config.capCounting == .show ? countAgainstCaps(id, now: now) : []
-            return counted + [.completeShow(pending.request, .success(pending.ad))]
+            return counted + promise(id) + [.completeShow(pending.request, .success(pending.ad))]
         }
         return displayFailed(id, reason: "the plugin could not present it", now: now) + retry(pending, now: now)
     }

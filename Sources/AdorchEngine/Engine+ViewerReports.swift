@@ -4,6 +4,7 @@ extension Engine {
     /// An app reports what its viewer did with a shown ad.
     public mutating func report(_ event: ViewerEvent, for id: AdID, now: Moment) -> (Result<Void, ReportError>, [Effect]) {
         guard let ad = ads[id] else {
+            if promised[id] != nil { return reportPromised(event, for: id, now: now) }
             let reason = retired[id].map { "has ended (\($0.reason.rawValue))" } ?? "is not known"
             return (.failure(.adNotValid(reason: reason)), [])
         }

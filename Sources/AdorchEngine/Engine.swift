@@ -36,6 +36,8 @@ public struct Engine: Sendable {
     /// Ads handed out in a slot with rules, not counted yet: the rules count them meanwhile.
     var pending = ImpressionHistory()
     var pendingByAd: [AdID: CountedImpression] = [:]
+    /// Rewarded ads an earlier run showed whose complete may still come (Engine+PromisedRewards).
+    var promised: [AdID: PromisedReward] = [:]
 
     public init(slots: [SlotConfig], plugins: Set<String>, settings: SchedulerSettings = .init(), seed: UInt64 = 1) {
         self.settings = settings
@@ -153,6 +155,7 @@ public struct Engine: Sendable {
     /// Ends an ad: its object is destroyed and only its memory is kept, for late callbacks.
     mutating func end(_ id: AdID, as reason: RetiredAd.Reason, now: Moment) -> [Effect] {
         guard let ad = ads.removeValue(forKey: id) else { return [] }
+        let promise = settlePromise(of: ad, endingAs: reason)
         retire(id, RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory))
         var effects = interruptShow(of: id, plugin: ad.plugin, slot: ad.slot, .interrupted(slot: ad.slot, reason: reason.rawValue))
         if let object = ad.objectID {
@@ -167,7 +170,7 @@ public struct Engine: Sendable {
             effects.append(.destroy(id, plugin: ad.plugin))
         }
         if reason == .expired { effects += markDryIfEmpty(ad.slot, now: now) }
-        return effects + dropUncounted(id, slot: ad.slot, now: now)
+        return promise + effects + dropUncounted(id, slot: ad.slot, now: now)
     }
 
     mutating func retire(_ id: AdID, _ memory: RetiredAd) {

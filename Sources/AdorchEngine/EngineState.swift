@@ -58,6 +58,8 @@ struct AdRecord: Sendable {
     /// The network decides the reward itself (its reward event), not the app's complete.
     var rewardByNetwork = false
     var rewarded = false
+    /// Its reward is promised across a restart: the shell keeps it on disk (Engine+PromisedRewards).
+    var promised = false
     /// When the app closed it, for an ad kept open for its network's reward
     /// (`Engine.networkRewardGrace`): the app may report nothing more on it.
     var closedAt: Moment?

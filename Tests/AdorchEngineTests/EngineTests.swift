@@ -631,6 +631,112 @@ final class RewardTests: XCTestCase {
     }
 }
 
+/// A rewarded ad's reward survives a restart (docs/rules.md, "Across a restart"): the engine
+/// says what to keep on disk, and takes an earlier run's promises back.
+final class PromisedRewardTests: XCTestCase {
+    private func promises(_ h: Harness) -> [PromisedReward] {
+        h.effects.compactMap { if case .keepPromise(let p) = $0 { p } else { nil } }
+    }
+
+    private func dropped(_ h: Harness) -> [AdID] {
+        h.effects.compactMap { if case .dropPromise(let id) = $0 { id } else { nil } }
+    }
+
+    private func grants(_ h: Harness) -> [RewardGrant] {
+        h.effects.compactMap { if case .grantReward(let g) = $0 { g } else { nil } }
+    }
+
+    func testARewardedShowIsPromisedUntilGrantedAndAnEndWithoutTheRewardVoidsIt() {
+        var config = slot("r", format: .rewarded, buffer: 2)
+        config.reward = RewardModel(name: "coins", amount: 10, extra: "x")
+        var h = Harness(slots: [config, slot("i")])
+        for order in h.loads { h.fill(order.adID) }
+        guard case .success(let watched) = h.show("r", user: "u1"), case .success(let skipped) = h.show("r", user: "u2") else {
+            return XCTFail("no ad")
+        }
+        guard case .success(let interstitial) = h.show("i") else { return XCTFail("no ad") }
+        XCTAssertEqual(promises(h).map { "\($0.adID) \($0.userID ?? "-") \($0.reward.amount) \($0.reward.name)" },
+                       ["\(watched.id) u1 10 coins", "\(skipped.id) u2 10 coins"], "only rewarded ads are promised")
+        XCTAssertNil(refusal(h.reportViewer(.complete, watched.id)))
+        for id in [watched.id, skipped.id, interstitial.id] { XCTAssertNil(refusal(h.reportViewer(.close, id))) }
+        XCTAssertEqual(dropped(h), [skipped.id], "the grant takes the watched one's promise with it; the skipped one's is void")
+    }
+
+    func testANetworkRewardedAdIsNotPromised() {
+        var h = Harness(slots: [slot("r", format: .rewarded)])
+        h.report(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil, rewardByNetwork: true), h.loads[0].adID)
+        guard case .success = h.show("r", user: "u1") else { return XCTFail("no ad") }
+        XCTAssertTrue(promises(h).isEmpty, "its reward comes from its network's host, which a restart ends")
+    }
+
+    func testAnEarlierRunsPromiseIsGrantedOnceByItsCompleteWithinItsLife() {
+        var h = Harness(slots: [slot("r", format: .rewarded)])
+        let reward = RewardModel(name: "gems", amount: 3, extra: "")
+        let alive = PromisedReward(adID: 41, slot: "r", network: "a", userID: "u1", reward: reward, holder: 1000,
+                                   endsAt: h.now + .seconds(60), impression: nil, counted: false)
+        var gone = alive
+        gone.endsAt = h.now
+        let (ids, effects) = h.engine.restorePromises([alive, gone], now: h.now)
+        XCTAssertTrue(effects.isEmpty)
+        XCTAssertEqual(ids.count, 2)
+        XCTAssertNil(ids[1], "a promise past its ad's life is dropped")
+        guard let id = ids[0] else { return XCTFail("the live promise was not restored") }
+        XCTAssertNotEqual(id, 41, "it gets an id of this run")
+        XCTAssertEqual(h.engine.holder(of: id), 1000, "only its holder may report on it")
+        XCTAssertNil(refusal(h.reportViewer(.impression, id)), "taken, with nothing left to do")
+        XCTAssertNil(refusal(h.reportViewer(.complete, id)))
+        XCTAssertEqual(refusal(h.reportViewer(.complete, id)), "already reported complete")
+        XCTAssertEqual(grants(h).map { "\($0.adID) \($0.userID) \($0.reward.amount) \($0.reward.name) \($0.holder ?? 0)" },
+                       ["\(id) u1 3 gems 1000"])
+        XCTAssertEqual(h.status("r").counters.rewards, 1)
+        XCTAssertNil(refusal(h.reportViewer(.close, id)))
+        XCTAssertTrue(dropped(h).isEmpty, "its grant removes it from the ledger")
+        XCTAssertEqual(refusal(h.reportViewer(.complete, id)), "is not known")
+    }
+
+    func testAPromiseIsRefusedOnceItsLifeEnds() {
+        var h = Harness(slots: [slot("r", format: .rewarded)])
+        let promise = PromisedReward(adID: 1, slot: "r", network: "a", userID: "u1", reward: RewardModel(), holder: nil,
+                                     endsAt: h.now + .seconds(10), impression: nil, counted: false)
+        guard let id = h.engine.restorePromises([promise], now: h.now).ids[0] else { return XCTFail("not restored") }
+        h.advance(.seconds(10))
+        XCTAssertEqual(refusal(h.reportViewer(.complete, id)), "has ended (shown and done)")
+        XCTAssertTrue(grants(h).isEmpty)
+        XCTAssertEqual(dropped(h), [id])
+    }
+
+    /// An impression the earlier run had not counted counts at start, at the moment its Show
+    /// took the ad; one it had counted is not counted again.
+    func testAnUncountedImpressionCountsOnceAtRestore() {
+        var config = slot("r", format: .rewarded, buffer: 2)
+        config.caps = [.cap(5, per: .seconds(3600))]
+        var h = Harness(slots: [config])
+        let user = CapUser(uid: 1000, id: "u1")
+        let network = CapNetwork(plugin: "a", adUnitID: "unit-a")
+        let impression = CountedImpression(slot: "r", network: network, user: user, at: h.now.capTime - 1_000_000_000)
+        let uncounted = PromisedReward(adID: 1, slot: "r", network: "a", userID: "u1", reward: RewardModel(), holder: 1000,
+                                       endsAt: h.now + .seconds(60), impression: impression, counted: false)
+        var counted = uncounted
+        counted.counted = true
+        let (_, effects) = h.engine.restorePromises([uncounted, counted], now: h.now)
+        let recorded = effects.compactMap { if case .recordImpression(let i) = $0 { i } else { nil } }
+        XCTAssertEqual(recorded, [impression])
+        XCTAssertEqual(effects.compactMap { if case .keepPromise(let p) = $0 { p.counted } else { nil } }, [true],
+                       "kept again as counted, so a second restart does not count it again")
+        XCTAssertEqual(h.engine.capUses(slot: "r", user: user, now: h.now)?.first?.counted, 1)
+    }
+
+    func testAnAdWhosePluginStoppedKeepsItsPromise() {
+        var h = Harness(slots: [slot("r", format: .rewarded)])
+        h.fill(h.loads[0].adID)
+        guard case .success(let ad) = h.show("r", user: "u1") else { return XCTFail("no ad") }
+        h.effects += h.engine.pluginLost("a", reason: "crashed", now: h.now)
+        XCTAssertTrue(dropped(h).isEmpty, "the viewer may still finish it")
+        XCTAssertNil(refusal(h.reportViewer(.complete, ad.id)))
+        XCTAssertEqual(grants(h).map(\.adID), [ad.id])
+    }
+}
+
 final class ReconfigureTests: XCTestCase {
     func testRemovedSlotsEndTheirAdsAndKeptSlotsKeepThem() {
         var h = Harness(slots: [slot("keep"), slot("drop")])

@@ -67,6 +67,29 @@ final class RewardLedgerTests: XCTestCase {
         XCTAssertEqual(try ledger.count(), 1)
     }
 
+    /// A promise survives a reopen until its ad's grant takes it (in the grant's own write),
+    /// it is dropped, or its ad's life ends.
+    func testAPromiseLastsUntilItsGrantItsDropOrItsAdsEnd() throws {
+        let path = dir.appendingPathComponent("ledger.sqlite").path
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        func promise(_ ad: String, endsIn seconds: Double) -> PromisedRewardRecord {
+            PromisedRewardRecord(adID: ad, slot: "r", network: "sim", userID: "u1", rewardName: "coins", rewardAmount: 10, extra: "",
+                                 holderUID: 1000, endsAt: now + seconds, capPlugin: "sim", capAdUnitID: "", takenAt: now - 5, counted: false)
+        }
+        do {
+            let ledger = try RewardLedger(path: path)
+            for (ad, life) in [("granted", 60.0), ("dropped", 60), ("ended", 1), ("kept", 60)] { try ledger.keep(promise(ad, endsIn: life)) }
+            var counted = promise("kept", endsIn: 60)
+            counted.counted = true
+            try ledger.keep(counted)
+            XCTAssertEqual(try ledger.grant(record("t1", ad: "granted")), .granted)
+            try ledger.dropPromise(adID: "dropped")
+        }
+        let ledger = try RewardLedger(path: path)
+        XCTAssertEqual(try ledger.promises(at: now + 1).map { "\($0.adID) \($0.counted)" }, ["kept true"])
+        XCTAssertEqual(try ledger.promises(at: now + 61).count, 0, "past its ad's life")
+    }
+
     func testUnacknowledgedRewardsSurviveAReopenUntilAcknowledged() throws {
         let path = dir.appendingPathComponent("ledger.sqlite").path
         do {

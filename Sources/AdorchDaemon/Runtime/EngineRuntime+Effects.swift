@@ -31,6 +31,8 @@ extension EngineRuntime {
                 }
             case .controlSession(let id, let plugin, let control): plugins[plugin]?.control(id, control)
             case .recordImpression(let impression): capHistory?.record(impression, now: now())
+            case .keepPromise(let promise): keep(promise)
+            case .dropPromise(let id): dropPromise(id)
             }
         }
         rearm()

@@ -1,5 +1,7 @@
 import AdorchEngine
+import AdorchRewards
 import Dispatch
+import Foundation
 
 // [engine queue] Rewards written before anyone hears of them (docs/rules.md, "Rewards"): a
 // row the ledger cannot take now (a full disk) is kept, written again every second until it
@@ -54,6 +56,58 @@ extension EngineRuntime {
             rewardRetryArmed = false
             retryUnrecordedRewards()
             if !unrecordedRewards.isEmpty { armRewardRetry() }
+        }
+    }
+}
+
+// [engine queue] Rewards promised across a restart (docs/rules.md, "Across a restart"): the
+// engine says which shown rewarded ads to keep on disk and when one is void; at start the
+// ones still in their life come back under the names their apps were given.
+
+extension EngineRuntime {
+    /// Keeps the promise on disk, before the Show that hands its ad out is answered.
+    func keep(_ promise: PromisedReward) {
+        guard let rewards else { return }
+        do {
+            try rewards.ledger.keep(rewards.record(of: promise, ids: ids, now: now(), nowDate: Date()))
+        } catch {
+            logger.error("rewards: the promise of ad \(ids.external(promise.adID))'s reward could not be written to the ledger (\(error)); its complete is rewarded in this run, but not after a restart",
+                         metadata: ["slot": "\(promise.slot)"])
+        }
+    }
+
+    func dropPromise(_ id: AdID) {
+        do {
+            try rewards?.ledger.dropPromise(adID: ids.external(id))
+        } catch {
+            logger.error("rewards: the promise of ad \(ids.external(id))'s reward could not be removed from the ledger (\(error)); after a restart its complete would still be rewarded")
+        }
+    }
+
+    /// The promises an earlier run left that are still in their ad's life: apps may complete
+    /// those ads in this run, under the ids they were given.
+    func restorePromises() {
+        guard let rewards else { return }
+        let rows: [PromisedRewardRecord]
+        do {
+            rows = try rewards.ledger.promises(at: Date())
+        } catch {
+            return logger.error("rewards: the promised rewards of ads shown before this start could not be read (\(error)); their completes will be refused")
+        }
+        let (moment, date) = (now(), Date())
+        let kept: [(name: String, promise: PromisedReward)] = rows.compactMap { row in
+            RewardDesk.promise(of: row, now: moment, nowDate: date).map { (row.adID, $0) }
+        }
+        let (restored, effects) = engine.restorePromises(kept.map(\.promise), now: moment)
+        var alive: [Moment] = []
+        for (old, id) in zip(kept, restored) {
+            guard let id else { continue }
+            ids.adopt(old.name, as: id)
+            alive.append(old.promise.endsAt)
+        }
+        apply(effects)
+        if let last = alive.max() {
+            logger.notice("rewards: \(alive.count) rewarded ads shown before this start may still be completed for their reward, the last until \(timestamp(wallTime(last)))")
         }
     }
 }

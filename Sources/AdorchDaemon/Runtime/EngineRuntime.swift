@@ -145,6 +145,8 @@ final class EngineRuntime: Sendable {
                             seed: UInt64.random(in: 1...UInt64.max))
             logUnservable(config.slots)
             if let caps { useCapHistory(caps) }
+            // After the history: a promise whose impression had not counted counts now.
+            restorePromises()
             timer = makeTimer { [unowned self] in advance() }
             if let (kept, away) = estimatesFile.load(logger: logger) {
                 let (effects, refused) = engine.restore(kept, away: away, now: now())

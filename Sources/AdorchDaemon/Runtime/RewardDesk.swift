@@ -28,8 +28,6 @@ final class RewardDesk: Sendable {
         key = try config.rewardKey()
     }
 
-    /// Writes the grant to the ledger; the event to publish once it is on disk, or nil if it
-    /// was not granted (a repeat, or the write failed: both logged).
     /// Merges the ledger's WAL into its file, for a clean stop.
     func checkpoint() {
         do { try ledger.checkpoint() } catch { logger.warning("rewards: the ledger could not be checkpointed at stop: \(error)") }
@@ -42,6 +40,35 @@ final class RewardDesk: Sendable {
             userID: grant.userID, slot: grant.slot, network: grant.network, rewardName: grant.reward.name,
             rewardAmount: grant.reward.amount, extra: grant.reward.extra, grantedAt: Date(), holderUID: holder.map(Int64.init)
         )
+    }
+
+    /// A promised reward as the ledger keeps it: engine moments as wall-clock time (`now` is
+    /// this run's moment of `nowDate`), the ad under its app-facing name.
+    func record(of promise: PromisedReward, ids: ExternalIDs, now: Moment, nowDate: Date) -> PromisedRewardRecord {
+        let impression = promise.impression
+        return PromisedRewardRecord(
+            adID: ids.external(promise.adID), slot: promise.slot, network: promise.network, userID: promise.userID,
+            rewardName: promise.reward.name, rewardAmount: promise.reward.amount, extra: promise.reward.extra,
+            holderUID: promise.holder.map(Int64.init), endsAt: nowDate + (promise.endsAt - now).seconds,
+            capPlugin: impression?.network.plugin, capAdUnitID: impression?.network.adUnitID,
+            takenAt: impression.map { nowDate - Double(now.capTime &- $0.at) / 1e9 }, counted: promise.counted)
+    }
+
+    /// The engine's promise of a row read back at start (`now` is this run's moment of
+    /// `nowDate`); nil for a row whose holder uid is out of range (never written by the daemon).
+    static func promise(of row: PromisedRewardRecord, now: Moment, nowDate: Date) -> PromisedReward? {
+        guard let holder = row.holderUID.map({ UInt32(exactly: $0) }) ?? .some(nil) else { return nil }
+        var impression: CountedImpression?
+        if let plugin = row.capPlugin, let unit = row.capAdUnitID, let taken = row.takenAt {
+            // Signed: an impression from before this boot still has its place (as CapHistoryFile reads them).
+            let ageNS = Int64(clamping: Int64(exactly: (nowDate.timeIntervalSince(taken) * 1e9).rounded()) ?? .max)
+            impression = CountedImpression(slot: row.slot, network: CapNetwork(plugin: plugin, adUnitID: unit),
+                                           user: CapUser(uid: holder, id: row.userID), at: now.capTime &- ageNS)
+        }
+        let remaining = Duration.nanoseconds(Int64(exactly: (max(0, row.endsAt.timeIntervalSince(nowDate)) * 1e9).rounded()) ?? .max)
+        return PromisedReward(adID: 0, slot: row.slot, network: row.network, userID: row.userID,
+                              reward: RewardModel(name: row.rewardName, amount: row.rewardAmount, extra: row.extra), holder: holder,
+                              endsAt: now + remaining, impression: impression, counted: row.counted)
     }
 
     /// What writing a reward's row came to.
@@ -182,3 +209,4 @@ final class RewardDesk: Sendable {
     }
 
 }
+
