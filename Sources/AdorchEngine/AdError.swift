@@ -70,6 +70,9 @@ public enum ShowError: Error, Equatable, Sendable {
     /// A frequency rule holds the slot for this user (docs/caps.md): `rule` is its name, and a
     /// Show `retryAfter` from now (whole milliseconds, rounded up) is let in, if nothing else is shown.
     case capped(slot: String, rule: String, retryAfter: Duration)
+    /// The rewarded ad's promise (docs/rules.md, "Across a restart") could not be written: the
+    /// ad was not handed out, since a restart would cost its viewer the reward.
+    case promiseUnwritten(slot: String, reason: String)
 }
 
 /// Why a viewer report was refused.

@@ -49,6 +49,11 @@ final class RewardDurabilityTests: XCTestCase {
                        "nothing is announced that is not on disk")
         let (again, _) = try daemon.callExpectingError("io.adorch.Ads.Report", ["ad_id": .string(ad), "event": "complete"])
         XCTAssertEqual(again, "io.adorch.Ads.AdNotValid", "the completion is counted once: a second one is refused as ever")
+        // A new rewarded ad is not handed out while its reward cannot be promised across a restart.
+        try daemon.waitFor("rewarded_main refilled") { try daemon.slotStatus("rewarded_main")["ready"]?.intValue ?? 0 > 0 }
+        let (unpromised, why) = try daemon.callExpectingError("io.adorch.Ads.Show", ["slot": "rewarded_main", "user_id": "u-full"])
+        XCTAssertEqual(unpromised, "io.adorch.Ads.LedgerFailed", "\(why)")
+        XCTAssertTrue(why["message"]?.stringValue?.contains("could not be promised in the ledger") == true, "\(why)")
 
         try FileManager.default.removeItem(atPath: filler)
         try daemon.waitForLog(["waiting rewards written to the ledger and announced"], timeout: .seconds(10))

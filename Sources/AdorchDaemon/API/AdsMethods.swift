@@ -290,6 +290,9 @@ private func showError(_ error: ShowError, _ call: VarlinkCall, _ gate: CallGate
             "the ad this call took in \(slot) ended before its plugin presented it (\(reason))")])
     case .shuttingDown:
         AdsError.shuttingDown()
+    case .promiseUnwritten(let slot, let reason):
+        AdsError.ledgerFailed(["message": .string(
+            "the reward of the ad this call took in \(slot) could not be promised in the ledger (\(reason)), so it was not handed out")])
     case .invalidParameter(let name, let reason):
         invalidParameter(name, reason)
     case .tooManyOpenAds(let uid, let open, let loading, let limit):

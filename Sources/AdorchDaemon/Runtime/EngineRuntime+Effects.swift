@@ -8,6 +8,8 @@ import Dispatch
 extension EngineRuntime {
     /// Carries out the effects in order, then re-arms the timer.
     func apply(_ effects: [Effect]) {
+        // Ads whose promise could not be written in this batch, and why: their Show is refused.
+        var unpromised: [AdID: String] = [:]
         for effect in effects {
             switch effect {
             case .load(let order): plugins[order.plugin]?.load(order)
@@ -16,6 +18,10 @@ extension EngineRuntime {
             case .notify(let id, let plugin, let event): plugins[plugin]?.notify(id, event: event)
             case .destroy(let id, let plugin): plugins[plugin]?.destroy(id)
             case .emit(let event): feed.publish(event)
+            case .completeShow(let request, .success(let ad)) where unpromised[ad.id] != nil:
+                // A restart would cost its viewer the reward: the ad goes, and the call says why.
+                apply(engine.displayFailed(ad.id, reason: "its reward could not be promised in the ledger", now: now()))
+                pendingShows.removeValue(forKey: request)?(.failure(.promiseUnwritten(slot: ad.slot, reason: unpromised[ad.id]!)))
             case .completeShow(let request, let result):
                 pendingShows.removeValue(forKey: request)?(result)
             case .completeLoad(let request, let result):
@@ -31,7 +37,7 @@ extension EngineRuntime {
                 }
             case .controlSession(let id, let plugin, let control): plugins[plugin]?.control(id, control)
             case .recordImpression(let impression): capHistory?.record(impression, now: now())
-            case .keepPromise(let promise): keep(promise)
+            case .keepPromise(let promise): unpromised[promise.adID] = keep(promise)
             case .dropPromise(let id): dropPromise(id)
             }
         }

@@ -65,14 +65,17 @@ extension EngineRuntime {
 // ones still in their life come back under the names their apps were given.
 
 extension EngineRuntime {
-    /// Keeps the promise on disk, before the Show that hands its ad out is answered.
-    func keep(_ promise: PromisedReward) {
-        guard let rewards else { return }
+    /// Keeps the promise on disk, before the Show that hands its ad out is answered; why it
+    /// could not be, if it could not.
+    func keep(_ promise: PromisedReward) -> String? {
+        guard let rewards else { return nil }
         do {
             try rewards.ledger.keep(rewards.record(of: promise, ids: ids, now: now(), nowDate: Date()))
+            return nil
         } catch {
-            logger.error("rewards: the promise of ad \(ids.external(promise.adID))'s reward could not be written to the ledger (\(error)); its complete is rewarded in this run, but not after a restart",
+            logger.error("rewards: the promise of ad \(ids.external(promise.adID))'s reward could not be written to the ledger (\(error))",
                          metadata: ["slot": "\(promise.slot)"])
+            return "\(error)"
         }
     }
 
