@@ -32,9 +32,11 @@ FUZZ_SMOKE_SECONDS ?= 10
 FUZZ_SECONDS ?= 300
 # The soak's length in minutes, and how many load → show → destroy cycles `make cycles` runs.
 SOAK_MINUTES ?= 30
+# The chaos run's length in minutes (`make test` runs it for 45 s).
+CHAOS_MINUTES ?= 10
 CYCLES ?= 1000000
 
-.PHONY: run test hostile bench footprint fuzz soak cycles asan tsan build deps clean help install install-files deb
+.PHONY: run test hostile chaos bench footprint fuzz soak cycles asan tsan build deps clean help install install-files deb
 
 help:
 	@echo "make run    build and run adorchd in the foreground on the embedded default config"
@@ -43,6 +45,7 @@ help:
 	@echo "make bench  run the benchmarks (release build); the tables also go to BENCHMARKS.md"
 	@echo "make footprint  the idle daemon's memory, by mapping, and exec -> READY=1 (release build, no redis)"
 	@echo "make fuzz   fuzz the Varlink decoder, the config parser and the reward callback [FUZZ_SECONDS=300 per target]"
+	@echo "make chaos  three apps as three uids show rewarded ads while the daemon is killed and its disk filled; nothing earned lost or doubled, no cap passed [CHAOS_MINUTES=10; root]"
 	@echo "make soak   200 clients against misbehaving plugins with a reload every minute [SOAK_MINUTES=30]"
 	@echo "make cycles a million load -> show -> destroy cycles: no ad object may pile up [CYCLES=1000000]"
 	@echo "make asan   every test on an AddressSanitizer build (leaks too); fails on any report"
@@ -71,6 +74,12 @@ test: deps
 hostile: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --disable-swift-testing --filter 'Hostile'
+
+# Part of `make test` (45 s); alone, for CHAOS_MINUTES. Needs root: the apps run as other
+# uids and the full disk is a tmpfs.
+chaos: deps
+	$(SWIFT) build --build-tests
+	ADORCH_CHAOS_SECONDS=$$(( $(CHAOS_MINUTES) * 60 )) $(SWIFT) test --skip-build --disable-swift-testing --filter ChaosTests
 
 fuzz: deps
 	scripts/fuzz.sh --seconds $(FUZZ_SECONDS)

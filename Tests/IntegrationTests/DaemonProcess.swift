@@ -40,10 +40,11 @@ final class DaemonProcess {
     /// returns once it printed that it is serving; with `fileLimit`, its soft and hard limit
     /// on open descriptors, with `taskLimit` on tasks (through prlimit, which execs it under
     /// the same pid). `user`: run as that uid, as a service user is (its binaries and
-    /// plugins are then copies in the run folder, its folder its own).
+    /// plugins are then copies in the run folder, its folder its own). `socket`: where it
+    /// serves, for daemons started one after another on one socket; else in its own folder.
     init(config: String? = nil, pluginDir: String? = productsDirectory.path, extraArguments: [String] = [],
          environment: [String: String] = [:], stateDir: URL? = nil, fileLimit: Int? = nil, taskLimit: Int? = nil,
-         user: Int? = nil) throws {
+         user: Int? = nil, socket: String? = nil) throws {
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-it-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         if let user {
@@ -51,12 +52,12 @@ final class DaemonProcess {
                 throw TestFailure("cannot give \(dir.path) to uid \(user): \(String(cString: strerror(errno)))")
             }
         }
-        socket = dir.appendingPathComponent("adorchd.sock").path
+        self.socket = socket ?? dir.appendingPathComponent("adorchd.sock").path
         logFile = dir.appendingPathComponent("adorchd.log")
 
         // The tests read the log from stderr: console, not auto, which picks the journal
         // whenever a journald happens to run on the host.
-        var arguments = ["--socket", socket, "--state-dir", (stateDir ?? dir.appendingPathComponent("state")).path,
+        var arguments = ["--socket", self.socket, "--state-dir", (stateDir ?? dir.appendingPathComponent("state")).path,
                          "--log-level", "debug", "--log-target", "console"]
         if let config {
             let path = dir.appendingPathComponent("adorchd.toml")

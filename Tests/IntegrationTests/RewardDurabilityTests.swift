@@ -6,31 +6,6 @@ import XCTest
 /// (docs/rules.md, "Ledger first"): a real daemon whose state directory is a small tmpfs
 /// filled to the last byte.
 final class RewardDurabilityTests: XCTestCase {
-    /// A tmpfs of `megabytes` mounted on a new folder, unmounted at teardown; skips where
-    /// this process may not mount (not root, or no mount namespace of its own to do it in).
-    private func smallDisk(megabytes: Int) throws -> URL {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-fulldisk-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let mounted = try runCommand("/bin/mount", ["-t", "tmpfs", "-o", "size=\(megabytes)m,mode=0755", "tmpfs", folder.path])
-        guard mounted.status == 0 else {
-            try? FileManager.default.removeItem(at: folder)
-            throw XCTSkip("a full disk is made with a tmpfs, which this process may not mount: \(mounted.stderr)")
-        }
-        addTeardownBlock {
-            _ = try? runCommand("/bin/umount", ["-l", folder.path])
-            try? FileManager.default.removeItem(at: folder)
-        }
-        return folder
-    }
-
-    /// Writes zeros to `path` until the disk is full.
-    private func fill(_ path: String) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        defer { close(fd) }
-        let chunk = [UInt8](repeating: 0, count: 4096)
-        while chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
-    }
-
     func testAFullDiskMakesCompleteANamedErrorAndTheRewardIsGrantedOnceSpaceReturns() throws {
         let disk = try smallDisk(megabytes: 4)
         let state = disk.appendingPathComponent("state")
@@ -39,7 +14,7 @@ final class RewardDurabilityTests: XCTestCase {
         try daemon.waitFor("rewarded_main ready") { try daemon.slotStatus("rewarded_main")["ready"]?.intValue ?? 0 > 0 }
         let ad = try XCTUnwrap(try daemon.call("io.adorch.Ads.Show", ["slot": "rewarded_main", "user_id": "u-full"])["ad"]?["id"]?.stringValue)
         let filler = disk.appendingPathComponent("filler").path
-        fill(filler)
+        fillDisk(filler)
 
         let (error, parameters) = try daemon.callExpectingError("io.adorch.Ads.Report", ["ad_id": .string(ad), "event": "complete"])
         XCTAssertEqual(error, "io.adorch.Ads.LedgerFailed", "\(parameters)")

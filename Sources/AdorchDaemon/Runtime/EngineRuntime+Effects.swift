@@ -10,6 +10,9 @@ extension EngineRuntime {
     func apply(_ effects: [Effect]) {
         // Ads whose promise could not be written in this batch, and why: their Show is refused.
         var unpromised: [AdID: String] = [:]
+        // An impression of this batch not in the caps history: a promise kept after it must not
+        // say it counted, so that a restart counts it (docs/rules.md, "Across a restart").
+        var impressionUnwritten = false
         for effect in effects {
             switch effect {
             case .load(let order): plugins[order.plugin]?.load(order)
@@ -36,8 +39,11 @@ extension EngineRuntime {
                     queue.async { [self] in apply(sessions.startRefused(id, now: now())) }
                 }
             case .controlSession(let id, let plugin, let control): plugins[plugin]?.control(id, control)
-            case .recordImpression(let impression): capHistory?.record(impression, now: now())
-            case .keepPromise(let promise): unpromised[promise.adID] = keep(promise)
+            case .recordImpression(let impression):
+                if capHistory?.record(impression, now: now()) == false { impressionUnwritten = true }
+            case .keepPromise(var promise):
+                if impressionUnwritten { promise.counted = false }
+                unpromised[promise.adID] = keep(promise)
             case .dropPromise(let id): dropPromise(id)
             }
         }

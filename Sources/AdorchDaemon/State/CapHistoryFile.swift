@@ -49,9 +49,10 @@ final class CapHistoryFile {
     }
 
     /// A failed write is logged (at most once a minute) and the cap still holds for this run:
-    /// it lives in the engine.
-    func record(_ impression: CountedImpression, now: Moment) {
-        guard let store else { return }
+    /// it lives in the engine. Whether the impression is in the file.
+    @discardableResult
+    func record(_ impression: CountedImpression, now: Moment) -> Bool {
+        guard let store else { return false }
         let row = StoredImpression(slot: impression.slot, plugin: impression.network.plugin, adUnitID: impression.network.adUnitID,
                                    uid: impression.user.uid, userID: impression.user.id,
                                    atMilliseconds: Self.nowMilliseconds() &- (now.capTime &- impression.at) / 1_000_000)
@@ -61,11 +62,13 @@ final class CapHistoryFile {
                 logger.error("frequency caps: \(unloggedFailures) impressions could not be written to \(path) before this one was; their caps hold until the daemon stops")
                 unloggedFailures = 0
             }
+            return true
         } catch {
             unloggedFailures += 1
-            if let last = lastFailureLog, Date().timeIntervalSince(last) < Self.failureLogInterval { return }
+            if let last = lastFailureLog, Date().timeIntervalSince(last) < Self.failureLogInterval { return false }
             logger.error("frequency caps: \(unloggedFailures) impressions could not be written to \(path) (\(error)); their caps hold until the daemon stops")
             (unloggedFailures, lastFailureLog) = (0, Date())
+            return false
         }
     }
 
