@@ -26,6 +26,8 @@ struct AdTable: Sendable {
     private var loadingByPlugin: [String: Int] = [:]
     /// Ads handed to each uid and not ended yet: its open-ads budget, asked on every Show and Load.
     private var heldByUID: [UInt32: Int] = [:]
+    /// Payload bytes of each plugin's ready and shown ads: its payload budget, asked on every load.
+    private var payloadBytesByPlugin: [String: Int] = [:]
     var timers = DeadlineQueue<EngineTimer>()
     /// Slots that may be below their buffer: their ads changed, or they were still short when last looked at.
     var wanting: Set<String> = []
@@ -82,6 +84,9 @@ struct AdTable: Sendable {
     /// Ads handed to `uid` that have not ended.
     func held(by uid: UInt32) -> Int { heldByUID[uid, default: 0] }
 
+    /// Bytes of the payloads of `plugin`'s ads the engine holds (ready, and shown still open).
+    func payloadBytes(of plugin: String) -> Int { payloadBytesByPlugin[plugin, default: 0] }
+
     private mutating func reindex(_ id: AdID, from old: AdRecord?, to new: AdRecord?) {
         if let old {
             wanting.insert(old.slot)
@@ -97,6 +102,15 @@ struct AdTable: Sendable {
                 if heldByUID[uid] == 0 { heldByUID[uid] = nil }
             }
             if let uid = new?.holder { heldByUID[uid, default: 0] += 1 }
+        }
+        // utf8.count is O(1) on the native strings payloads arrive as.
+        let (oldBytes, newBytes) = (old?.payloadJSON.utf8.count ?? 0, new?.payloadJSON.utf8.count ?? 0)
+        if old?.plugin != new?.plugin || oldBytes != newBytes {
+            if let old, oldBytes > 0 {
+                payloadBytesByPlugin[old.plugin]! -= oldBytes
+                if payloadBytesByPlugin[old.plugin] == 0 { payloadBytesByPlugin[old.plugin] = nil }
+            }
+            if let new, newBytes > 0 { payloadBytesByPlugin[new.plugin, default: 0] += newBytes }
         }
         if let new {
             wanting.insert(new.slot)

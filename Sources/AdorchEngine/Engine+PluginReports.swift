@@ -31,6 +31,9 @@ extension Engine {
             }
         }
         guard let ad = ads[id], ad.plugin == plugin else { return ignored(report, for: id, from: plugin) }
+        if case .loading = ad.state, let reason = payloadRefusal(of: report, for: ad) {
+            return pluginReported(.failed(.pluginFault, networkCode: 0, message: reason), for: id, from: plugin, now: now)
+        }
         switch (report, ad.state) {
         case (.loaded(_, let expiresIn, let price, let tracksItself, let items, _), .loading) where ad.requestID != nil:
             return loadRequestFilled(ad, items: items, expiresIn: expiresIn, price: price, tracksItself: tracksItself, now: now)

@@ -108,7 +108,9 @@ extern "C" {
  * the rest of that second's are dropped and counted (one flooding plugin must not drown the
  * daemon's journal or hold up the other plugins' ads). The callbacks are paced within the
  * second too: each 1/ADORCH_CALLBACK_SLICES_PER_S of it admits that share of
- * ADORCH_CALLBACKS_PER_S (1,000 per 50 ms), so that a second's worth never arrives at once. */
+ * ADORCH_CALLBACKS_PER_S (1,000 per 50 ms), so that a second's worth never arrives at once.
+ * Besides each payload's bound, the host bounds the payload bytes one plugin's ads hold at
+ * once, and a load past that fails too (docs/isolation.md, "payload bytes per plugin"). */
 #define ADORCH_PAYLOAD_MAX_BYTES (8u << 20)
 #define ADORCH_TEXT_MAX_BYTES (16u << 10)
 #define ADORCH_LOG_LINES_PER_S 200
