@@ -20,7 +20,7 @@ final class EventFeed {
     private var recent = RecentEvents(capacity: recentKept)
     private var subscribers: [UInt64: Subscriber] = [:]
     private var nextSubscriber: UInt64 = 1
-    /// Lines about each plugin's callbacks, by network (admitLine).
+    /// Lines about each plugin's ads and callbacks, by network (admitLine).
     private var eventLines: [String: SecondWindow] = [:]
 
     init(logger: Logger, ids: ExternalIDs) {
@@ -32,15 +32,24 @@ final class EventFeed {
         return subscribers.count
     }
 
-    /// A plugin's callbacks make at most as many lines a second as its own log lines may
-    /// (plugin.h, ADORCH_LOG_LINES_PER_S): the events still go to subscribers, and the count
-    /// of lines left out is said once a second.
+    /// Events whose every line an operator needs, whatever the plugin's budget: a reward
+    /// granted is a payout (each one already went through the ledger), and a network's
+    /// rate-limit pause comes at most once per pause. A plugin's crash or disablement is not
+    /// an event: the registry logs it, outside any budget.
+    static let alwaysLogged: Set<EngineEvent.Kind> = [.rewardGranted, .networkPaused]
+
+    /// The lines about one plugin's doings, every event that names its network but
+    /// `alwaysLogged` (its loads' ends, its ads' expiry, replacement and shows, its events,
+    /// ignored callbacks and contract violations), make at most as many a second as its own
+    /// log lines may (plugin.h, ADORCH_LOG_LINES_PER_S): the events still go to subscribers
+    /// and ListEvents, and the count of lines left out is said once a second. Counting only
+    /// some kinds let a plugin whose ads expired at once log 15,500 lines a second.
     private func admitLine(of event: EngineEvent) -> Bool {
-        guard [.callbackIgnored, .contractViolation, .adEvent, .mediaCached].contains(event.kind), let network = event.network else { return true }
+        guard !Self.alwaysLogged.contains(event.kind), let network = event.network else { return true }
         let window = eventLines[network] ?? SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
         eventLines[network] = window
         return window.admit(warning: logger, metadata: ["plugin": "\(network)"]) { dropped in
-            "plugin \(network): \(dropped) lines about its callbacks left out of the log in the last second (over \(CallbackBounds.logLinesPerSecond)); subscribers had every event"
+            "plugin \(network): \(dropped) lines about its ads and callbacks left out of the log in the last second (over \(CallbackBounds.logLinesPerSecond)); subscribers had every event"
         }
     }
 
