@@ -67,4 +67,41 @@ final class EventFeedTests: XCTestCase {
         // Subscribers and ListEvents still have every event.
         XCTAssertEqual(feed.recentEvents(slots: ["t"], limit: 10, viewer: root).count, 3)
     }
+
+    func testAFloodInOneSlotLeavesTheOtherSlotsLatestEventsListed() throws {
+        let feed = feed()
+        feed.publish(EngineEvent(.adLoaded, slot: "b", adID: 1, network: "n"))
+        feed.publish(EngineEvent(.adShown, slot: "b", adID: 1, network: "n", userID: "u"))
+        feed.publish(EngineEvent(.slotEmpty, slot: "c", message: "no valid ad ready"))
+        for n in 0..<5000 { feed.publish(EngineEvent(.adExpired, slot: "a", adID: AdID(100 + n), network: "n")) }
+        let all = feed.recentEvents(slots: nil, limit: EventFeed.recentKept, viewer: root)
+        XCTAssertEqual(all.count, EventFeed.recentKept, "the ring is full, not over")
+        let b = feed.recentEvents(slots: ["b"], limit: EventFeed.recentKept, viewer: root)
+        XCTAssertEqual(b.compactMap { $0["kind"]?.stringValue }, ["ad_loaded", "ad_shown"], "slot b's events outlive slot a's flood")
+        XCTAssertEqual(feed.recentEvents(slots: ["c"], limit: 10, viewer: root).count, 1)
+        // Slot a keeps the rest, its latest, oldest first.
+        let a = feed.recentEvents(slots: ["a"], limit: EventFeed.recentKept, viewer: root)
+        XCTAssertEqual(a.count, EventFeed.recentKept - 3)
+        XCTAssertEqual(a.last?["kind"]?.stringValue, "ad_expired")
+        XCTAssertTrue(all.last.map { $0 == a.last } ?? false, "all events come oldest first across slots")
+    }
+
+    /// Each slot keeps at least its share, recentKept over the slots with events kept, of its latest.
+    func testEverySlotKeepsItsShareWhenAllFlood() {
+        var ring = RecentEvents(capacity: 12)
+        for n in 0..<100 {
+            ring.append(Recent(event: EngineEvent(.adLoaded, slot: "s\(n % 3)", adID: AdID(n)), time: Date(), owner: nil))
+        }
+        ring.append(Recent(event: EngineEvent(.adLoaded, slot: nil, adID: 1000), time: Date(), owner: nil))
+        let kept = ring.elements
+        XCTAssertEqual(kept.count, 12)
+        XCTAssertEqual(kept.last?.event.adID, 1000, "an event of no slot is kept as one more slot's")
+        for slot in ["s0", "s1", "s2"] {
+            let ids = kept.filter { $0.event.slot == slot }.compactMap(\.event.adID)
+            XCTAssertGreaterThanOrEqual(ids.count, 12 / 4, slot)
+            XCTAssertEqual(ids, ids.sorted(), "oldest first")
+            XCTAssertEqual(ids.last, (97...99).first { "s\($0 % 3)" == slot }, "\(slot) keeps its latest")
+        }
+        XCTAssertEqual(kept.map(\.event.adID!), kept.map(\.event.adID!).sorted(), "oldest first across slots")
+    }
 }

@@ -139,8 +139,10 @@ enum AdsMethod: String, VarlinkMethodName {
         case .stop: VarlinkDeclaration("# Ends the session at once (its last event is stopped); the id is never valid again.", "(session_id: string) -> ()")
         case .listEvents: VarlinkDeclaration(
             """
-            # The latest events (at most \(EventFeed.recentKept) are kept), oldest first, of the named slots or of all, that
-            # the caller may see (Event).
+            # The latest events, oldest first, of the named slots or of all, that the caller may see (Event).
+            # At most \(EventFeed.recentKept) are kept in all, shared among the slots: when full, the slot holding the
+            # most loses its oldest, so a flood in one slot pushes out only its own events and every slot keeps its
+            # latest, up to its share (\(EventFeed.recentKept) over the slots with events kept).
             """,
             "(slots: ?[]string, limit: ?int) -> (events: []Event)")
         case .subscribe: VarlinkDeclaration(

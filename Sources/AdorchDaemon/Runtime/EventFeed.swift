@@ -10,7 +10,7 @@ import Logging
 ///
 /// Part of the engine queue's state (RuntimeState): reached only through EngineRuntime.
 final class EventFeed {
-    /// Events ListEvents can still return.
+    /// Events ListEvents can still return, in all: each slot keeps its share (RecentEvents).
     static let recentKept = 512
 
     private let logger: Logger
@@ -117,21 +117,4 @@ struct Recent {
     var event: EngineEvent
     var time: Date
     var owner: UInt32?
-}
-
-/// The last `capacity` events, oldest first: a ring, so a full one costs no shifting.
-struct RecentEvents {
-    private var ring: [Recent] = []
-    private var start = 0
-    let capacity: Int
-
-    init(capacity: Int) { self.capacity = capacity }
-
-    mutating func append(_ element: Recent) {
-        guard ring.count == capacity else { return ring.append(element) }
-        ring[start] = element
-        start = (start + 1) % capacity
-    }
-
-    var elements: [Recent] { Array(ring[start...] + ring[..<start]) }
 }
