@@ -823,3 +823,65 @@ final class NetworkLoadsTests: XCTestCase {
         XCTAssertNil(h.engine.networkLoads["a"], "and do not come back")
     }
 }
+
+/// How often a slot may load when its plugin answers at once, whatever it answers: the
+/// attacker-plugin review's payload with expires_in_s = 1e-300 made one slot load, expire and
+/// load again 73,636 times in 9 s. With the lifetime floor (`Engine.shortestLifetime`) and the
+/// entries' backoff, a slot loads about its buffer target per lifetime when its ads fill, and
+/// each entry about once per backoff when they fail.
+final class ReloadRateTests: XCTestCase {
+    private let span = Duration.seconds(10)
+
+    /// Runs `span` in 10 ms steps, answering every load the moment it starts; its load count.
+    private func loads(_ h: inout Harness, answer: (inout Harness, LoadOrder) -> Void) -> Int {
+        var answered = 0
+        let end = h.now + span
+        while h.now < end {
+            // Loads an answer starts are answered too, in the same instant.
+            while answered < h.loads.count {
+                let order = h.loads[answered]
+                answer(&h, order)
+                answered += 1
+            }
+            h.advance(.milliseconds(10))
+        }
+        return answered
+    }
+
+    func testASlotWhoseAdsExpireAtOnceLoadsAboutItsBufferPerLifetime() {
+        let buffer = 3
+        var h = Harness(slots: [slot(buffer: buffer)])
+        let count = loads(&h) { h, order in h.fill(order.adID, expiresIn: .nanoseconds(1)) }
+        // Each ad is replaced once its refresh margin (a fifth of its floor) begins.
+        let most = buffer * (Int(span / (Engine.shortestLifetime * 0.8)) + 1)
+        XCTAssertGreaterThan(count, buffer * 5)
+        XCTAssertLessThanOrEqual(count, most, "loads in \(span) of a buffer of \(buffer) whose ads expire at once")
+        XCTAssertEqual(h.status("s").ready, buffer, "the buffer stays full meanwhile")
+    }
+
+    func testASlotWhoseLoadsFailAtOnceAsksEachEntryAtMostOncePerBackoff() {
+        let entries = ["a", "a", "b"]
+        let settings = SchedulerSettings()  // the defaults: 1 s doubling, spread by a fifth
+        for code in [AdErrorCode.noFill, .pluginFault, .network] {
+            var h = Harness(slots: [slot(entries: entries)], settings: settings)
+            let count = loads(&h) { h, order in h.report(.failed(code, networkCode: 0, message: "at once"), order.adID) }
+            let shortest = settings.backoff(doublings: 0, spread: -1)
+            XCTAssertLessThanOrEqual(count, entries.count * (Int(span / shortest) + 1), "\(code)")
+            // Doubling from the first failure (1, 2, 4 s, each within a fifth): four tries of an entry at most.
+            XCTAssertGreaterThanOrEqual(count, entries.count, "\(code): every entry is asked")
+            XCTAssertLessThanOrEqual(count, entries.count * 4, "\(code): loads in \(span) of entries that always fail")
+        }
+    }
+
+    /// A demand-aware slot does not double its backoff for a low-fill entry's ordinary run of
+    /// no-fills (docs/scheduler.md): its entry is still asked no more than once per backoff.
+    func testADemandAwareSlotsFailingEntryIsAskedAtMostOncePerBackoff() {
+        let settings = SchedulerSettings(backoffJitter: 0.2)
+        var config = slot(buffer: 1)
+        config.bufferMax = 5
+        var h = Harness(slots: [config], settings: settings)
+        let count = loads(&h) { h, order in h.report(.failed(.noFill, networkCode: 0, message: "at once"), order.adID) }
+        XCTAssertGreaterThan(count, 5, "its entry is asked again and again")
+        XCTAssertLessThanOrEqual(count, Int(span / settings.backoff(doublings: 0, spread: -1)) + 1)
+    }
+}
