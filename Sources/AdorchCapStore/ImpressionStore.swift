@@ -112,7 +112,7 @@ public final class ImpressionStore: Sendable {
     }
 
     /// Merges the WAL into the database file and empties it (a clean stop leaves one file).
-    public func checkpoint() throws { try database.writeWithoutTransaction { try $0.checkpoint(.truncate) } }
+    public func checkpoint() throws { _ = try database.writeWithoutTransaction { try $0.checkpoint(.truncate) } }
 
     public func count() throws -> Int { try database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM impressions") ?? 0 } }
 }
