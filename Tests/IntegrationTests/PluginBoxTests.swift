@@ -75,7 +75,8 @@ final class PluginBoxTests: XCTestCase {
         for target in ["the daemon", "another host"] {
             for attack in ["prlimit RLIMIT_NOFILE 10 on", "prlimit RLIMIT_CPU 1 on", "prlimit RLIMIT_AS 64 MiB on", "setpriority 19 on",
                            "sched_setaffinity on", "ioprio_set idle on", "kill SIGKILL to", "F_SETOWN socket to", "F_SETOWN_EX socket to",
-                           "FIOSETOWN socket to", "SIOCSPGRP socket to"] {
+                           "FIOSETOWN socket to", "SIOCSPGRP socket to", "open /proc/PID/environ of", "open /proc/PID/maps of",
+                           "open /proc/PID/mem of"] {
                 let result = tries.first { $0.0 == "\(attack) \(target)" }?.1
                 XCTAssertTrue(result?.hasPrefix("refused") == true, "\(attack) \(target): \(result ?? "not tried")")
             }

@@ -135,6 +135,14 @@ static void against(const char *who, pid_t target) {
         bind(sock, (struct sockaddr *)&self, sizeof self) == 0 && getsockname(sock, (struct sockaddr *)&self, &length) == 0)
         (void)!sendto(sock, "x", 1, 0, (struct sockaddr *)&self, sizeof self);
     close(sock);
+    /* What the kernel guards as tracing: a secret in the environment, the memory's layout and contents. */
+    static const char *const guarded[] = {"environ", "maps", "mem"};
+    for (size_t i = 0; i < sizeof guarded / sizeof guarded[0]; i++) {
+        char path[64], what[32];
+        snprintf(path, sizeof path, "/proc/%d/%s", target, guarded[i]);
+        snprintf(what, sizeof what, "open /proc/PID/%s of", guarded[i]);
+        AGAINST(what, open(path, O_RDONLY | O_CLOEXEC));
+    }
 #undef AGAINST
 }
 
