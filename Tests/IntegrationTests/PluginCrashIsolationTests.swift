@@ -367,6 +367,80 @@ extension ConfinedPluginTests {
 }
 
 extension HostilePluginTests {
+    /// A plugin whose ads expire at once, each with a payload just under the 8 MiB bound, and
+    /// which logs at every load: the loop its slot could drive is held by the lifetime floor,
+    /// the payload it could pile up by the per-plugin budget, its lines by the log rate bound;
+    /// a polite app of another uid is served as ever and only the plugin's loads fail.
+    func testAPluginDrivingALoopIsHeldAndCostsOnlyItself() throws {
+        let library = try forgerLibrary()
+        let daemon = try DaemonProcess(config: """
+            [access]
+            ads_users = ["\(HostileUID.polite)"]
+
+            [plugins.sim]
+            [plugins.forger]
+            path = "\(library)"
+            isolation = "process"
+            config = { mode = "loop" }
+
+            [[slots]]
+            id = "steady"
+            format = "interstitial"
+            buffer = 4
+              [[slots.waterfall]]
+              plugin = "sim"
+              server_parameter = "latency_ms=1..3"
+
+            [[slots]]
+            id = "looping"
+            format = "interstitial"
+            buffer = 4
+              [[slots.waterfall]]
+              plugin = "forger"
+              server_parameter = "1e-300"
+
+            [[slots]]
+            id = "hoarding"
+            format = "interstitial"
+            buffer = 20
+              [[slots.waterfall]]
+              plugin = "forger"
+              server_parameter = "600"
+            """)
+        defer { _ = daemon.stop() }
+        try daemon.waitFor("steady full") { (try daemon.slotStatus("steady")["ready"]?.intValue) == 4 }
+        let polite = try PoliteProcess(socket: daemon.socket, slot: "steady")
+        let loadsBefore = try daemon.slotStatus("looping")["counters"]?["loads"]?.intValue ?? 0
+        let started = ContinuousClock.now
+        try daemon.waitForLog(["one plugin's ads may hold"], timeout: .seconds(20))
+        // Ten seconds of the loop, measured: its own slot's counters, the daemon's memory, the log.
+        let window = Duration.seconds(10)
+        let measuredFrom = daemon.log.split(separator: "\n").count
+        try daemon.waitFor("ten seconds of the loop", timeout: .seconds(30)) { ContinuousClock.now - started >= window }
+        let loads = (try daemon.slotStatus("looping")["counters"]?["loads"]?.intValue ?? 0) - loadsBefore
+        let elapsed = (ContinuousClock.now - started).inSeconds
+        let rss = try residentMegabytes(of: daemon.pid)
+        let forgerLines = daemon.log.split(separator: "\n").dropFirst(measuredFrom).filter { $0.contains("forger") }.count
+        try polite.stopAndCheck(during: "a plugin driving a load/expire loop with 8 MiB payloads")
+        print("loop: \(loads) loads in \(elapsed) s, daemon RSS \(rss) MB, \(forgerLines) lines about forger in the last part")
+
+        // The floor: an ad lives at least a second, so its 4 ads are loaded about 5 times a second.
+        XCTAssertLessThan(Double(loads) / elapsed, 10, "\(loads) loads in \(elapsed) s")
+        XCTAssertLessThan(Double(forgerLines) / elapsed, 2 * Double(200), "the lines about one plugin are bounded")
+        XCTAssertLessThan(rss, 250, "the daemon holds at most 64 MiB of the plugin's payloads: RSS \(rss) MB")
+        XCTAssertTrue(daemon.log.contains("plugin_fault"), "the loads past the budget fail as the plugin's fault")
+        XCTAssertEqual(try daemon.pluginStatus("sim")["crashes"]?.intValue, 0)
+        XCTAssertTrue(daemon.isRunning)
+    }
+
+    private func residentMegabytes(of pid: pid_t) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let kilobytes = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }?.split(separator: " ").dropFirst().first
+        return (kilobytes.flatMap { Int($0) } ?? 0) / 1024
+    }
+}
+
+extension HostilePluginTests {
     /// The validator holds a plugin to the same payload bound as the daemon.
     func testTheValidatorFailsAnOversizedPayload() throws {
         let run = try runCommand(productsDirectory.appendingPathComponent("adorch-plugin-validate").path, [

@@ -6,8 +6,13 @@
  *                            other plugins' Shows must not wait behind it.
  *   config {"mode":"big"}    each load answers with a payload over ADORCH_PAYLOAD_MAX_BYTES.
  *   config {"mode":"slowinit"} init takes 2 s, as an SDK fetching its remote config may.
+ *   config {"mode":"loop"}   each load answers at once with a payload just under the 8 MiB
+ *                            bound, expiring after the entry's server_parameter in seconds
+ *                            (1e-300: at once), and logs a line per load: for the lifetime
+ *                            floor, the per-plugin payload budget and the log rate bound.
  * Compiled by the integration test with plain cc against the header. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +21,7 @@
 #include "adorch/plugin.h"
 
 static const adorch_host *host;
-static int mode; /* 1 pong, 2 flood, 3 big, 4 slowinit */
+static int mode; /* 1 pong, 2 flood, 3 big, 4 slowinit, 5 loop */
 static volatile int stop;
 static pthread_t worker;
 
@@ -39,7 +44,7 @@ static void *forge(void *unused) {
 
 static int32_t forger_init(const adorch_host *h, const char *config_json) {
     host = h;
-    mode = strstr(config_json, "\"pong\"") ? 1 : strstr(config_json, "\"flood\"") ? 2 : strstr(config_json, "\"big\"") ? 3 : strstr(config_json, "\"slowinit\"") ? 4 : 0;
+    mode = strstr(config_json, "\"pong\"") ? 1 : strstr(config_json, "\"flood\"") ? 2 : strstr(config_json, "\"big\"") ? 3 : strstr(config_json, "\"slowinit\"") ? 4 : strstr(config_json, "\"loop\"") ? 5 : 0;
     if (mode == 4) {
         struct timespec wait = {2, 0};
         nanosleep(&wait, NULL);
@@ -53,12 +58,16 @@ static void forger_deinit(void) {
     if (mode == 2) pthread_join(worker, NULL);
 }
 
-typedef struct { adorch_ad_id id; } forger_ad;
+typedef struct {
+    adorch_ad_id id;
+    char expires[32];
+} forger_ad;
 
 static adorch_ad *forger_create(adorch_ad_id id, const adorch_request *request) {
-    (void)request;
     forger_ad *ad = calloc(1, sizeof *ad);
-    if (ad) ad->id = id;
+    if (!ad) return NULL;
+    ad->id = id;
+    snprintf(ad->expires, sizeof ad->expires, "%s", request->server_parameter[0] ? request->server_parameter : "1e-300");
     return ad;
 }
 
@@ -67,6 +76,21 @@ static int32_t forger_load(adorch_ad *opaque) {
     if (mode == 1) {
         pthread_create(&worker, NULL, forge, NULL);
         for (;;) pause(); /* stuck in the SDK, for good */
+    }
+    if (mode == 5) {
+        char head[96];
+        int length = snprintf(head, sizeof head, "{\"expires_in_s\":%s,\"pad\":\"", ad->expires);
+        size_t size = ADORCH_PAYLOAD_MAX_BYTES - 1024;
+        char *payload = malloc(size + 1);
+        if (!payload) return ADORCH_ERROR_INTERNAL;
+        memset(payload, 'x', size);
+        memcpy(payload, head, (size_t)length);
+        memcpy(payload + size - 2, "\"}", 2);
+        payload[size] = 0;
+        host->log(host, ADORCH_LOG_WARNING, "forger: loaded another that expires at once");
+        host->loaded(host, ad->id, payload);
+        free(payload);
+        return 0;
     }
     if (mode == 3) {
         size_t size = ADORCH_PAYLOAD_MAX_BYTES + 16;
