@@ -127,6 +127,9 @@ let package = Package(
         .target(name: "AdorchVarlink", dependencies: ["AdorchJSON", "CEpoll", "CGlibcMalloc", .product(name: "Logging", package: "swift-log")]),
         // JSON values, a strict parser and a writer over bytes: the wire's and the plugin host's.
         .target(name: "AdorchJSON"),
+        // Consent strings decoded (docs/privacy.md): TCF v2 TC strings, GPP strings, US Privacy.
+        // Pure: text in, values or a typed refusal out.
+        .target(name: "AdorchPrivacy"),
         // <sys/epoll.h>, for the Varlink server's socket watcher.
         .systemLibrary(name: "CEpoll"),
         // The daemon's wiring: config, runtime (engine queue, timers), the io.adorch.* handlers.
