@@ -203,6 +203,8 @@ let package = Package(
         .testTarget(name: "AdorchDaemonTests", dependencies: ["AdorchDaemon", "AdorchVarlink", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "AdorchSystemdTests", dependencies: ["AdorchSystemd"]),
         .testTarget(name: "AdorchRewardsTests", dependencies: ["AdorchRewards"]),
+        // The consent decoders against the vectors in shared/data/consent.
+        .testTarget(name: "AdorchPrivacyTests", dependencies: ["AdorchPrivacy"]),
         .target(name: "VASTFixtures", path: "Tests/VASTFixtures"),
         .testTarget(name: "AdorchBenchTests", dependencies: ["AdorchBench"]),
         .testTarget(name: "VASTTests", dependencies: ["VAST", "VASTFixtures", "AdorchEngine", "AdorchLocking"]),
