@@ -71,4 +71,12 @@ if ! python3 -c 'import varlink' >/dev/null 2>&1; then
         || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages varlink
 fi
 
+# The consent decoders' differential test (Tests/AdorchPrivacyTests) decodes the same TC strings
+# with PyPI's iab-tcf, an independent implementation.
+if ! python3 -c 'import iab_tcf' >/dev/null 2>&1; then
+    echo "install-deps: pip install iab-tcf"
+    python3 -m pip install --quiet --disable-pip-version-check iab-tcf 2>/dev/null \
+        || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages iab-tcf
+fi
+
 command -v swift >/dev/null 2>&1 || { echo "install-deps: swift is not on PATH (Swift 6 is needed)" >&2; exit 1; }
