@@ -71,7 +71,13 @@ final class ChaosTests: XCTestCase {
         // The pauses are the run's input, not waits for something to happen.
         var (kills, fills, killsWhileFull) = (0, 0, 0)
         let filler = disk.appendingPathComponent("filler").path
+        // What each daemon said about the caps history and the ledger, for a failure's diagnosis.
+        var said: [String] = []
+        func keepWhatItSaid() {
+            said += daemon.log.split(separator: "\n").filter { $0.contains("frequency caps:") || $0.contains("rewards:") }.map(String.init)
+        }
         func restart() throws {
+            keepWhatItSaid()
             kill(daemon.pid, SIGKILL)
             XCTAssertEqual(daemon.stop(), SIGKILL)
             daemon = try DaemonProcess(config: Self.config, stateDir: state, socket: socket)
@@ -101,7 +107,11 @@ final class ChaosTests: XCTestCase {
         // A clean stop writes any reward still waiting (the disk has room again), then a new
         // daemon reads the ledger back.
         XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        keepWhatItSaid()
         daemon = try DaemonProcess(config: Self.config, stateDir: state, socket: socket)
+        // What lost or reset anything, if anything did: said whatever the outcome.
+        let losses = said.filter { $0.contains("lost") || $0.contains("moved to") || $0.contains("could not be opened") || $0.contains("could not be read") }
+        print("chaos: \(said.count) lines about caps and rewards; those about losses or resets:\n\(losses.suffix(50).joined(separator: "\n"))")
 
         var ledger: [JSONValue] = []
         var more = true

@@ -40,7 +40,10 @@ extension EngineRuntime {
                 }
             case .controlSession(let id, let plugin, let control): plugins[plugin]?.control(id, control)
             case .recordImpression(let impression):
-                if capHistory?.record(impression, now: now()) == false { impressionUnwritten = true }
+                if capHistory?.record(impression, now: now()) == false {
+                    impressionUnwritten = true
+                    armDurableRetry()
+                }
             case .keepPromise(var promise):
                 if impressionUnwritten { promise.counted = false }
                 unpromised[promise.adID] = keep(promise)

@@ -5,7 +5,8 @@ import Foundation
 
 // [engine queue] Rewards written before anyone hears of them (docs/rules.md, "Rewards"): a
 // row the ledger cannot take now (a full disk) is kept, written again every second until it
-// is, and announced only then.
+// is, and announced only then. Impressions the caps history could not take are written again
+// on the same beat, first: a reward waits for the impressions counted before it.
 
 extension EngineRuntime {
     /// How long a reward that could not be written waits before the next try.
@@ -14,19 +15,23 @@ extension EngineRuntime {
     /// Writes a granted reward's row, then publishes its event; one that cannot be written
     /// waits behind the others already waiting, so rewards reach the ledger in grant order.
     func record(_ reward: UnrecordedReward) {
-        let failure = unrecordedRewards.isEmpty ? write(reward) : "rewards granted before it are still waiting"
+        let failure = !unrecordedRewards.isEmpty ? "rewards granted before it are still waiting"
+            : capHistory?.hasWaiting == true ? "impressions counted before it are still waiting for the caps history"
+            : write(reward)
         guard let failure else { return }
         unrecordedRewards.append(reward)
         logger.error("rewards: a reward granted in \(reward.row.slot) could not be written to the ledger yet (\(failure)); it is kept and written again every second until it can be (\(unrecordedRewards.count) waiting)",
                      metadata: ["slot": "\(reward.row.slot)"])
-        armRewardRetry()
+        armDurableRetry()
     }
 
     /// Whether a reward of this ad is still waiting for the ledger.
     func isUnrecorded(_ adID: AdID) -> Bool { unrecordedRewards.contains { $0.adID == adID } }
 
-    /// Writes the waiting rewards in order, up to the first that still fails.
+    /// Writes the waiting impressions, then, once none waits, the waiting rewards in order, up
+    /// to the first that still fails.
     func retryUnrecordedRewards() {
+        guard capHistory?.retryWaiting() != false else { return }
         let before = unrecordedRewards.count
         while let first = unrecordedRewards.first, write(first) == nil { unrecordedRewards.removeFirst() }
         if unrecordedRewards.count < before {
@@ -48,14 +53,16 @@ extension EngineRuntime {
         }
     }
 
-    private func armRewardRetry() {
+    /// Tries the waiting impressions and rewards again in a second, and each second after
+    /// while any still waits.
+    func armDurableRetry() {
         guard !rewardRetryArmed else { return }
         rewardRetryArmed = true
         queue.asyncAfter(deadline: .now() + Self.rewardRetryInterval) { [weak self] in
             guard let self else { return }
             rewardRetryArmed = false
             retryUnrecordedRewards()
-            if !unrecordedRewards.isEmpty { armRewardRetry() }
+            if !unrecordedRewards.isEmpty || capHistory?.hasWaiting == true { armDurableRetry() }
         }
     }
 }

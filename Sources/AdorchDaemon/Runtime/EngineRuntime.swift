@@ -192,6 +192,9 @@ final class EngineRuntime: Sendable {
             if !unrecordedRewards.isEmpty {
                 logger.error("rewards: \(unrecordedRewards.count) granted rewards could not be written to the ledger and are lost with this stop; no app was told they were granted")
             }
+            if capHistory?.hasWaiting == true {
+                logger.error("frequency caps: impressions that could not be written to the caps history are lost with this stop; the promises of rewarded ads among them count theirs again at the next start")
+            }
             rewards?.checkpoint()
             capHistory?.checkpoint()
         }

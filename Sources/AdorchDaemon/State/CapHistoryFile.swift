@@ -15,7 +15,6 @@ final class CapHistoryFile {
     private let store: ImpressionStore?
     let path: String
     private let logger: Logger
-    private var unloggedFailures = 0
     private var lastFailureLog: Date?
 
     /// Opens the file. One that is damaged (not SQLite, corrupt, not this store's schema) is
@@ -48,26 +47,42 @@ final class CapHistoryFile {
         do { try store?.checkpoint() } catch { logger.warning("frequency caps: \(path) could not be checkpointed at stop: \(error)") }
     }
 
-    /// A failed write is logged (at most once a minute) and the cap still holds for this run:
-    /// it lives in the engine. Whether the impression is in the file.
+    /// Impressions counted that the file could not take yet (a full disk), oldest first:
+    /// written again, in order, until it does (`retryWaiting`).
+    private var waiting: [StoredImpression] = []
+
+    /// Whether impressions wait for the file: a reward granted after them waits too, since its
+    /// grant removes the promise that would count its ad's impression after a restart.
+    var hasWaiting: Bool { !waiting.isEmpty }
+
+    /// Writes the impression, after any still waiting. One that cannot be written is kept and
+    /// written again (logged at most once a minute); the cap holds meanwhile in the engine.
+    /// Whether it is in the file.
     @discardableResult
     func record(_ impression: CountedImpression, now: Moment) -> Bool {
-        guard let store else { return false }
-        let row = StoredImpression(slot: impression.slot, plugin: impression.network.plugin, adUnitID: impression.network.adUnitID,
-                                   uid: impression.user.uid, userID: impression.user.id,
-                                   atMilliseconds: Self.nowMilliseconds() &- (now.capTime &- impression.at) / 1_000_000)
+        guard store != nil else { return false }
+        waiting.append(StoredImpression(slot: impression.slot, plugin: impression.network.plugin, adUnitID: impression.network.adUnitID,
+                                        uid: impression.user.uid, userID: impression.user.id,
+                                        atMilliseconds: Self.nowMilliseconds() &- (now.capTime &- impression.at) / 1_000_000))
+        return retryWaiting()
+    }
+
+    /// Writes the waiting impressions in order, up to the first that still fails; whether none waits.
+    @discardableResult
+    func retryWaiting() -> Bool {
+        guard let store else { return waiting.isEmpty }
+        let before = waiting.count
         do {
-            try store.record(row)
-            if unloggedFailures > 0 {
-                logger.error("frequency caps: \(unloggedFailures) impressions could not be written to \(path) before this one was; their caps hold until the daemon stops")
-                unloggedFailures = 0
+            while let first = waiting.first {
+                try store.record(first)
+                waiting.removeFirst()
             }
+            if before > 1 { logger.notice("frequency caps: \(before) impressions that had waited were written to \(path)") }
             return true
         } catch {
-            unloggedFailures += 1
             if let last = lastFailureLog, Date().timeIntervalSince(last) < Self.failureLogInterval { return false }
-            logger.error("frequency caps: \(unloggedFailures) impressions could not be written to \(path) (\(error)); their caps hold until the daemon stops")
-            (unloggedFailures, lastFailureLog) = (0, Date())
+            logger.error("frequency caps: \(waiting.count) impressions could not be written to \(path) yet (\(error)); they are written again every second, and their caps hold meanwhile")
+            lastFailureLog = Date()
             return false
         }
     }
