@@ -25,4 +25,13 @@ final class PayloadDecodeTests: XCTestCase {
         // Twice in a nested object counts too.
         XCTAssertEqual(payload(#"{"a":{"b":1,"b":2}}"#), #"{"a":{"b":1}}"#)
     }
+
+    /// plugin.h: under 1 s counts as 1 s, zero and less included (the engine's floor raises it);
+    /// a lifetime past a century is not read at all.
+    func testALifetimeOfZeroOrLessIsReadAsZeroNotIgnored() {
+        for (text, expected) in [("0", Duration.zero), ("-5", .zero), ("1e-300", .zero), ("2.5", .milliseconds(2500)), ("1e10", nil)] {
+            guard case .loaded(_, let expiresIn, _, _, _, _) = decodePayload(#"{"expires_in_s":\#(text)}"#) else { return XCTFail(text) }
+            XCTAssertEqual(expiresIn, expected, text)
+        }
+    }
 }

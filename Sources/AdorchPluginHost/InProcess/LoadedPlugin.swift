@@ -283,7 +283,9 @@ public func decodePayload(_ text: String) -> PluginReport {
     // it, the first of each.
     let forwarded = hadDuplicateKeys ? JSONValue.object(object).jsonString : text
     // A lifetime past a century is no lifetime a network means: not read, rather than overflowing.
-    let expiresIn = object["expires_in_s"]?.doubleValue.flatMap { $0 > 0 && $0 < 3e9 ? Duration.milliseconds(Int64($0 * 1000)) : nil }
+    // Zero or less is an ad already expired: the engine's floor (Engine.shortestLifetime) raises
+    // it as it does 1e-300, rather than the slot's ttl taking its place.
+    let expiresIn = object["expires_in_s"]?.doubleValue.flatMap { $0 < 3e9 ? Duration.milliseconds(Int64(max(0, $0) * 1000)) : nil }
     let price = object["price"]?.doubleValue
     let tracksItself = object["tracks_impressions"].flatMap { $0.boolValue ?? $0.doubleValue.map { $0 != 0 } } ?? false
     // Several native ads come as {"ads": [...]}; anything else is one ad.
