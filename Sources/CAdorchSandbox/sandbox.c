@@ -298,10 +298,11 @@ static const char *const signals[] = {"kill", "tkill", "tgkill", "rt_sigqueueinf
 /* No other program and no second process: the host runs the plugin's code in this process
  * only, under these limits (a child would be out of the watchdog's sight). */
 static const char *const new_processes[] = {"execve", "execveat", "fork", "vfork"};
-/* Unix sockets: the host has its channel to the daemon already; a new one would reach the
- * daemon's Varlink socket, journald, D-Bus or another local service. AF_INET, AF_INET6 and
- * AF_NETLINK stay: an ad network needs the network. */
-static const char *const unix_sockets[] = {"socket", "socketpair"};
+/* Sockets of any family but AF_INET, AF_INET6 and AF_NETLINK, which an ad network needs (the
+ * network, and route lookups): a Unix socket would reach the daemon's Varlink socket, journald,
+ * D-Bus or another local service (the host has its channel to the daemon already), a vsock the
+ * hypervisor, a packet socket the raw network. */
+static const char *const sockets[] = {"socket", "socketpair"};
 /* Mounts, namespaces, root changes: each is a way out of the filesystem view Landlock set. */
 static const char *const namespaces[] = {"mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "fsopen",
                                          "fsconfig", "fsmount", "fspick", "open_tree", "move_mount", "mount_setattr"};
@@ -359,7 +360,8 @@ static bool apply_seccomp(bool refuse_truncate, bool boxed, struct report *r) {
     /* clone3's flags are in memory the filter cannot read: it answers as if absent, and glibc
      * falls back to clone, whose flags it can. */
     deny(&f, "clone3", ENOSYS, 0, NULL);
-    DENY(&f, unix_sockets, INT_IS(0, AF_UNIX));
+    for (int family = 0; family < AF_MAX; family++)
+        if (family != AF_INET && family != AF_INET6 && family != AF_NETLINK) DENY(&f, sockets, INT_IS(0, family));
     DENY_ALWAYS(&f, namespaces);
     DENY_ALWAYS(&f, kernel_surface);
     DENY_ALWAYS(&f, machine);

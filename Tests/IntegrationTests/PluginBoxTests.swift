@@ -82,7 +82,8 @@ final class PluginBoxTests: XCTestCase {
             }
         }
         for attack in ["memfd_create", "shmget 1 GiB", "unlink the daemon's socket", "rename the daemon's socket",
-                       "setpriority 19 on the whole user", "setpriority 19 on the process group", "socket AF_UNIX with high bits set"] {
+                       "setpriority 19 on the whole user", "setpriority 19 on the process group", "socket AF_UNIX with high bits set",
+                       "socket AF_VSOCK", "socket AF_PACKET"] {
             XCTAssertTrue(tries.first { $0.0 == attack }?.1.hasPrefix("refused") == true, "\(attack): \(tries)")
         }
         let threads = try XCTUnwrap(Int(daemon.log.firstMatch(of: /boxbreaker: threads: (\d+) made/)?.1 ?? ""))

@@ -186,6 +186,8 @@ static void *attack(void *unused) {
     TRY("setpriority 19 on the whole user", setpriority(PRIO_USER, 0, 19));
     /* The filter must read an int argument's low 32 bits only, as the kernel does. */
     TRY("socket AF_UNIX with high bits set", syscall(SYS_socket, 0x100000000UL | AF_UNIX, SOCK_STREAM, 0));
+    TRY("socket AF_VSOCK", socket(AF_VSOCK, SOCK_STREAM, 0));
+    TRY("socket AF_PACKET", socket(AF_PACKET, SOCK_RAW, 0));
     TRY("setpriority 19 on the process group", setpriority(PRIO_PGRP, 0, 19));
     TRY("memfd_create", syscall(SYS_memfd_create, "hoard", 0));
     TRY("shmget 1 GiB", shmget(IPC_PRIVATE, 1UL << 30, IPC_CREAT | 0600));
