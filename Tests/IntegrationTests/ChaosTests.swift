@@ -32,6 +32,7 @@ final class ChaosTests: XCTestCase {
         var e: String
         var ad: String?
         var user: String?
+        var asked: Double?
         var t: Double?
         var trans: String?
         var error: String?
@@ -133,13 +134,14 @@ final class ChaosTests: XCTestCase {
             let lines = try String(contentsOf: journals[uid]!, encoding: .utf8).split(separator: "\n")
             let entries = lines.compactMap { try? JSONDecoder().decode(Told.self, from: Data($0.utf8)) }
             XCTAssertEqual(entries.last?.e, "end", "app \(uid) ran to its end")
-            var times: [String: [Double]] = [:]
+            // Each show's (asked, answered): the daemon took the ad between the two.
+            var times: [String: [(asked: Double, answered: Double)]] = [:]
             for entry in entries {
                 switch entry.e {
                 case "shown":
                     shown += 1
                     shownAds.insert(entry.ad!)
-                    times[entry.user!, default: []].append(entry.t!)
+                    times[entry.user!, default: []].append((entry.asked!, entry.t!))
                 case "completed":
                     completed += 1
                     XCTAssertTrue(ledgerAds.contains(entry.ad!), "app \(uid) was told its complete of \(entry.ad!) succeeded: not in the ledger")
@@ -151,12 +153,14 @@ final class ChaosTests: XCTestCase {
                 default: break
                 }
             }
-            // No window of the cap holds more of a user's shows than it allows (50 ms for the
-            // time between the daemon taking the ad and the app writing it down).
-            for (user, at) in times {
-                let sorted = at.sorted()
-                for (first, last) in zip(sorted, sorted.dropFirst(Self.cap.impressions)) where last - first < Self.cap.window - 0.05 {
-                    XCTFail("\(user) (uid \(uid)) got \(Self.cap.impressions + 1) ads within \(last - first) s, past the cap")
+            // No window of the cap holds more of a user's shows than it allows: the earlier show
+            // was taken by its answer at the latest, the later one once asked at the earliest, so
+            // less than the window between those two is a show past the cap (10 ms for the
+            // milliseconds the caps history keeps time in).
+            for (user, shows) in times {
+                let sorted = shows.sorted { $0.asked < $1.asked }
+                for (first, last) in zip(sorted, sorted.dropFirst(Self.cap.impressions)) where last.asked - first.answered < Self.cap.window - 0.01 {
+                    XCTFail("\(user) (uid \(uid)) got \(Self.cap.impressions + 1) ads within \(last.asked - first.answered) s, past the cap")
                 }
             }
         }

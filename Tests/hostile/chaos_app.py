@@ -92,6 +92,7 @@ def main(path, out, seconds, uid):
                     unsure.remove(ad)
                     conn.call("io.adorch.Ads.Report", {"ad_id": ad, "event": "close"})
             user = random.choice(users)
+            asked = time.time()
             reply = conn.call("io.adorch.Ads.Show", {"slot": SLOT, "user_id": user})
             error = varlink.error_of(reply)
             if error is not None:
@@ -99,7 +100,8 @@ def main(path, out, seconds, uid):
                 time.sleep(0.05)
                 continue
             ad = reply["parameters"]["ad"]["id"]
-            journal.write(e="shown", ad=ad, user=user, t=time.time())
+            # The daemon took the ad between the two: what the cap check may rely on.
+            journal.write(e="shown", ad=ad, user=user, asked=asked, t=time.time())
             conn.call("io.adorch.Ads.Report", {"ad_id": ad, "event": "impression"})
             unsure.append(ad)
             if complete(conn, ad, journal):
