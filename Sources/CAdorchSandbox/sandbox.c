@@ -265,13 +265,23 @@ struct filter {
     char first_failure[96];
 };
 
-static void deny(struct filter *f, const char *name, int error, unsigned count, const struct scmp_arg_cmp *compare) {
-    int number = seccomp_syscall_resolve_name(name);
+static void deny_number(struct filter *f, const char *name, int number, int error, unsigned count,
+                        const struct scmp_arg_cmp *compare) {
     int rc = number == __NR_SCMP_ERROR ? -ENOSYS : seccomp_rule_add_array(f->ctx, SCMP_ACT_ERRNO(error), number, count, compare);
     if (rc == 0)
         f->rules++;
     else if (f->failures++ == 0)
         snprintf(f->first_failure, sizeof f->first_failure, "%s: %s", name, strerror(-rc));
+}
+
+static void deny(struct filter *f, const char *name, int error, unsigned count, const struct scmp_arg_cmp *compare) {
+    deny_number(f, name, seccomp_syscall_resolve_name(name), error, count, compare);
+}
+
+/* A call libseccomp may not know by name: its number when the name does not resolve. */
+static void deny_numbered(struct filter *f, const char *name, int number) {
+    int known = seccomp_syscall_resolve_name(name);
+    deny_number(f, name, known == __NR_SCMP_ERROR ? number : known, EPERM, 0, NULL);
 }
 
 static void deny_all(struct filter *f, const char *const *names, size_t count, unsigned compares, const struct scmp_arg_cmp *compare) {
@@ -330,6 +340,22 @@ static const char *const unmapped_memory[] = {"memfd_create", "memfd_secret", "s
 static const char *const by_pid_first[] = {"prlimit64", "sched_setaffinity", "sched_setparam", "sched_setscheduler",
                                           "sched_setattr", "migrate_pages", "move_pages"};
 static const char *const by_pid_second[] = {"setpriority", "ioprio_set"};
+/* A file's mode, owner, times, extended attributes, and watches on it: Landlock has no right
+ * for these, so a host could otherwise make the daemon's hidden ledger or key world-readable
+ * and writable, lock apps out of the socket folder, or learn when a hidden file changes.
+ * Refused for every path, the host's own included: an ad SDK has no need of them. Those on an
+ * fd (fchmod, fchown, fsetxattr) stay: the fd was opened under Landlock, and an O_PATH one,
+ * opened past it, is refused by the kernel (EBADF). */
+static const char *const file_metadata[] = {"chmod", "fchmodat", "chown", "lchown", "fchownat", "utime", "utimes",
+                                            "utimensat", "futimesat", "setxattr", "lsetxattr", "removexattr",
+                                            "lremovexattr", "inotify_add_watch", "fanotify_init", "fanotify_mark"};
+/* The same, added after the libseccomp this is built with knew their names: by number, which
+ * every architecture shares since Linux 5.1 numbered new calls alike. fchmodat2 also takes
+ * AT_EMPTY_PATH, so an O_PATH fd opened past Landlock would reach it. */
+static const struct {
+    const char *name;
+    int number;
+} newer_file_metadata[] = {{"fchmodat2", 452}, {"setxattrat", 463}, {"removexattrat", 466}};
 static const char *const set_priority[] = {"setpriority"};
 static const char *const set_io_priority[] = {"ioprio_set"};
 
@@ -377,6 +403,9 @@ static bool apply_seccomp(bool refuse_truncate, bool boxed, struct report *r) {
     DENY(&f, set_priority, SCMP_A0_32(SCMP_CMP_NE, PRIO_PROCESS));
     DENY(&f, set_io_priority, SCMP_A0_32(SCMP_CMP_NE, 1 /* IOPRIO_WHO_PROCESS */));
     DENY_ALWAYS(&f, unmapped_memory);
+    DENY_ALWAYS(&f, file_metadata);
+    for (size_t i = 0; i < sizeof newer_file_metadata / sizeof *newer_file_metadata; i++)
+        deny_numbered(&f, newer_file_metadata[i].name, newer_file_metadata[i].number);
     if (!boxed) {
         DENY(&f, by_pid_first, SCMP_A0_32(SCMP_CMP_NE, 0));
         DENY(&f, by_pid_second, SCMP_A1_32(SCMP_CMP_NE, 0));
@@ -391,7 +420,8 @@ static bool apply_seccomp(bool refuse_truncate, bool boxed, struct report *r) {
     say(r, "seccomp: applied (%u rules): no ptrace, signals only to itself, no exec, fork or clone but threads, "
            "no Unix sockets (network sockets allowed), no mounts or namespaces, no bpf, perf, io_uring, "
            "userfaultfd, keyrings, modules, kexec, reboot, swap, acct, file handles, socket owners (F_SETOWN), "
-           "memfd or System V shared memory%s%s",
+           "memfd or System V shared memory, no change to a file's mode, owner, times or extended attributes "
+           "by path, no inotify or fanotify%s%s",
         f.rules, boxed ? "" : ", limits, priority, affinity or I/O priority of another process",
         refuse_truncate ? ", truncate by path (Landlock below ABI 3 does not control it)" : "");
     if (f.failures > 0) say(r, "seccomp: %u rules missing (first: %s)", f.failures, f.first_failure);

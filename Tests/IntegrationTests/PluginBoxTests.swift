@@ -83,7 +83,9 @@ final class PluginBoxTests: XCTestCase {
         }
         for attack in ["memfd_create", "shmget 1 GiB", "unlink the daemon's socket", "rename the daemon's socket",
                        "setpriority 19 on the whole user", "setpriority 19 on the process group", "socket AF_UNIX with high bits set",
-                       "socket AF_VSOCK", "socket AF_PACKET"] {
+                       "socket AF_VSOCK", "socket AF_PACKET", "chmod the daemon's socket folder", "fchmodat2 the daemon's socket folder",
+                       "lchown the daemon's socket", "utimensat the daemon's socket folder",
+                       "setxattr on the daemon's socket folder", "inotify_add_watch on the daemon's socket folder"] {
             XCTAssertTrue(tries.first { $0.0 == attack }?.1.hasPrefix("refused") == true, "\(attack): \(tries)")
         }
         let threads = try XCTUnwrap(Int(daemon.log.firstMatch(of: /boxbreaker: threads: (\d+) made/)?.1 ?? ""))

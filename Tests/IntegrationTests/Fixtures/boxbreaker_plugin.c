@@ -19,11 +19,14 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/ipc.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/shm.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include "adorch/plugin.h"
 
@@ -146,6 +149,28 @@ static void against(const char *who, pid_t target) {
 #undef AGAINST
 }
 
+/* What Landlock has no right for: a hidden file's mode, owner, times, extended attributes and
+ * watches. Each is tried so that, done, it changes nothing (the same mode, no owner, the same
+ * times): the test's daemon keeps serving whatever the result. */
+static void metadata(const char *socket_path) {
+    char folder[4096];
+    snprintf(folder, sizeof folder, "%s", socket_path);
+    char *slash = strrchr(folder, '/');
+    if (slash == NULL || slash == folder) return;
+    *slash = '\0';
+    struct stat seen;
+    mode_t mode = stat(folder, &seen) == 0 ? seen.st_mode & 07777 : 0700;
+    TRY("chmod the daemon's socket folder", chmod(folder, mode));
+    TRY("fchmodat2 the daemon's socket folder", syscall(452 /* fchmodat2 */, AT_FDCWD, folder, mode, 0));
+    TRY("lchown the daemon's socket", lchown(socket_path, (uid_t)-1, (gid_t)-1));
+    struct timespec unchanged[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_nsec = UTIME_OMIT}};
+    TRY("utimensat the daemon's socket folder", utimensat(AT_FDCWD, folder, unchanged, 0));
+    TRY("setxattr on the daemon's socket folder", setxattr(folder, "user.boxbreaker", "1", 1, 0));
+    int watcher = inotify_init1(IN_CLOEXEC);
+    TRY("inotify_add_watch on the daemon's socket folder", inotify_add_watch(watcher, folder, IN_ALL_EVENTS));
+    close(watcher);
+}
+
 /* The file whose appearance starts the attack (config {"go":"PATH"}): the test's signal that
  * it is measuring. */
 static char go[512];
@@ -180,6 +205,7 @@ static void *attack(void *unused) {
                 char moved[4200];
                 snprintf(moved, sizeof moved, "%s.moved", socket_path);
                 TRY("rename the daemon's socket", rename(socket_path, moved));
+                metadata(socket_path);
             }
     }
     if (other > 0) against("another host", other);
