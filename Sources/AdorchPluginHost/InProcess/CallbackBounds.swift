@@ -22,9 +22,12 @@ public enum CallbackBounds {
     /// The most a plugin keeps of what it earned: one slice's worth.
     public static let mostCallbacksEarned = callbacksPerSecond / callbackSlicesPerSecond
 
-    /// A plugin's text for one log line: cut at textBytes, and control characters (C0, DEL,
-    /// C1 and the Unicode line and paragraph separators) written as escapes, so that no line
-    /// break can make a line of its own that looks like the daemon's.
+    /// A plugin's text for one log line: cut at textBytes, and every control and format
+    /// character written as an escape: C0 (tabs too, which split a line into fields for
+    /// whoever reads the log), DEL, C1, the Unicode line and paragraph separators, and the
+    /// bidirectional and other invisible format characters (U+202E shows the rest of a line
+    /// reversed). No line break can make a line of its own that looks like the daemon's, and
+    /// what a reader sees is what the plugin wrote.
     public static func logText(_ text: String) -> String {
         var out = ""
         for scalar in text.unicodeScalars {
@@ -32,13 +35,19 @@ public enum CallbackBounds {
             switch scalar {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
-            case "\t": out += "\t"
-            case _ where scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029:
-                out += String(format: "\\u{%x}", scalar.value)
+            case "\t": out += "\\t"
+            case _ where isEscaped(scalar): out += String(format: "\\u{%x}", scalar.value)
             default: out.unicodeScalars.append(scalar)
             }
         }
         return out
+    }
+
+    private static func isEscaped(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator: true
+        default: false
+        }
     }
 
     /// A failure's message, which log lines and events carry: as a log line's text.
