@@ -29,7 +29,7 @@ static int write_file(const char *path, const char *text) {
  * daemon may have held malloc's lock when it was cloned). On failure it writes its errno to
  * `error_fd` and exits 127. */
 static void child(const char *path, char *const argv[], char *const envp[], int channel_fd, int channel_target,
-                  int status_fd, int status_target, const char *uid_map, const char *gid_map, int error_fd) {
+                  int status_fd, int status_target, int output_fd, const char *uid_map, const char *gid_map, int error_fd) {
     int error = 0;
     /* Every signal at its default and none blocked: the daemon's handling is not the host's. */
     struct sigaction fallback = {.sa_handler = SIG_DFL};
@@ -49,6 +49,7 @@ static void child(const char *path, char *const argv[], char *const envp[], int 
     if (!error && (dup2(channel, channel_target) < 0 || dup2(status, status_target) < 0)) error = errno;
     int null = error ? -1 : open("/dev/null", O_RDONLY);
     if (!error && (null < 0 || dup2(null, STDIN_FILENO) < 0)) error = errno;
+    if (!error && (dup2(output_fd, STDOUT_FILENO) < 0 || dup2(output_fd, STDERR_FILENO) < 0)) error = errno;
     if (!error) {
         if (null > STDIN_FILENO) close(null);
         close(channel);
@@ -62,7 +63,7 @@ static void child(const char *path, char *const argv[], char *const envp[], int 
 }
 
 int adorch_spawn_boxed(const char *path, char *const argv[], char *const envp[], int channel_fd, int channel_target,
-                       int status_target, pid_t *pid, int *status_fd) {
+                       int status_target, int output_fd, pid_t *pid, int *status_fd) {
     /* Formatted before the clone: the child may not call snprintf. */
     char uid_map[64], gid_map[64];
     snprintf(uid_map, sizeof uid_map, "%u %u 1\n", (unsigned)geteuid(), (unsigned)geteuid());
@@ -79,7 +80,7 @@ int adorch_spawn_boxed(const char *path, char *const argv[], char *const envp[],
     long made = syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC | SIGCHLD, NULL, NULL, NULL, 0);
     if (made == 0) {
         close(errors[0]);
-        child(path, argv, envp, channel_fd, channel_target, status[1], status_target, uid_map, gid_map, errors[1]);
+        child(path, argv, envp, channel_fd, channel_target, status[1], status_target, output_fd, uid_map, gid_map, errors[1]);
     }
     int clone_error = errno;
     close(errors[1]);
@@ -104,6 +105,8 @@ int adorch_spawn_boxed(const char *path, char *const argv[], char *const envp[],
     *status_fd = status[0];
     return 0;
 }
+
+int adorch_cloexec_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC) == 0 ? 0 : errno; }
 
 int adorch_box_init(int status_fd, int channel_fd) {
     /* The daemon gone is the end of the box: pid 1 taking its namespace with it. */

@@ -88,9 +88,21 @@ final class PluginBoxTests: XCTestCase {
                        "setxattr on the daemon's socket folder", "inotify_add_watch on the daemon's socket folder"] {
             XCTAssertTrue(tries.first { $0.0 == attack }?.1.hasPrefix("refused") == true, "\(attack): \(tries)")
         }
+        // Its stdout and stderr are a pipe the daemon reads: each line logged as the plugin's,
+        // within its 200 lines a second; none passes for the daemon's, and there is no file to empty.
+        XCTAssertEqual(tries.first { $0.0 == "ftruncate stderr" }?.1, "refused (EINVAL)")
+        let lines = daemon.log.split(separator: "\n")
+        XCTAssertFalse(lines.contains { $0.hasPrefix("adorchd[1]: FORGED") }, "a line the plugin wrote passed for the daemon's")
+        XCTAssertTrue(lines.contains { $0.contains("stderr: adorchd[1]: FORGED") }, "the plugin's own line, logged as its own")
+        let flooded = try XCTUnwrap(Int(daemon.log.firstMatch(of: /boxbreaker: stderr: (\d+) lines written/)?.1 ?? ""))
+        let logged = lines.filter { $0.hasSuffix("stderr: flood") }.count
+        XCTAssertGreaterThan(flooded, 2 * CallbackBounds.logLinesPerSecond, "the flood filled the pipe")
+        XCTAssertGreaterThan(logged, 0)
+        XCTAssertLessThanOrEqual(logged, 3 * CallbackBounds.logLinesPerSecond, "\(logged) of \(flooded) flood lines logged")
+        XCTAssertTrue(daemon.log.contains("log lines dropped in the last second"))
         let threads = try XCTUnwrap(Int(daemon.log.firstMatch(of: /boxbreaker: threads: (\d+) made/)?.1 ?? ""))
         XCTAssertLessThan(threads, Int(Confinement.boxTasks), "the plugin's threads stop at its box's task limit")
-        print("boxbreaker: \(threads) threads made; \(tries.map { "\($0.0): \($0.1)" }.joined(separator: "; "))")
+        print("boxbreaker: \(logged) of \(flooded) stderr lines logged; \(threads) threads made; \(tries.map { "\($0.0): \($0.1)" }.joined(separator: "; "))")
 
         // Nothing of the daemon's or the other host's changed.
         XCTAssertTrue(daemon.isRunning, daemon.howItEnded ?? "")

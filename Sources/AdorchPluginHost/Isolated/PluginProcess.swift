@@ -1,5 +1,6 @@
 import AdorchEngine
 import AdorchLocking
+import CAdorchSandbox
 import Dispatch
 import Foundation
 import Logging
@@ -27,7 +28,8 @@ public final class PluginProcess: @unchecked Sendable {
     private let state = LockedValue(Waiting())
     /// The host already bounds its plugin's callbacks; these bound what a plugin could forge on the channel.
     private let callbacks = CallbackBudget()
-    private let logLines = SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
+    /// Its log lines in a second: those it sends and those it writes on stdout and stderr.
+    private let logLines: SecondWindow
     private var heartbeat: DispatchSourceTimer?
 
     private struct Waiting {
@@ -56,20 +58,33 @@ public final class PluginProcess: @unchecked Sendable {
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
             throw .cannotOpen(path: path, reason: "socketpair: \(String(cString: strerror(errno)))")
         }
-        let childEnd = pair[1]
-        let outcome = SpawnThread.run { SpawnedHost.start(settings: settings, name: name, channelFD: childEnd) }
+        var output: [Int32] = [-1, -1]
+        let piped = adorch_cloexec_pipe(&output)
+        guard piped == 0 else {
+            let why = String(cString: strerror(piped))
+            close(pair[0])
+            close(pair[1])
+            throw .cannotOpen(path: path, reason: "pipe: \(why)")
+        }
+        let (childEnd, outputEnd) = (pair[1], output[1])
+        let outcome = SpawnThread.run { SpawnedHost.start(settings: settings, name: name, channelFD: childEnd, output: outputEnd) }
         close(pair[1])
+        close(output[1])
+        var pluginLogger = logger
+        pluginLogger[metadataKey: "plugin"] = "\(name)"
+        let logLines = SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
         let host: SpawnedHost
         switch outcome {
         case .success(let spawnedHost): host = spawnedHost
         case .failure(let failure):
             close(pair[0])
+            close(output[0])
             throw .cannotOpen(path: path, reason: failure.reason)
         }
+        HostOutput.startReading(output[0], name: name, logger: pluginLogger, lines: logLines)
         self.spawned = host
         self.settings = settings
-        var pluginLogger = logger
-        pluginLogger[metadataKey: "plugin"] = "\(name)"
+        self.logLines = logLines
         self.logger = pluginLogger
         channel = PluginChannel(fd: pair[0], label: name)
         queue = DispatchQueue(label: "adorch.host.\(name)")
@@ -85,7 +100,6 @@ public final class PluginProcess: @unchecked Sendable {
                                            logLevel: logger.logLevel.rawValue).frame)
         // What the plugin logs on its way up is logged as it comes (bounded as ever): a start
         // that fails or hangs is explained by it.
-        let startLines = SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
 
         var confinedText = ""
         var hostPID = host.pid
@@ -112,7 +126,7 @@ public final class PluginProcess: @unchecked Sendable {
                 case .started(let info): started = info
                 case .refused(let reason): refusal = reason
                 case .log(let level, let message):
-                    if startLines.admit(warning: pluginLogger, FloodNote.logLines) { pluginLogger.log(level: Logger.Level(rawValue: level) ?? .info, "\(CallbackBounds.logText(message))") }
+                    if logLines.admit(warning: pluginLogger, FloodNote.logLines) { pluginLogger.log(level: Logger.Level(rawValue: level) ?? .info, "\(CallbackBounds.logText(message))") }
                 // A plugin may call its host from init on: what it reports is handled once it started.
                 case .report: after.append(reply)
                 default: refusal = "its host answered out of turn"

@@ -21,16 +21,17 @@ final class SpawnedHost: Sendable {
 
     struct Failure: Error, Sendable { let reason: String }
 
-    /// The channel is the host's fd 3, and nothing else of the daemon's goes with it (the host
-    /// closes any other descriptor it inherited first thing).
-    static func start(settings: HostSettings, name: String, channelFD: Int32) -> Result<SpawnedHost, Failure> {
+    /// The channel is the host's fd 3 and `output` its stdout and stderr, and nothing else of
+    /// the daemon's goes with them (the host closes any other descriptor it inherited first thing).
+    static func start(settings: HostSettings, name: String, channelFD: Int32, output: Int32) -> Result<SpawnedHost, Failure> {
         let arguments = [settings.executable] + PluginHostArguments(name: name, parent: getpid(), confinement: settings.confinement).arguments
         // The daemon's environment, less the Swift runtime's backtracer: a crashing plugin
         // must die of its signal at once (the daemon logs which), not wait on a backtrace.
         var environment = ProcessInfo.processInfo.environment.filter { HostSettings.inheritedEnvironment($0.key) }
         environment["SWIFT_BACKTRACE"] = "enable=no"
         let boxed = ChildSpawn.spawnBoxed(settings.executable, arguments: arguments, environment: environment,
-                                          channel: channelFD, as: PluginHostArguments.channelFD, statusAs: PluginHostArguments.statusFD)
+                                          channel: channelFD, as: PluginHostArguments.channelFD, statusAs: PluginHostArguments.statusFD,
+                                          output: output)
         switch boxed {
         case .started(let pid, let status):
             return .success(SpawnedHost(pid: pid, status: status, box: "box: its own user, PID and IPC namespaces"))
@@ -40,7 +41,7 @@ final class SpawnedHost: Sendable {
             let why = "box: none: the kernel refused new user, PID and IPC namespaces (\(String(cString: strerror(errno))))"
                 + ": only the system call filter keeps it from other processes"
             switch ChildSpawn.spawn(settings.executable, arguments: arguments, environment: environment,
-                                    channel: channelFD, as: PluginHostArguments.channelFD) {
+                                    channel: channelFD, as: PluginHostArguments.channelFD, output: output) {
             case .success(let pid): return .success(SpawnedHost(pid: pid, status: -1, box: why))
             case .failure(let failure): return .failure(Failure(reason: failure.description))
             }

@@ -42,13 +42,18 @@ int adorch_sandbox_die_with_parent(int parent);
  * and gid mapped to themselves. No process inside can name one outside by pid (kill, prlimit,
  * setpriority, F_SETOWN, ptrace …: ESRCH), and its tasks are counted apart. `channel_fd`
  * becomes the child's `channel_target`, the write end of a new pipe its `status_target`,
- * stdin is /dev/null, every signal is at its default and none blocked; `envp` is its whole
- * environment. Safe from a threaded process. Returns 0, the child's pid (pid 1 of the box,
+ * stdin is /dev/null, `output_fd` its stdout and stderr, every signal is at its default and
+ * none blocked; `envp` is its whole environment. Safe from a threaded process. Returns 0, the child's pid (pid 1 of the box,
  * which must call adorch_box_init) and the pipe's read end (close-on-exec) in `status_fd`;
  * -errno when the kernel refused the namespaces (no user namespaces, or a filter around the
  * caller: the caller may start it unboxed); errno when the program could not be started. */
 int adorch_spawn_boxed(const char *path, char *const argv[], char *const envp[], int channel_fd, int channel_target,
-                       int status_target, pid_t *pid, int *status_fd);
+                       int status_target, int output_fd, pid_t *pid, int *status_fd);
+
+/* A pipe whose both ends close on exec (pipe2 with O_CLOEXEC, which Swift's Glibc module does
+ * not declare): made that way at once, so no child another thread starts meanwhile keeps an
+ * end. Returns 0 or errno. */
+int adorch_cloexec_pipe(int fds[2]);
 
 /* For the program adorch_spawn_boxed started, first thing, before any thread: forks the
  * process that does the work, which returns 0 (it is pid 2 of the box and closes

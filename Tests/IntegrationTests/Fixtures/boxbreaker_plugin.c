@@ -3,7 +3,8 @@
  * plugin.h and knows it runs isolated, every road it knows to the daemon and the other
  * plugins' hosts, found by name in /proc. One log line per try, "boxbreaker: TRY: RESULT",
  * where RESULT is "done" if the call succeeded or "refused (ERRNO)", then
- * "boxbreaker: threads: N made" (it stops at 2000) and "boxbreaker: finished". The threads it made sleep until
+ * "boxbreaker: stderr: N lines written" (a flood on its stderr), "boxbreaker: threads: N made"
+ * (it stops at 2000) and "boxbreaker: finished". The threads it made sleep until
  * the host ends. Compiled by the integration test with plain cc against the header. */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -171,6 +172,25 @@ static void metadata(const char *socket_path) {
     close(watcher);
 }
 
+/* Its stdout and stderr: emptied, a line written to pass for the daemon's, and a flood
+ * written without waiting until the pipe is full. Its log lines and its stderr share 200
+ * lines a second, so the flood waits a second after the lines before it, and the lines after
+ * wait for the daemon to have read the flood and a second more. */
+static void output(void) {
+    TRY("ftruncate stderr", ftruncate(STDERR_FILENO, 0));
+    usleep(1100 * 1000);
+    dprintf(STDERR_FILENO, "adorchd[1]: FORGED a line of the daemon's\n");
+    fcntl(STDERR_FILENO, F_SETFL, fcntl(STDERR_FILENO, F_GETFL) | O_NONBLOCK);
+    int written = 0;
+    while (written < 100000 && write(STDERR_FILENO, "flood\n", 6) == 6) written++;
+    int queued = 1;
+    for (int waited = 0; queued > 0 && waited < 1000 && ioctl(STDERR_FILENO, FIONREAD, &queued) == 0; waited++) usleep(10 * 1000);
+    usleep(1100 * 1000);
+    char line[96];
+    snprintf(line, sizeof line, "boxbreaker: stderr: %d lines written", written);
+    host->log(host, ADORCH_LOG_WARNING, line);
+}
+
 /* The file whose appearance starts the attack (config {"go":"PATH"}): the test's signal that
  * it is measuring. */
 static char go[512];
@@ -217,6 +237,7 @@ static void *attack(void *unused) {
     TRY("setpriority 19 on the process group", setpriority(PRIO_PGRP, 0, 19));
     TRY("memfd_create", syscall(SYS_memfd_create, "hoard", 0));
     TRY("shmget 1 GiB", shmget(IPC_PRIVATE, 1UL << 30, IPC_CREAT | 0600));
+    output();
     int made = 0;
     pthread_t thread;
     pthread_attr_t small;
