@@ -55,6 +55,9 @@ extension adorch_error {
 public enum ShowError: Error, Equatable, Sendable {
     case slotNotFound(String)
     case noAdReady(slot: String)
+    /// The slot's ready ads are held for other uids that asked and took fewer (docs/rules.md,
+    /// "Fair share"). Apps hear it as NoAdReady: the slot has none for this one now.
+    case fairShare(slot: String)
     /// No plugin the slot's waterfall names is available (`Engine.missingPlugins`): none will fill it.
     case unservable(slot: String, missingPlugins: [String])
     /// The plugins could not present any of the `tries` ads the call took (`Engine.showAttempts`).

@@ -11,6 +11,13 @@ extension Engine {
             target.count = 0
             target.reason = "capped: no expected user may see an ad for \(Int((hold.until - now).seconds.rounded(.up))) s more, "
                 + "refills in \(Int((hold.fillFrom - now).seconds.rounded(.up))) s"
+            return target
+        }
+        // What the refill keeps (targetCount): the fair share's held ads come on top.
+        let held = fairShareHeld(slot, now: now)
+        if held > 0 {
+            target.count += held
+            target.reason += ", plus ads held for other apps by the fair share"
         }
         return target
     }
@@ -22,9 +29,11 @@ extension Engine {
 
     /// The count alone, on the Show path: a fixed slot's is its buffer, with no estimate to
     /// read. `capFill`: the slot's `capFillFrom`, which the caller worked out.
+    /// The ads held for other uids by the fair share come on top (docs/rules.md, "Fair
+    /// share"), so the uid they are held from is still served at the buffer's rate.
     func targetCount(of slot: SlotState, capFill: Moment?, now: Moment) -> Int {
         guard capFill == nil else { return 0 }
-        return slot.config.isDemandAware ? demandTarget(of: slot, now: now).count : slot.config.bufferMin
+        return (slot.config.isDemandAware ? demandTarget(of: slot, now: now).count : slot.config.bufferMin) + fairShareHeld(slot, now: now)
     }
 
     func targetCount(of slot: SlotState, now: Moment) -> Int {

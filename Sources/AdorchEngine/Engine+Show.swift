@@ -39,6 +39,7 @@ extension Engine {
         if let refusal = openAdsRefusal(holder, asking: 1) { return (.failure(refusal), []) }
         let user = CapUser(uid: holder, id: userID)
         noteAsker(slotID, user: user, now: now)
+        noteFairShareAsk(slotID, holder: holder, now: now)
         if let hold = capHold(slot: slotID, user: user, now: now) {
             return (.failure(.capped(slot: slotID, rule: hold.ruleName, retryAfter: hold.retryAfter)), [])
         }
@@ -146,6 +147,10 @@ extension Engine {
             let error = missingPlugins(of: slotID).map { ShowError.unservable(slot: slotID, missingPlugins: $0) } ?? .noAdReady(slot: slotID)
             return (.failure(error), markDry(slotID) + refill(slotID, now: now) + loadForHeldUser(slotID, held: held, now: now))
         }
+        // Refused without a refill: the held ads are already part of the slot's target.
+        if fairShareRefuses(slotID, holder: holder, ready: ads.count(in: slotID, .ready, where: { $0.isValid(at: now) }), now: now) {
+            return (.failure(.fairShare(slot: slotID)), [])
+        }
         // One write: each goes through the table's indexes.
         var taken = pick
         taken.state = .shown(endsAt: now + settings.shownLifetime)
@@ -155,6 +160,7 @@ extension Engine {
         taken.takenAt = now
         ads[pick.id] = taken
         slots[slotID]!.counters.shows += 1
+        noteFairShareTake(slotID, holder: holder, now: now)
         let shown = ShownAd(
             id: pick.id, slot: slotID, network: pick.plugin, format: pick.format,
             payloadJSON: pick.payloadJSON, expiresAt: pick.expiresAt!, price: pick.price

@@ -13,6 +13,9 @@ struct SlotState: Sendable {
     /// How often a user it did not expect asks: while they are likely to, the slot is held
     /// for them even when every user it expects is capped.
     var newcomers = DemandEstimate()
+    /// Which uids asked lately and what each took: what a uid must leave for the others
+    /// (docs/rules.md, "Fair share").
+    var fairShare = FairShare()
 }
 
 struct EntryState: Sendable {

@@ -256,6 +256,9 @@ public struct UIDBudgets: Sendable, Equatable {
     public var maxSessions = 16
     /// A session made by InitInteractive and never started ends after this long.
     public var unstartedSessionTimeout: Duration = .seconds(60)
+    /// How long a uid that asked a slot is owed a share of its ready ads, and over how long
+    /// the ads each uid took are compared (docs/rules.md, "Fair share").
+    public var fairShareWindow: Duration = .seconds(60)
 
     public init() {}
 

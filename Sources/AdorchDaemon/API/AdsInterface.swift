@@ -179,8 +179,9 @@ enum AdsError: String, VarlinkErrorName {
         switch self {
         case .noAdReady: VarlinkDeclaration(
             """
-            # The slot has no valid ad right now; it is being refilled, unless the message says it
-            # cannot be (no plugin its waterfall names is loaded).
+            # The slot has no valid ad right now, or none this caller may take: its ready ads are held for
+            # other apps by the fair share (docs/rules.md, "Fair share"). It is being refilled, unless the
+            # message says it cannot be (no plugin its waterfall names is loaded).
             """,
             "(slot: string, message: string)")
         case .slotNotFound: VarlinkDeclaration("# No slot has this id.", "(slot: string, message: string)")

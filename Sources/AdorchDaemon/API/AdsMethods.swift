@@ -279,6 +279,11 @@ private func showError(_ error: ShowError, _ call: VarlinkCall, _ gate: CallGate
         AdsError.slotNotFound(["slot": .string(slot), "message": .string("no slot \"\(slot)\" is configured")])
     case .noAdReady(let slot):
         AdsError.noAdReady(["slot": .string(slot), "message": .string("no valid ad is ready in \(slot); it is being refilled")])
+    case .fairShare(let slot):
+        // Neither the other uids nor how many ads each holds: that is theirs (docs/rules.md, "Fair share").
+        gate.refused(.fairShare, call, AdsError.noAdReady(["slot": .string(slot), "message": .string(
+            "no ad of \(slot) is free for this app now: its ready ads are held for other apps by the fair share; it is being refilled")]),
+                     logging: "uid \(call.peer.map { String($0.uid) } ?? "unknown") would take what \(slot) holds for other uids; \(call.member) refused")
     case .unservable(let slot, let missing):
         AdsError.noAdReady(["slot": .string(slot), "message": .string(
             "\(slot) cannot be filled: \(StatusJSON.unservable(missing))")])

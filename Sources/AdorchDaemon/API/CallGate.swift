@@ -108,6 +108,9 @@ enum Budget: String, Sendable, CaseIterable {
     case listRate = "List rate limit"
     case openAds = "open ads budget"
     case sessions = "sessions budget"
+    /// Not a count but a window: a Show that would take what the fair share holds for
+    /// other uids (docs/rules.md, "Fair share").
+    case fairShare = "fair share"
 
     /// The [limits] key that sets the budget.
     var key: String {
@@ -117,6 +120,7 @@ enum Budget: String, Sendable, CaseIterable {
         case .listRate: "lists_per_second_per_uid"
         case .openAds: "max_open_ads_per_uid"
         case .sessions: "max_sessions_per_uid"
+        case .fairShare: "fair_share_window_s"
         }
     }
 }

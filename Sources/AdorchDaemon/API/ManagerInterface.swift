@@ -127,12 +127,14 @@ extension VarlinkInterface {
               max_open_ads_per_uid: int,
               max_sessions_per_uid: int,
               unstarted_session_timeout_s: int,
+              fair_share_window_s: int,
               # calls refused by each budget since start
               shows_rate_limited: int,
               loads_rate_limited: int,
               lists_rate_limited: int,
               open_ads_refused: int,
-              sessions_refused: int
+              sessions_refused: int,
+              fair_share_refused: int
             )
             """),
         .type("""
