@@ -1,5 +1,5 @@
 /// The range of every number a config may set outside [limits] (those are checked where
-/// they are read), named once: the parser checks each key against its range, the tests
+/// they are read, but for the fair share's window), named once: the parser checks each key against its range, the tests
 /// drive the engine at the top of each. The upper bounds are generous for an operator and
 /// keep all arithmetic on the values (nanoseconds in Int64, a backoff doubled thirty
 /// times, JSON integers read as doubles) far from overflow.
@@ -35,4 +35,9 @@ enum ConfigBounds {
 
     // [[slots.waterfall]]
     static let entryTimeoutMilliseconds: ClosedRange<Int64> = 1...300_000
+
+    // [limits]
+    /// fair_share_window_s: an app that asked a slot over an hour ago is not waiting for its
+    /// ad, and a longer window would only keep ads loaded for it.
+    static let fairShareWindowSeconds: ClosedRange<Int64> = 1...3600
 }
