@@ -286,6 +286,30 @@ def load_flood(args):
     say(result={"attack": "load_flood", "ads": ok, "errors": errors, "retry_after_ms": retry_after})
 
 
+def show_flood(args):
+    """Show in a tight loop until stdin closes, closing each ad it gets (so no budget stops it);
+    past a RateLimited, at the pace it was given. Says {"flooding": true} once it got an ad."""
+    connection = varlink.Connection(args.socket, timeout=10)
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    ads, errors, no_ad_messages = 0, {}, set()
+    while not stop.is_set():
+        reply = connection.call("io.adorch.Ads.Show", {"slot": args.slot})
+        name = varlink.error_of(reply)
+        if name is None:
+            ads += 1
+            if ads == 1:
+                say(flooding=True)
+            connection.call("io.adorch.Ads.Report", {"ad_id": reply["parameters"]["ad"]["id"], "event": "close"})
+            continue
+        errors[name] = errors.get(name, 0) + 1
+        if name == "io.adorch.Ads.NoAdReady":
+            no_ad_messages.add(reply.get("parameters", {}).get("message"))
+        if name == "io.adorch.Ads.RateLimited":
+            stop.wait(reply.get("parameters", {}).get("retry_after_ms", 10) / 1000)
+    say(result={"attack": "show_flood", "ads": ads, "errors": errors, "no_ad_messages": sorted(no_ad_messages)})
+
+
 def list_flood(args):
     """Connections that each ask for the most events ListEvents gives, again and again, reading
     every reply: reading is cheap for the client, building each reply is the daemon's time."""
@@ -344,6 +368,7 @@ def main():
     command(hoard, slot=(str, REQUIRED), sessions=(int, REQUIRED))
     command(list_flood, connections=(int, 8), limit=(int, 512), seconds=(float, 5))
     command(load_flood, slot=(str, REQUIRED), ignore_retries=(int, 3), give_up_s=(float, 20))
+    command(show_flood, slot=(str, REQUIRED))
     command(call, method=(str, REQUIRED), parameters=(str, "{}"))
     args = parser.parse_args()
     args.run(args)
