@@ -12,7 +12,8 @@ public struct IDSet: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// Ranges in any order, overlapping or touching (as a string's range entries may be).
-    init(merging ranges: [ClosedRange<Int>]) {
+    /// Public so that consent choices can be built without a string (the engine's tests).
+    public init(merging ranges: [ClosedRange<Int>]) {
         var merged: [ClosedRange<Int>] = []
         for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
             if let last = merged.last, range.lowerBound <= last.upperBound + 1 {

@@ -125,7 +125,7 @@ extension Base64URLBitReader {
             let purposeId = try int(6, "\(field).purposeId")
             // Two bits: every value is a case.
             let restrictionType = PublisherRestriction.RestrictionType(rawValue: try int(2, "\(field).restrictionType"))!
-            let vendors = try rangeEntries("\(field).rangeEntries", maxVendorId: 65_535)
+            let vendors = try rangeEntries("\(field).rangeEntries", maxVendorId: VendorSection.vendorIDs.upperBound)
             restrictions.append(PublisherRestriction(purposeId: purposeId, restrictionType: restrictionType, vendors: vendors))
         }
         return restrictions

@@ -67,6 +67,10 @@ public struct VendorSection: Equatable, Sendable {
         case range
     }
 
+    /// Every id a vendor may have: a TC string writes vendor ids in 16 bits, and none is 0.
+    /// The Global Vendor List's ids are the same numbers.
+    public static let vendorIDs: ClosedRange<Int> = 1...65_535
+
     public let maxVendorId: Int
     public let encoding: Encoding
     public let vendors: IDSet

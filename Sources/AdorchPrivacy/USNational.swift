@@ -25,6 +25,15 @@ public struct USNational: Equatable, Sendable {
     /// The GPC subsection's bit; nil when the section had no such subsection.
     public let gpc: Bool?
 
+    /// The value an opt-out field holds when the user opted out.
+    public static let optedOut = 1
+
+    /// Whether the user opted out of the sale or the sharing of their data, or of targeted
+    /// advertising: any of the three forbids personalised ads.
+    public var optedOutOfSaleSharingOrTargetedAdvertising: Bool {
+        [saleOptOut, sharingOptOut, targetedAdvertisingOptOut].contains(Self.optedOut)
+    }
+
     /// The bits the 16/3 layout's core needs, version included (the 12/2 layout's needs 60).
     private static let longLayoutBits = 70
 
