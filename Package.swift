@@ -84,8 +84,9 @@ let package = Package(
         // The plugin ABI: one C header, adorch/plugin.h, the whole contract with plugin authors.
         .target(name: "CAdorchPlugin", path: "Sources/CAdorchPlugin"),
         // The pure engine: slots, ad state machine, preload scheduler. No I/O, time passed in.
-        // It takes the ABI's values (formats, events, errors) from plugin.h's enums.
-        .target(name: "AdorchEngine", dependencies: ["CAdorchPlugin"]),
+        // It takes the ABI's values (formats, events, errors) from plugin.h's enums, and a
+        // viewer's decoded consent strings from AdorchPrivacy for its privacy classes.
+        .target(name: "AdorchEngine", dependencies: ["CAdorchPlugin", "AdorchPrivacy"]),
         .target(name: "AdorchLocking"),
         // Where things live when nobody said (the socket rule the client libraries share, the
         // state and plugin folders) and the release: what adorchctl needs without the daemon.
@@ -196,7 +197,7 @@ let package = Package(
 
         // What every test target's waits share: how much longer to wait under a sanitizer.
         .target(name: "AdorchTestSupport", dependencies: ["AdorchPluginHost"], path: "Tests/TestSupport"),
-        .testTarget(name: "AdorchEngineTests", dependencies: ["AdorchEngine"]),
+        .testTarget(name: "AdorchEngineTests", dependencies: ["AdorchEngine", "AdorchPrivacy"]),
         // The plugin host's own units: the wire between daemon and host, the ABI's numbers.
         .testTarget(name: "AdorchPluginHostTests", dependencies: ["AdorchPluginHost", "AdorchEngine", "CAdorchPlugin"]),
         .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink", "AdorchLocking", "AdorchTestSupport", .product(name: "Logging", package: "swift-log")]),
