@@ -85,14 +85,18 @@ public struct WaterfallEntry: Sendable, Equatable {
     /// Frequency rules for this network instance in this slot (docs/caps.md): a Show skips
     /// its ads for a user they hold, and a `per = "slot"` rule keeps the waterfall from it.
     public var caps: [FrequencyRule]
+    /// What the network declares it may do: its vendor id and the classes it serves
+    /// (docs/privacy.md, "Classes").
+    public var privacy: NetworkPrivacy
 
     public init(plugin: String, adUnitID: String = "", serverParameter: String = "", timeout: Duration = .seconds(5),
-                caps: [FrequencyRule] = []) {
+                caps: [FrequencyRule] = [], privacy: NetworkPrivacy = NetworkPrivacy()) {
         self.plugin = plugin
         self.adUnitID = adUnitID
         self.serverParameter = serverParameter
         self.timeout = timeout
         self.caps = caps
+        self.privacy = privacy
     }
 
     /// The network instance its rules count for.

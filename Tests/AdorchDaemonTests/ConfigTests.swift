@@ -192,6 +192,27 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(refusal(native)?.description, "test.toml: key slots[0].image_options.aspect_ratio: expected W:H such as 1.91:1, got \"wide\"")
     }
 
+    /// A waterfall entry's privacy facts (docs/privacy.md, "Classes"): defaults, values, and
+    /// bad values refused by name.
+    func testWaterfallEntriesDeclareTheirPrivacyFacts() throws {
+        XCTAssertEqual(try DaemonConfig.parse(toml: minimal, source: "test.toml").slots[0].waterfall[0].privacy,
+                       NetworkPrivacy(gvlID: nil, servesChildren: false, servesNonPersonalized: true))
+        let declared = try DaemonConfig.parse(toml: minimal + "\n  gvl_id = 755\n  serves_children = true\n  serves_non_personalized = false",
+                                              source: "test.toml")
+        XCTAssertEqual(declared.slots[0].waterfall[0].privacy, NetworkPrivacy(gvlID: 755, servesChildren: true, servesNonPersonalized: false))
+        XCTAssertEqual(try DaemonConfig.parse(toml: minimal + "\n  gvl_id = 65535", source: "test.toml").slots[0].waterfall[0].privacy.gvlID, 65535)
+        XCTAssertEqual(refusal(minimal + "\n  gvl_id = 0")?.description,
+                       "test.toml: key slots[0].waterfall[0].gvl_id: expected an integer of at least 1, got 0")
+        XCTAssertEqual(refusal(minimal + "\n  gvl_id = 65536")?.description,
+                       "test.toml: key slots[0].waterfall[0].gvl_id: expected an integer of at most 65535, got 65536")
+        XCTAssertEqual(refusal(minimal + "\n  gvl_id = \"755\"")?.description,
+                       "test.toml: key slots[0].waterfall[0].gvl_id: expected an integer, got string")
+        XCTAssertEqual(refusal(minimal + "\n  serves_children = \"yes\"")?.description,
+                       "test.toml: key slots[0].waterfall[0].serves_children: expected true or false, got string")
+        XCTAssertEqual(refusal(minimal + "\n  serves_non_personalized = 1")?.description,
+                       "test.toml: key slots[0].waterfall[0].serves_non_personalized: expected true or false, got integer")
+    }
+
     func testDropInsOverrideKeysAndSlotsByID() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-config-\(UUID())")
         try FileManager.default.createDirectory(at: dir.appendingPathComponent("main.toml.d"), withIntermediateDirectories: true)

@@ -1,3 +1,5 @@
+import AdorchPrivacy
+
 /// The range of every number a config may set outside [limits] (those are checked where
 /// they are read, but for the fair share's window), named once: the parser checks each key against its range, the tests
 /// drive the engine at the top of each. The upper bounds are generous for an operator and
@@ -40,4 +42,7 @@ enum ConfigBounds {
     /// fair_share_window_s: an app that asked a slot over an hour ago is not waiting for its
     /// ad, and a longer window would only keep ads loaded for it.
     static let fairShareWindowSeconds: ClosedRange<Int64> = 1...3600
+
+    /// gvl_id: the network's id in the IAB Global Vendor List, as a TC string can name it.
+    static let gvlID = VendorSection.vendorIDs
 }

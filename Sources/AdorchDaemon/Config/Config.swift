@@ -250,7 +250,8 @@ extension DaemonConfig {
             }
             var waterfall: [WaterfallEntry] = []
             for w in try s.tables("waterfall") {
-                try w.only(["plugin", "ad_unit_id", "server_parameter", "timeout_ms", "caps", "pacing"])
+                try w.only(["plugin", "ad_unit_id", "server_parameter", "timeout_ms", "caps", "pacing", "gvl_id", "serves_children",
+                            "serves_non_personalized"])
                 let entryRules = try w.frequency().rules(over: FrequencySettings())
                 if !format.isPreloaded, !entryRules.isEmpty {
                     throw w.error(w.table.contains(key: "caps") ? "caps" : "pacing", "frequency rules hold Shows: \(id) is \(format.slotInWords), \(format.howToUse)")
@@ -263,7 +264,7 @@ extension DaemonConfig {
                     plugin: plugin, adUnitID: try w.string("ad_unit_id") ?? "",
                     serverParameter: try w.string("server_parameter") ?? "",
                     timeout: .milliseconds(try w.int("timeout_ms", in: ConfigBounds.entryTimeoutMilliseconds) ?? 5000),
-                    caps: entryRules
+                    caps: entryRules, privacy: try w.networkPrivacy()
                 ))
             }
             guard !waterfall.isEmpty else { throw s.error("waterfall", "a slot needs at least one [[slots.waterfall]] entry") }
