@@ -37,12 +37,11 @@ enum ConfigBounds {
 
     // [[slots.waterfall]]
     static let entryTimeoutMilliseconds: ClosedRange<Int64> = 1...300_000
+    /// gvl_id: the network's id in the IAB Global Vendor List, as a TC string can name it.
+    static let gvlID = VendorSection.vendorIDs
 
     // [limits]
     /// fair_share_window_s: an app that asked a slot over an hour ago is not waiting for its
     /// ad, and a longer window would only keep ads loaded for it.
     static let fairShareWindowSeconds: ClosedRange<Int64> = 1...3600
-
-    /// gvl_id: the network's id in the IAB Global Vendor List, as a TC string can name it.
-    static let gvlID = VendorSection.vendorIDs
 }
