@@ -60,6 +60,12 @@ final class PluginBoxTests: XCTestCase {
             ["sim", "boxbreaker"].allSatisfy { log.contains("plugin \($0) loaded") } && log.components(separatedBy: "box: its own user, PID and IPC namespaces").count == 3
         }
         let simHost = try XCTUnwrap(daemon.pluginStatus("sim")["pid"]?.intValue.map { pid_t($0) })
+        // GetStatus says how each host is confined, as its host said it.
+        let confinement = try XCTUnwrap(daemon.pluginStatus("boxbreaker")["confinement"]?.stringValue)
+        for layer in ["box: its own user, PID and IPC namespaces", "no_new_privs: applied", "landlock: applied", "seccomp: applied"] {
+            XCTAssertTrue(confinement.contains(layer), "\(layer) in \(confinement)")
+        }
+        XCTAssertFalse(confinement.contains("refused"), confinement)
         let limitsBefore = try String(contentsOfFile: "/proc/\(daemon.pid)/limits", encoding: .utf8)
         let polite = try PoliteProcess(socket: daemon.socket, slot: "steady")
 

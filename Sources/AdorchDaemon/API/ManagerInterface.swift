@@ -159,7 +159,9 @@ extension VarlinkInterface {
               # times its host died or was killed since it was loaded
               crashes: ?int,
               # how its host last died: the signal, or why the daemon killed it
-              last_crash: ?string
+              last_crash: ?string,
+              # what confines its host, as the host said when it started: its box, then each layer applied or refused (docs/confinement.md)
+              confinement: ?string
             )
             """),
         .type("""

@@ -111,6 +111,7 @@ struct StatusJSON {
                 if let pid = host.pid { object["pid"] = .int(Int64(pid)) }
                 object["crashes"] = .int(Int64(host.crashes))
                 if let exit = host.lastExit { object["last_crash"] = .string(exit) }
+                if let confinement = host.confinement { object["confinement"] = .string(confinement) }
                 switch host.state {
                 case .running: break
                 case .restarting, .starting: object["state"] = "restarting"

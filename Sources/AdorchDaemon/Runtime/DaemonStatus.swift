@@ -20,6 +20,8 @@ struct DaemonStatus: Sendable {
         var state: PluginSupervisor.State
         var crashes: Int
         var lastExit: String?
+        /// What its host said of its box and each confinement layer when it last started.
+        var confinement: String?
     }
 
     var version: String

@@ -171,8 +171,9 @@ extension EngineRuntime {
     private func host(of name: String) -> DaemonStatus.Host? {
         guard let config = plugins.configs[name] else { return nil }
         let record = plugins.supervisor.records[name]
-        return DaemonStatus.Host(isolation: config.isolation, pid: (plugins[name] as? PluginProcess)?.pid,
-                                 state: record?.state ?? .running, crashes: record?.crashes ?? 0, lastExit: record?.lastExit)
+        let process = plugins[name] as? PluginProcess
+        return DaemonStatus.Host(isolation: config.isolation, pid: process?.pid, state: record?.state ?? .running,
+                                 crashes: record?.crashes ?? 0, lastExit: record?.lastExit, confinement: process?.confinement)
     }
 
     /// Everything GetStatus reports; plugin counters are asked of each plugin's own queue,
