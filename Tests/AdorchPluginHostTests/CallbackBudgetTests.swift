@@ -34,4 +34,15 @@ final class CallbackBudgetTests: XCTestCase {
         XCTAssertEqual(budget.balance, CallbackBounds.mostCallbacksEarned)
         XCTAssertEqual(CallbackBounds.mostCallbacksEarned, CallbackBounds.callbacksPerSecond / CallbackBounds.callbackSlicesPerSecond)
     }
+
+    /// Event details are bounded by their bytes in a second: the detail that would pass the
+    /// bound is refused, a smaller one that fits is still admitted.
+    func testDetailsAreBoundedByTheirBytesInASecond() {
+        let details = SecondWindow(perSecond: CallbackBounds.detailBytesPerSecond)
+        let full = CallbackBounds.textBytes
+        let fitting = CallbackBounds.detailBytesPerSecond / full
+        for i in 0..<fitting { XCTAssertTrue(details.admit(cost: full).admitted, "detail \(i)") }
+        XCTAssertFalse(details.admit(cost: full).admitted, "a full detail past the second's bytes")
+        XCTAssertFalse(details.admit(cost: 1).admitted, "the second's bytes are all spent")
+    }
 }

@@ -16,6 +16,10 @@ public enum CallbackBounds {
     /// callbacksPerSecond. A second's worth sent at once (20,000 in a few ms) is work the
     /// daemon does ahead of every Show queued behind it: it held Shows up 100 ms and more.
     public static let callbackSlicesPerSecond = Int(ADORCH_CALLBACK_SLICES_PER_S)
+    /// Event details a plugin may send in a second, in bytes: a real event's detail is tens of
+    /// bytes, and an outside attack's 16 KiB details at 16,000 events a second, passed on to a
+    /// subscriber, held every app's Shows up for 20 s and took the daemon to 440 MB.
+    public static let detailBytesPerSecond = Int(ADORCH_DETAIL_BYTES_PER_S)
     /// Callbacks a call into the plugin earns outside the per-second bound (plugin.h).
     public static let callbacksPerLoad = Int(ADORCH_CALLBACKS_PER_LOAD)
     public static let callbacksPerShow = Int(ADORCH_CALLBACKS_PER_SHOW)
@@ -84,9 +88,10 @@ public final class CallbackBudget: Sendable {
     var balance: Int { earned.withLock { $0 } }
 }
 
-/// Admits at most `perSecond` events in each second, and with `slices` above 1 at most
-/// perSecond / slices in each of the second's slices, and counts the rest; once a second
-/// passed with some dropped, `admit` hands their count over once, for one log line.
+/// Admits at most `perSecond` events (or units of cost: bytes) in each second, and with
+/// `slices` above 1 at most perSecond / slices in each of the second's slices, and counts the
+/// events it refuses; once a second passed with some dropped, `admit` hands their count over
+/// once, for one log line.
 /// Its counters are behind its lock: it is called from plugin threads.
 public final class SecondWindow: Sendable {
     private struct Counts {
@@ -108,8 +113,9 @@ public final class SecondWindow: Sendable {
         perSlice = max(1, perSecond / max(1, slices))
     }
 
-    /// Whether this one is admitted, and how many were dropped in the second that just ended.
-    public func admit() -> (admitted: Bool, droppedBefore: Int) {
+    /// Whether this one (of `cost` units) is admitted, and how many were dropped in the second
+    /// that just ended.
+    public func admit(cost: Int = 1) -> (admitted: Bool, droppedBefore: Int) {
         state.withLock { s in
             let now = ContinuousClock.now
             var dropped = 0
@@ -119,9 +125,9 @@ public final class SecondWindow: Sendable {
             }
             let slice = Int((now - s.start) / (Duration.seconds(1) / slices))
             if slice != s.slice { (s.slice, s.admittedInSlice) = (slice, 0) }
-            if s.admitted < perSecond, slices == 1 || s.admittedInSlice < perSlice {
-                s.admitted += 1
-                s.admittedInSlice += 1
+            if s.admitted + cost <= perSecond, slices == 1 || s.admittedInSlice + cost <= perSlice {
+                s.admitted += cost
+                s.admittedInSlice += cost
                 return (true, dropped)
             }
             s.dropped += 1
@@ -131,8 +137,8 @@ public final class SecondWindow: Sendable {
 
     /// Whether this one is admitted; what the second that just ended dropped is said once, as
     /// a warning `note` words from the count.
-    public func admit(warning logger: Logger, metadata: Logger.Metadata? = nil, _ note: (Int) -> String) -> Bool {
-        let (admitted, dropped) = admit()
+    public func admit(cost: Int = 1, warning logger: Logger, metadata: Logger.Metadata? = nil, _ note: (Int) -> String) -> Bool {
+        let (admitted, dropped) = admit(cost: cost)
         if dropped > 0 { logger.warning("\(note(dropped))", metadata: metadata) }
         return admitted
     }

@@ -230,6 +230,7 @@ final class CallbackSink: Sendable {
     let onReport: PluginReportHandler
     let decodesPayloads: Bool
     let callbacks = CallbackBudget()
+    let details = SecondWindow(perSecond: CallbackBounds.detailBytesPerSecond)
     private let logLines = SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
 
     init(plugin: String, logger: Logger, decodesPayloads: Bool, onReport: @escaping PluginReportHandler) {
@@ -259,6 +260,10 @@ final class CallbackSink: Sendable {
 public enum FloodNote {
     public static func callbacks(_ n: Int) -> String {
         "\(n) callbacks dropped in the last second: over the \(CallbackBounds.callbacksPerSecond) a plugin may make in one (plugin.h, ADORCH_CALLBACKS_PER_S)"
+    }
+
+    public static func details(_ n: Int) -> String {
+        "\(n) event details dropped in the last second: over the \(CallbackBounds.detailBytesPerSecond) bytes of them a plugin may send in one (plugin.h, ADORCH_DETAIL_BYTES_PER_S)"
     }
 
     public static func logLines(_ n: Int) -> String {
@@ -318,8 +323,14 @@ private let hostFailed: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_i
 private let hostEvent: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, UInt32, UnsafePointer<CChar>?) -> Void = {
     host, ad, event, detail in
     let known = adorch_event(abiValue: event)
-    // A detail over ADORCH_TEXT_MAX_BYTES is dropped, as one that is not a JSON object is.
-    let text = detail.flatMap { strnlen($0, CallbackBounds.textBytes + 1) > CallbackBounds.textBytes ? nil : String(cString: $0) }
+    // A detail over ADORCH_TEXT_MAX_BYTES is dropped, as one that is not a JSON object is,
+    // and so is one past the plugin's ADORCH_DETAIL_BYTES_PER_S: before it is parsed.
+    let text = detail.flatMap { detail -> String? in
+        let length = strnlen(detail, CallbackBounds.textBytes + 1)
+        guard length <= CallbackBounds.textBytes, let sink = sink(host),
+              sink.details.admit(cost: length, warning: sink.logger, FloodNote.details) else { return nil }
+        return String(cString: detail)
+    }
     // A detail must be a JSON object to be passed on; anything else is dropped.
     let object = text.flatMap { JSONValue.parse(Data($0.utf8))?.objectValue }
     let report: PluginReport = switch known {

@@ -28,6 +28,7 @@ public final class PluginProcess: @unchecked Sendable {
     private let state = LockedValue(Waiting())
     /// The host already bounds its plugin's callbacks; these bound what a plugin could forge on the channel.
     private let callbacks = CallbackBudget()
+    private let details = SecondWindow(perSecond: CallbackBounds.detailBytesPerSecond)
     /// Its log lines in a second: those it sends and those it writes on stdout and stderr.
     private let logLines: SecondWindow
     private var heartbeat: DispatchSourceTimer?
@@ -230,9 +231,12 @@ public final class PluginProcess: @unchecked Sendable {
 
     private func handle(_ reply: PluginWire.Reply, onReport: PluginReportHandler) {
         switch reply {
-        case .report(let ad, let report):
+        case .report(let ad, var report):
             if report != .destroyed {
                 guard callbacks.admit(warning: logger) else { return }
+            }
+            if case .other(let name, let detail?) = report, !details.admit(cost: detail.utf8.count, warning: logger, FloodNote.details) {
+                report = .other(name: name, detailJSON: nil)
             }
             onReport(info.name, ad, report)
         case .shown(let seq, let shown):

@@ -2,8 +2,9 @@
  * daemon's channel on fd 3 and the wire's frame layout (PluginWire), and abuses both.
  *   config {"mode":"pong"}   ad_load never returns, while a thread writes forged heartbeat
  *                            answers (pong, seq 1..) to fd 3: the watchdog must still kill it.
- *   config {"mode":"flood"}  a thread calls host->event and host->log without pause: the
- *                            other plugins' Shows must not wait behind it.
+ *   config {"mode":"flood"}  a thread calls host->event (each with a detail just under
+ *                            ADORCH_TEXT_MAX_BYTES) and host->log without pause: the other
+ *                            plugins' Shows must not wait behind it.
  *   config {"mode":"big"}    each load answers with a payload over ADORCH_PAYLOAD_MAX_BYTES.
  *   config {"mode":"slowinit"} init takes 2 s, as an SDK fetching its remote config may.
  *   config {"mode":"loop"}   each load answers at once with a payload just under the 8 MiB
@@ -25,8 +26,14 @@ static int mode; /* 1 pong, 2 flood, 3 big, 4 slowinit, 5 loop */
 static volatile int stop;
 static pthread_t worker;
 
+/* A JSON object of ADORCH_TEXT_MAX_BYTES - 1 bytes: {"x":"aaa…"}. */
+static char detail[ADORCH_TEXT_MAX_BYTES];
+
 static void *forge(void *unused) {
     (void)unused;
+    memset(detail, 'a', sizeof detail - 1);
+    memcpy(detail, "{\"x\":\"", 6);
+    memcpy(detail + sizeof detail - 3, "\"}", 3);
     for (uint64_t seq = 1; !stop; seq++) {
         if (mode == 1) {
             unsigned char frame[13] = {9, 0, 0, 0, 7};
@@ -35,7 +42,7 @@ static void *forge(void *unused) {
             struct timespec pause = {0, 20 * 1000 * 1000};
             nanosleep(&pause, NULL);
         } else {
-            host->event(host, seq % 1000 + 1000000, ADORCH_EVENT_CLICK, NULL);
+            host->event(host, seq % 1000 + 1000000, ADORCH_EVENT_CLICK, detail);
             if (seq % 10 == 0) host->log(host, ADORCH_LOG_WARNING, "forger: flooding\nFORGED LINE");
         }
     }

@@ -103,9 +103,10 @@ extern "C" {
 
 /* 1.3: what the host takes from a plugin, in either isolation mode. A payload_json longer
  * than this fails its load (plugin_fault); a log line or failure message longer than
- * ADORCH_TEXT_MAX_BYTES is cut there, a detail_json longer than it is dropped; past
- * ADORCH_LOG_LINES_PER_S log lines or ADORCH_CALLBACKS_PER_S other callbacks in a second,
- * the rest of that second's are dropped and counted (one flooding plugin must not drown the
+ * ADORCH_TEXT_MAX_BYTES is cut there, a detail_json longer than it is dropped, and so is
+ * every detail_json past ADORCH_DETAIL_BYTES_PER_S of them in a second (the event still
+ * arrives, without it); past ADORCH_LOG_LINES_PER_S log lines or ADORCH_CALLBACKS_PER_S
+ * other callbacks in a second, the rest of that second's are dropped and counted (one flooding plugin must not drown the
  * daemon's journal or hold up the other plugins' ads). The callbacks are paced within the
  * second too: each 1/ADORCH_CALLBACK_SLICES_PER_S of it admits that share of
  * ADORCH_CALLBACKS_PER_S (1,000 per 50 ms), so that a second's worth never arrives at once.
@@ -116,6 +117,7 @@ extern "C" {
 #define ADORCH_LOG_LINES_PER_S 200
 #define ADORCH_CALLBACKS_PER_S 20000
 #define ADORCH_CALLBACK_SLICES_PER_S 20
+#define ADORCH_DETAIL_BYTES_PER_S (256u << 10)
 
 /* 1.3: answers are not a flood. Each ad_load the host makes earns the plugin
  * ADORCH_CALLBACKS_PER_LOAD callbacks (its loaded or failed, and one event such as
