@@ -276,6 +276,18 @@ final class HostilePluginTests: XCTestCase {
         try daemon.waitFor("the forger's stuck host killed by the watchdog") { daemon.log.contains("plugin forger: its host process died: stopped answering") }
     }
 
+    /// Threads that spin while the plugin's queue answers every heartbeat: the watchdog kills
+    /// the host for its CPU time (more than a core's worth over 10 s), and the plugin is blamed.
+    func testAHostSpinningInThreadsOfItsOwnIsKilledForItsCPUTime() throws {
+        let daemon = try forger("spin", hang: 5000)
+        defer { _ = daemon.stop() }
+        try daemon.waitForLog(["plugin forger: its host process died: used"], timeout: .seconds(60))
+        let line = try XCTUnwrap(daemon.log.split(separator: "\n").first { $0.contains("plugin forger: its host process died: used") })
+        XCTAssertTrue(line.contains("ms of CPU in the last 10000 ms, more than 1.0 core's worth"), String(line))
+        XCTAssertGreaterThanOrEqual(try daemon.pluginStatus("forger")["crashes"]?.intValue ?? 0, 1)
+        XCTAssertEqual(try daemon.pluginStatus("sim")["crashes"]?.intValue, 0, "only the spinning plugin is blamed")
+    }
+
     /// A plugin calling host->event and host->log without pause: the rest of that second's
     /// are dropped and counted, its log lines stay one line each, and another plugin's Shows
     /// are served as ever.

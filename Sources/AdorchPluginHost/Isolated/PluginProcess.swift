@@ -38,6 +38,7 @@ public final class PluginProcess: @unchecked Sendable {
         var shows: [UInt64: @Sendable (Bool) -> Void] = [:]
         var stats: [UInt64: @Sendable (String?) -> Void] = [:]
         var lastAnswer = ContinuousClock.now
+        var cpu = HostCPUWatch()
         /// The heartbeats sent and not answered yet, oldest first: each a random nonce the
         /// host's answer must echo, so a stuck plugin's thread cannot answer for its queue
         /// without reading the daemon's own calls off the channel.
@@ -280,6 +281,10 @@ public final class PluginProcess: @unchecked Sendable {
         if silent > settings.hangTimeout {
             return killNow(for: "stopped answering: its plugin queue has not answered the heartbeat for \(silent.roundedMilliseconds) ms"
                 + " (a call into the plugin has not returned)\(addressSpaceNote())")
+        }
+        if let cpu = HostCPUWatch.cpuTime(of: pid), let used = state.withLock({ $0.cpu.record(cpu: cpu, at: .now) }) {
+            return killNow(for: "used \(used.roundedMilliseconds) ms of CPU in the last \(HostCPUWatch.window.roundedMilliseconds) ms,"
+                + " more than \(HostCPUWatch.cores) core's worth (its threads spin)")
         }
         send(.ping(seq: nonce))
     }

@@ -11,6 +11,8 @@
  *                            bound, expiring after the entry's server_parameter in seconds
  *                            (1e-300: at once), and logs a line per load: for the lifetime
  *                            floor, the per-plugin payload budget and the log rate bound.
+ *   config {"mode":"spin"}   init starts 8 threads that spin for ever; its plugin queue stays
+ *                            free and answers every heartbeat: for the watchdog's CPU bound.
  * Compiled by the integration test with plain cc against the header. */
 #include <pthread.h>
 #include <stdio.h>
@@ -22,7 +24,7 @@
 #include "adorch/plugin.h"
 
 static const adorch_host *host;
-static int mode; /* 1 pong, 2 flood, 3 big, 4 slowinit, 5 loop */
+static int mode; /* 1 pong, 2 flood, 3 big, 4 slowinit, 5 loop, 6 spin */
 static volatile int stop;
 static pthread_t worker;
 
@@ -49,14 +51,24 @@ static void *forge(void *unused) {
     return NULL;
 }
 
+static void *spin(void *unused) {
+    (void)unused;
+    for (volatile uint64_t turns = 0; !stop; turns++) {}
+    return NULL;
+}
+
 static int32_t forger_init(const adorch_host *h, const char *config_json) {
     host = h;
-    mode = strstr(config_json, "\"pong\"") ? 1 : strstr(config_json, "\"flood\"") ? 2 : strstr(config_json, "\"big\"") ? 3 : strstr(config_json, "\"slowinit\"") ? 4 : strstr(config_json, "\"loop\"") ? 5 : 0;
+    mode = strstr(config_json, "\"pong\"") ? 1 : strstr(config_json, "\"flood\"") ? 2 : strstr(config_json, "\"big\"") ? 3 : strstr(config_json, "\"slowinit\"") ? 4 : strstr(config_json, "\"loop\"") ? 5 : strstr(config_json, "\"spin\"") ? 6 : 0;
     if (mode == 4) {
         struct timespec wait = {2, 0};
         nanosleep(&wait, NULL);
     }
     if (mode == 2) pthread_create(&worker, NULL, forge, NULL);
+    for (int i = 0; mode == 6 && i < 8; i++) {
+        pthread_t spinner;
+        if (pthread_create(&spinner, NULL, spin, NULL) == 0) pthread_detach(spinner);
+    }
     return 0;
 }
 
