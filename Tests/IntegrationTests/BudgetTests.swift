@@ -107,7 +107,7 @@ final class BudgetTests: XCTestCase {
         for reply in foreign.prefix(5) {
             XCTAssertEqual(reply["error"], "io.adorch.Ads.PermissionDenied")
             XCTAssertEqual(reply["parameters"]?["message"]?.stringValue,
-                           "uid 4322 is not the user session \(sessions[0].stringValue ?? "") was made by (uid 4321)")
+                           "uid 4322 is not the user session \(sessions[0].stringValue ?? "") was made by")
         }
         XCTAssertNil(foreign[5]["error"])
         XCTAssertEqual(occurrences(of: "called io.adorch.Ads.Stop: not the user session", in: daemon.log), 1, "a line a minute: \(daemon.log)")

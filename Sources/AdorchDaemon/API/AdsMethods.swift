@@ -321,8 +321,9 @@ private func tooManyOpenAds(uid: UInt32, open: Int, loading: Int, limit: Int, _ 
 private func sessionError(_ error: SessionCallError, sessionID: String?, _ call: VarlinkCall, _ gate: CallGate) -> VarlinkError {
     switch error {
     case .denied(let refusal): refusal
-    case .session(.notOwner(let owner)):
-        gate.denied(call, "not the user session \(sessionID ?? "") was made by (uid \(owner.map(String.init) ?? "unknown"))")
+    // The maker's uid is not said: another app has no business knowing who it is.
+    case .session(.notOwner):
+        gate.denied(call, "not the user session \(sessionID ?? "") was made by")
     case .session(.tooManySessions(let uid, let live, let limit)):
         gate.refused(.sessions, call, AdsError.tooManySessions([
             "budget": .string(Budget.sessions.key), "limit": .int(Int64(limit)), "live": .int(Int64(live)),

@@ -67,8 +67,9 @@ extension EngineRuntime {
         }
         queue.async { [self] in
             // Root may always; an ad no one holds (already destroyed) is left to the engine to judge.
+            // The holder's uid is not said: another app has no business knowing who it is.
             if let holder = engine.holder(of: id), let caller, caller != 0, caller != holder {
-                return denied("not the user ad \(adID) was handed to (uid \(holder))")
+                return denied("not the user ad \(adID) was handed to")
             }
             let (result, effects) = engine.report(event, for: id, now: now())
             apply(effects)
