@@ -101,11 +101,16 @@ extension Engine {
     /// share holds for other uids.
     func fairShareRefuses(_ slotID: String, holder: UInt32?, ready: Int, now: Moment) -> Bool {
         guard let uid = holder, UIDBudgets.bind(uid), let slot = slots[slotID] else { return false }
-        return ready - 1 < slot.fairShare.held(from: uid, at: now, window: settings.budgets.fairShareWindow)
+        return ready - 1 < min(slot.fairShare.held(from: uid, at: now, window: settings.budgets.fairShareWindow), Self.fairShareHeldAtMost(slot))
     }
 
     /// Ads the slot loads on top of its buffer target: those held for other uids.
     func fairShareHeld(_ slot: SlotState, now: Moment) -> Int {
-        slot.fairShare.mostHeld(at: now, window: settings.budgets.fairShareWindow)
+        min(slot.fairShare.mostHeld(at: now, window: settings.budgets.fairShareWindow), Self.fairShareHeldAtMost(slot))
     }
+
+    /// The most ads a slot holds for other uids, and so loads on top of its buffer: its
+    /// buffer's bound. Uids that asked once and never came back (an outside attack: ten of
+    /// them) would otherwise have it load one more ad each, to expire unseen.
+    static func fairShareHeldAtMost(_ slot: SlotState) -> Int { slot.config.bufferMax }
 }

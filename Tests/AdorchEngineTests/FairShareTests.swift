@@ -117,6 +117,27 @@ final class FairShareTests: XCTestCase {
         XCTAssertNoThrow(try show(third).get())
     }
 
+    /// Uids that asked once and never came back hold at most the buffer's bound between them:
+    /// the slot does not load an ad more for each.
+    func testWhatIsHeldIsBoundedByTheBuffer() throws {
+        start(buffer: 2)
+        let oneShot = (2000..<2010).map { UInt32($0) }
+        for uid in oneShot {
+            _ = show(uid)
+            fill()
+        }
+        for _ in 0..<2 {
+            XCTAssertNoThrow(try show(greedy).get())
+            fill()
+        }
+        XCTAssertEqual(status.target.count, 4, "the buffer of 2, and at most 2 held for ten uids")
+        fill()
+        XCTAssertEqual(status.ready, 4)
+        XCTAssertNoThrow(try show(greedy).get())
+        XCTAssertNoThrow(try show(greedy).get())
+        XCTAssertEqual(show(greedy).failureValue, .fairShare(slot: "s"), "2 left, the most it must leave")
+    }
+
     func testTheUidsRememberedPerSlotAreBounded() {
         var share = FairShare()
         let window = Duration.seconds(60)
