@@ -54,9 +54,11 @@ extension Engine {
             let index = request.nextEntry
             request.nextEntry += 1
             let entry = slot.config.waterfall[index]
-            // Entries known to be failing or paused are passed over, as for preloading.
+            // Entries known to be failing or paused are passed over, as for preloading; a Load
+            // never waits, so it leaves a network's free loads to the slots waiting for them
+            // (docs/rules.md, "Loads in flight per network").
             guard canLoad(from: entry.plugin), slot.entries[index].backoffUntil <= now,
-                  paces[entry.plugin]?.admits(at: now) ?? true, loadsInFlight(to: entry.plugin) < settings.maxLoadsInFlightPerNetwork
+                  paces[entry.plugin]?.admits(at: now) ?? true, mayStartLoad(to: entry.plugin, for: request.slot)
             else { continue }
             requests[rid] = request
             guard case .load(var order) = startLoad(request.slot, entryIndex: index, now: now) else { return [] }
@@ -123,7 +125,9 @@ extension Engine {
         slots[ad.slot]?.counters.shows += shown.count
         handedOut[ad.id] = HandedOutObject(slot: ad.slot, plugin: ad.plugin, children: children)
         effects.insert(.show(ad.id, plugin: ad.plugin, userID: nil), at: 0)
-        return effects + finish(rid, .success(shown))
+        // The load freed its place in the network, kept for the slots waiting for one: they
+        // take it now, as after any other load's end, not at the next input.
+        return effects + finish(rid, .success(shown)) + refillWanting(now: now)
     }
 
     mutating func finish(_ rid: RequestID, _ result: Result<[ShownAd], LoadFailure>) -> [Effect] {

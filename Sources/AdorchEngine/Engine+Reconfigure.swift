@@ -70,6 +70,7 @@ extension Engine {
         keepHistoryForRules()
         slotRank = Dictionary(uniqueKeysWithValues: slotOrder.enumerated().map { ($1, $0) })
         wanting.removeAll()  // ranks changed: every slot is looked at again by name
+        waitingFor.removeAll()  // and says again what it waits for: a removed slot holds nothing back
         ads.wanting.formUnion(slotOrder)
         return effects + advance(to: now)
     }

@@ -53,6 +53,7 @@ extension Engine {
         }
         // A slot still short (backoffs, pauses, network caps) is looked at again on every input.
         if deficit <= 0, let rank = slotRank[slotID] { wanting.remove(rank) }
+        noteWaiting(slots[slotID]!, short: deficit > 0, now: now)
         return effects
     }
 
@@ -63,20 +64,26 @@ extension Engine {
         return slot.config.isDemandAware ? lastingEntry(of: slot, among: usable, holding: holding, now: now) : usable.first
     }
 
-    /// Entries in waterfall order whose plugin is there, not backing off, not paused and not
-    /// at its cap of loads in flight.
+    /// Entries in waterfall order that may be asked now and whose network may take one more
+    /// load from this slot (docs/rules.md, "Loads in flight per network").
     func usableEntries(_ slot: SlotState, now: Moment) -> [Int] {
-        var inFlight: [String: Int] = [:]
+        var planned: [String: Int] = [:]
         return slot.config.waterfall.indices.filter { index in
             let plugin = slot.config.waterfall[index].plugin
-            let load = inFlight[plugin, default: loadsInFlight(to: plugin)]
-            guard canLoad(from: plugin), slot.entries[index].backoffUntil <= now,
-                  paces[plugin]?.admits(at: now) ?? true, load < settings.maxLoadsInFlightPerNetwork,
-                  entryOpenToAll(slot, index, now: now)
+            guard mayAsk(slot, index, now: now), mayStartLoad(to: plugin, for: slot.config.id, planned: planned[plugin, default: 0])
             else { return false }
-            inFlight[plugin] = load + 1
+            planned[plugin, default: 0] += 1
             return true
         }
+    }
+
+    /// Whether an entry may be asked now, its network's loads in flight aside: its plugin is
+    /// there, it is not backing off, its network is not paused or at its pace, and no
+    /// frequency rule closes it to every user.
+    func mayAsk(_ slot: SlotState, _ index: Int, now: Moment) -> Bool {
+        let plugin = slot.config.waterfall[index].plugin
+        return canLoad(from: plugin) && slot.entries[index].backoffUntil <= now
+            && (paces[plugin]?.admits(at: now) ?? true) && entryOpenToAll(slot, index, now: now)
     }
 
     func loadsInFlight(to plugin: String) -> Int { ads.loadsInFlight(to: plugin) }

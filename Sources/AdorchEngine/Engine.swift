@@ -19,6 +19,10 @@ public struct Engine: Sendable {
     var downPlugins: Set<String> = []
     /// Each network's pause and learned rate limit, once it answered rate_limited.
     var paces: [String: NetworkPace] = [:]
+    /// Per network, the slots short of their target that only its loads in flight keep from
+    /// it, and since when: who its next free loads are kept for (docs/rules.md, "Loads in
+    /// flight per network").
+    var waitingFor: [String: [String: Moment]] = [:]
     /// Load requests in progress.
     var requests: [RequestID: LoadRequest] = [:]
     /// Show calls waiting for their plugin's answer, by the ad it was asked to present.
