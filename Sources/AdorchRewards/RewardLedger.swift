@@ -176,6 +176,11 @@ public final class RewardLedger: Sendable {
             try db.create(index: "rewards_unacknowledged", on: "rewards", columns: ["acknowledged", "granted_at", "trans_id"])
         }
         migrator.registerMigration("v4: promised rewards", migrate: Self.createPromisedRewards)
+        // A uid's unacknowledged rewards are counted on each of its rewarded Shows (their
+        // bound, docs/rules.md): by this index, that counts its own rows, not every uid's.
+        migrator.registerMigration("v5: unacknowledged by holder") { db in
+            try db.create(index: "rewards_holder_unacknowledged", on: "rewards", columns: ["holder_uid", "acknowledged"])
+        }
         try migrator.migrate(database)
     }
 
@@ -227,6 +232,14 @@ public final class RewardLedger: Sendable {
     /// How many rewards not acknowledged by the app match `filter`, counted without loading them.
     public func unacknowledgedCount(_ filter: RewardFilter = RewardFilter()) throws -> Int {
         try database.read { db in try filter.request.fetchCount(db) }
+    }
+
+    /// How many rewards of ads handed to `uid` no app acknowledged yet, rows over the field
+    /// bounds included: they take room in the ledger all the same.
+    public func unacknowledgedCount(heldBy uid: Int64) throws -> Int {
+        try database.read { db in
+            try RewardRecord.filter(Column("holder_uid") == uid && Column("acknowledged") == false).fetchCount(db)
+        }
     }
 
     /// The transaction ids of unacknowledged rows over `bounds`, which no read returns.

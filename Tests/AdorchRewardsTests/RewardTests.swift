@@ -67,6 +67,25 @@ final class RewardLedgerTests: XCTestCase {
         XCTAssertEqual(try ledger.count(), 1)
     }
 
+    /// A uid's unacknowledged rewards, the count its rewarded Shows are bounded by
+    /// (docs/rules.md, "A bound on unacknowledged rewards"): its own rows only, and an
+    /// acknowledged one no more.
+    func testUnacknowledgedRowsAreCountedPerHolder() throws {
+        let path = dir.appendingPathComponent("ledger.sqlite").path
+        let ledger = try RewardLedger(path: path)
+        for (i, holder) in [1000, 1000, 1000, 1001, nil].enumerated() {
+            var row = record("t\(i)", ad: "a\(i)", at: Double(i))
+            row.holderUID = holder.map(Int64.init)
+            XCTAssertEqual(try ledger.grant(row), .granted)
+        }
+        XCTAssertEqual(try ledger.unacknowledgedCount(heldBy: 1000), 3)
+        XCTAssertEqual(try ledger.unacknowledgedCount(heldBy: 1001), 1)
+        XCTAssertEqual(try ledger.unacknowledgedCount(heldBy: 1002), 0, "a row of no recorded holder counts for no one")
+        XCTAssertTrue(try ledger.acknowledge(transID: "t1"))
+        XCTAssertEqual(try ledger.unacknowledgedCount(heldBy: 1000), 2)
+        XCTAssertEqual(try RewardLedger(path: path).unacknowledgedCount(heldBy: 1000), 2, "read back after a reopen")
+    }
+
     /// A promise survives a reopen until its ad's grant takes it (in the grant's own write),
     /// it is dropped, or its ad's life ends.
     func testAPromiseLastsUntilItsGrantItsDropOrItsAdsEnd() throws {
