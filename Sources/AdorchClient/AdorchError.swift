@@ -25,6 +25,8 @@ public struct AdorchError: Error, Sendable, CustomStringConvertible {
         /// A frequency rule (`rule`, e.g. "pacing 30s per user") holds this Show: one after
         /// `retryAfterMs` is let in, if no other ad is shown to the user meanwhile (docs/caps.md).
         case capped(slot: String, rule: String, retryAfterMs: Int)
+        /// `budget` max_open_ads_per_uid: close ads you are done with; max_unacknowledged_rewards_per_uid
+        /// (a rewarded Show): `open` rewards wait, acknowledge them with AckReward.
         case tooManyOpenAds(budget: String, limit: Int, open: Int, loading: Int)
         case tooManySessions(budget: String, limit: Int, live: Int)
         /// io.adorch.Ads's and io.adorch.Manager's (method and uid set) and org.varlink.service's.

@@ -70,6 +70,9 @@ public enum ShowError: Error, Equatable, Sendable {
     /// `uid` holds `open` ads and `loading` more are on their way to it: the call would go
     /// past its `limit` (`UIDBudgets.maxOpenAds`).
     case tooManyOpenAds(uid: UInt32, open: Int, loading: Int, limit: Int)
+    /// `uid` has `waiting` rewards not acknowledged, its `limit`
+    /// (`UIDBudgets.maxUnacknowledgedRewards`): a rewarded Show would earn one more.
+    case tooManyUnacknowledgedRewards(uid: UInt32, waiting: Int, limit: Int)
     /// A frequency rule holds the slot for this user (docs/caps.md): `rule` is its name, and a
     /// Show `retryAfter` from now (whole milliseconds, rounded up) is let in, if nothing else is shown.
     case capped(slot: String, rule: String, retryAfter: Duration)

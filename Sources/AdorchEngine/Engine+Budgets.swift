@@ -15,4 +15,16 @@ extension Engine {
         let limit = settings.budgets.maxOpenAds
         return open + loading + count > limit ? .tooManyOpenAds(uid: uid, open: open, loading: loading, limit: limit) : nil
     }
+
+    /// Why a Show of `slot` would take `uid` past its bound on unacknowledged rewards
+    /// (docs/rules.md, "A bound on unacknowledged rewards"), or nil if it may show. `waiting`
+    /// is how many of its rewards wait for AckReward: the ledger is the shell's, so the shell
+    /// counts them. Only a rewarded slot's Show is held back, and before any ad is taken, so
+    /// no viewer watches an ad whose reward the ledger would not keep; a reward already
+    /// earned (an ad on screen, a network's late reward) is always granted.
+    func unacknowledgedRewardsRefusal(_ uid: UInt32?, slot: SlotConfig, waiting: Int) -> ShowError? {
+        guard let uid, UIDBudgets.bind(uid), slot.format == .rewarded else { return nil }
+        let limit = settings.budgets.maxUnacknowledgedRewards
+        return waiting >= limit ? .tooManyUnacknowledgedRewards(uid: uid, waiting: waiting, limit: limit) : nil
+    }
 }

@@ -13,10 +13,12 @@ extension Engine {
     /// An app asks for an ad to show now: the ad is taken (no longer valid for anyone else)
     /// and `.show` asks its plugin to present it. A Show call goes through `requestShow`,
     /// which also follows the plugin's answer. The ad is `holder`'s until it ends, and
-    /// counts against its open-ads budget.
+    /// counts against its open-ads budget. `rewardsWaiting`: the holder's rewards waiting in
+    /// the ledger for its AckReward, which bound its rewarded Shows.
     public mutating func show(slot slotID: String, userID: String?, reward: RewardModel? = nil, holder: UInt32? = nil,
-                              now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
-        var (result, effects) = takeForShow(slot: slotID, userID: userID, reward: reward, holder: holder, now: now)
+                              rewardsWaiting: Int = 0, now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
+        var (result, effects) = takeForShow(slot: slotID, userID: userID, reward: reward, holder: holder,
+                                            rewardsWaiting: rewardsWaiting, now: now)
         if case .success(let ad) = result {
             if slots[slotID]?.config.capCounting == .show { effects += countAgainstCaps(ad.id, now: now) }
             effects += promise(ad.id)
@@ -26,7 +28,7 @@ extension Engine {
 
     /// A Show's ad, taken; counted against the slot's rules once its plugin presented it.
     private mutating func takeForShow(slot slotID: String, userID: String?, reward: RewardModel?, holder: UInt32?,
-                                      now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
+                                      rewardsWaiting: Int, now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
         guard let slot = slots[slotID] else { return (.failure(.slotNotFound(slotID)), []) }
         guard slot.config.format.isPreloaded else {
             return (.failure(.invalidParameter(name: "slot", reason: "\(slotID) is \(slot.config.format.slotInWords): \(slot.config.format.howToUse)")), [])
@@ -36,6 +38,7 @@ extension Engine {
             return (.failure(.invalidParameter(name: "user_id", reason: "a rewarded slot needs a non-empty user_id")), [])
         }
         // Refused before it counts as demand: the refusal changes nothing else.
+        if let refusal = unacknowledgedRewardsRefusal(holder, slot: slot.config, waiting: rewardsWaiting) { return (.failure(refusal), []) }
         if let refusal = openAdsRefusal(holder, asking: 1) { return (.failure(refusal), []) }
         let user = CapUser(uid: holder, id: userID)
         noteAsker(slotID, user: user, now: now)
@@ -54,8 +57,9 @@ extension Engine {
     /// the ad its plugin presented, or why there is none. `.show` is the last effect, so
     /// whatever its answer sets off comes after the call's own events.
     public mutating func requestShow(slot slotID: String, userID: String?, reward: RewardModel? = nil, holder: UInt32? = nil,
-                                     request: RequestID, now: Moment) -> [Effect] {
-        var (result, effects) = takeForShow(slot: slotID, userID: userID, reward: reward, holder: holder, now: now)
+                                     rewardsWaiting: Int = 0, request: RequestID, now: Moment) -> [Effect] {
+        var (result, effects) = takeForShow(slot: slotID, userID: userID, reward: reward, holder: holder,
+                                            rewardsWaiting: rewardsWaiting, now: now)
         guard case .success(let ad) = result else { return effects + [.completeShow(request, result)] }
         return awaitAnswer(PendingShow(request: request, userID: userID, reward: reward, holder: holder, tries: 1, ad: ad,
                                        deadline: now + Self.showAnswerTimeout),

@@ -258,6 +258,10 @@ public struct UIDBudgets: Sendable, Equatable {
     public var maxOpenAds = 256
     /// Live interactive sessions one uid made (InitInteractive).
     public var maxSessions = 16
+    /// Rewards of ads handed to one uid that wait in the ledger for its AckReward: at this
+    /// many, its rewarded Shows are refused (docs/rules.md, "A bound on unacknowledged
+    /// rewards"), so an app that never acknowledges cannot grow the ledger without end.
+    public var maxUnacknowledgedRewards = 10_000
     /// A session made by InitInteractive and never started ends after this long.
     public var unstartedSessionTimeout: Duration = .seconds(60)
     /// How long a uid that asked a slot is owed a share of its ready ads, and over how long

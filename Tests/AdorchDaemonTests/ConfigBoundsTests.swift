@@ -44,7 +44,8 @@ final class ConfigBoundsTests: XCTestCase {
                       "partial_message_timeout_ms", "max_queued_calls", "max_unsent_bytes", "max_unsent_bytes_per_uid", "max_pending_bytes_per_uid",
                       "shows_per_second_per_uid", "show_burst_per_uid", "loads_per_second_per_uid", "load_burst_per_uid",
                       "lists_per_second_per_uid", "list_burst_per_uid",
-                      "max_open_ads_per_uid", "max_sessions_per_uid", "unstarted_session_timeout_s", "fair_share_window_s"]
+                      "max_open_ads_per_uid", "max_sessions_per_uid", "unstarted_session_timeout_s", "fair_share_window_s",
+                      "max_unacknowledged_rewards_per_uid"]
         let slot: [(String, String)] = [("ttl_s", "rewarded"), ("reward_amount", "rewarded"), ("parallel", "rewarded"),
                                         ("buffer", "rewarded"), ("buffer_min", "rewarded"), ("buffer_max", "rewarded"),
                                         ("width", "banner"), ("height", "banner"), ("count", "native"), ("load_timeout_ms", "banner"),

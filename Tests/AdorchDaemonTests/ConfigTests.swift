@@ -112,6 +112,7 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual([defaults.scheduler.budgets.maxOpenAds, defaults.scheduler.budgets.maxSessions], [256, 16])
         XCTAssertEqual(defaults.scheduler.budgets.unstartedSessionTimeout, .seconds(60))
         XCTAssertEqual(defaults.scheduler.budgets.fairShareWindow, .seconds(60))
+        XCTAssertEqual(defaults.scheduler.budgets.maxUnacknowledgedRewards, 10_000)
         let set = try DaemonConfig.parse(toml: """
             [limits]
             loads_per_second_per_uid = 2.5
@@ -120,17 +121,21 @@ final class ConfigTests: XCTestCase {
             max_sessions_per_uid = 3
             unstarted_session_timeout_s = 20
             fair_share_window_s = 30
+            max_unacknowledged_rewards_per_uid = 5
             """ + "\n" + minimal, source: "test.toml")
         XCTAssertEqual(set.loadRate, CallRate(perSecond: 2.5, burst: 5))
         XCTAssertEqual([set.scheduler.budgets.maxOpenAds, set.scheduler.budgets.maxSessions], [10, 3])
         XCTAssertEqual(set.scheduler.budgets.unstartedSessionTimeout, .seconds(20))
         XCTAssertEqual(set.scheduler.budgets.fairShareWindow, .seconds(30))
+        XCTAssertEqual(set.scheduler.budgets.maxUnacknowledgedRewards, 5)
         let longest = ConfigBounds.fairShareWindowSeconds.upperBound
         XCTAssertEqual(try DaemonConfig.parse(toml: "[limits]\nfair_share_window_s = \(longest)\n" + minimal, source: "test.toml")
             .scheduler.budgets.fairShareWindow, .seconds(longest))
         for (key, value) in [("loads_per_second_per_uid", "-1"), ("load_burst_per_uid", "0"), ("max_open_ads_per_uid", "0"),
                              ("max_sessions_per_uid", "0"), ("unstarted_session_timeout_s", "0"), ("max_open_ads_per_uid", "\"many\""),
-                             ("fair_share_window_s", "0"), ("fair_share_window_s", "\(ConfigBounds.fairShareWindowSeconds.upperBound + 1)")] {
+                             ("fair_share_window_s", "0"), ("fair_share_window_s", "\(ConfigBounds.fairShareWindowSeconds.upperBound + 1)"),
+                             ("max_unacknowledged_rewards_per_uid", "0"),
+                             ("max_unacknowledged_rewards_per_uid", "\(ConfigBounds.unacknowledgedRewardsPerUID.upperBound + 1)")] {
             XCTAssertEqual(refusal("[limits]\n\(key) = \(value)\n" + minimal)?.location, "key limits.\(key)")
         }
     }

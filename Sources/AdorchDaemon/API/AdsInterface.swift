@@ -214,7 +214,9 @@ enum AdsError: String, VarlinkErrorName {
             """
             # This uid holds `open` ads not yet closed, expired or ended, and `loading` more are on their
             # way to it: the call would take it past [limits] max_open_ads_per_uid (`budget`, `limit`).
-            # Report close on the ads it is done with.
+            # Report close on the ads it is done with. With `budget` max_unacknowledged_rewards_per_uid,
+            # a rewarded Show: `open` rewards of this uid's ads wait unacknowledged in the ledger, its
+            # `limit`; acknowledge them with AckReward (docs/rules.md, "A bound on unacknowledged rewards").
             """,
             "(budget: string, limit: int, open: int, loading: int, message: string)")
         case .tooManySessions: VarlinkDeclaration(

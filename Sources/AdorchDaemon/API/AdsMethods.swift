@@ -302,6 +302,8 @@ private func showError(_ error: ShowError, _ call: VarlinkCall, _ gate: CallGate
         invalidParameter(name, reason)
     case .tooManyOpenAds(let uid, let open, let loading, let limit):
         tooManyOpenAds(uid: uid, open: open, loading: loading, limit: limit, call, gate)
+    case .tooManyUnacknowledgedRewards(let uid, let waiting, let limit):
+        tooManyUnacknowledgedRewards(uid: uid, waiting: waiting, limit: limit, call, gate)
     case .capped(let slot, let rule, let retryAfter):
         AdsError.capped([
             "slot": .string(slot), "rule": .string(rule), "retry_after_ms": .int(retryAfter.nanosecondsClamped / 1_000_000),
@@ -316,6 +318,18 @@ private func tooManyOpenAds(uid: UInt32, open: Int, loading: Int, limit: Int, _ 
         "budget": .string(Budget.openAds.key), "limit": .int(Int64(limit)), "open": .int(Int64(open)), "loading": .int(Int64(loading)),
         "message": .string("\(held): \(Budget.openAds.key) is \(limit); report close on the ads it is done with"),
     ]), logging: "\(held), \(Budget.openAds.key) is \(limit); \(call.member) refused")
+}
+
+/// The open-ads budget's error with `budget` naming this one (docs/rules.md, "A bound on
+/// unacknowledged rewards"): `open` is what the uid holds of the ledger, rewards it was told
+/// of and has not acknowledged; nothing is loading for it.
+private func tooManyUnacknowledgedRewards(uid: UInt32, waiting: Int, limit: Int, _ call: VarlinkCall, _ gate: CallGate) -> VarlinkError {
+    let key = Budget.unacknowledgedRewards.key
+    return gate.refused(.unacknowledgedRewards, call, AdsError.tooManyOpenAds([
+        "budget": .string(key), "limit": .int(Int64(limit)), "open": .int(Int64(waiting)), "loading": .int(0),
+        "message": .string("uid \(uid) has \(waiting) rewards not acknowledged: \(key) is \(limit), so no rewarded ad is shown "
+                           + "to it until it acknowledges them with AckReward (ListRewards lists them)"),
+    ]), logging: "uid \(uid) has \(waiting) rewards not acknowledged, \(key) is \(limit); rewarded \(call.member) refused")
 }
 
 private func sessionError(_ error: SessionCallError, sessionID: String?, _ call: VarlinkCall, _ gate: CallGate) -> VarlinkError {

@@ -108,6 +108,9 @@ enum Budget: String, Sendable, CaseIterable {
     case listRate = "List rate limit"
     case openAds = "open ads budget"
     case sessions = "sessions budget"
+    /// Rewarded Shows of a uid whose rewards wait unacknowledged in the ledger
+    /// (docs/rules.md, "A bound on unacknowledged rewards").
+    case unacknowledgedRewards = "unacknowledged rewards budget"
     /// Not a count but a window: a Show that would take what the fair share holds for
     /// other uids (docs/rules.md, "Fair share").
     case fairShare = "fair share"
@@ -120,6 +123,7 @@ enum Budget: String, Sendable, CaseIterable {
         case .listRate: "lists_per_second_per_uid"
         case .openAds: "max_open_ads_per_uid"
         case .sessions: "max_sessions_per_uid"
+        case .unacknowledgedRewards: "max_unacknowledged_rewards_per_uid"
         case .fairShare: "fair_share_window_s"
         }
     }

@@ -128,13 +128,15 @@ extension VarlinkInterface {
               max_sessions_per_uid: int,
               unstarted_session_timeout_s: int,
               fair_share_window_s: int,
+              max_unacknowledged_rewards_per_uid: int,
               # calls refused by each budget since start
               shows_rate_limited: int,
               loads_rate_limited: int,
               lists_rate_limited: int,
               open_ads_refused: int,
               sessions_refused: int,
-              fair_share_refused: int
+              fair_share_refused: int,
+              unacknowledged_rewards_refused: int
             )
             """),
         .type("""

@@ -44,4 +44,7 @@ enum ConfigBounds {
     /// fair_share_window_s: an app that asked a slot over an hour ago is not waiting for its
     /// ad, and a longer window would only keep ads loaded for it.
     static let fairShareWindowSeconds: ClosedRange<Int64> = 1...3600
+    /// max_unacknowledged_rewards_per_uid: at least one, or no rewarded Show could ever be
+    /// made; at most about a million rows per uid.
+    static let unacknowledgedRewardsPerUID: ClosedRange<Int64> = 1...(1 << 20)
 }

@@ -145,7 +145,8 @@ extension DaemonConfig {
                         "max_pending_bytes_per_uid",
                         "shows_per_second_per_uid", "show_burst_per_uid", "loads_per_second_per_uid", "load_burst_per_uid",
                         "lists_per_second_per_uid", "list_burst_per_uid",
-                        Budget.openAds.key, Budget.sessions.key, "unstarted_session_timeout_s", Budget.fairShare.key])
+                        Budget.openAds.key, Budget.sessions.key, "unstarted_session_timeout_s", Budget.fairShare.key,
+                        Budget.unacknowledgedRewards.key])
             if let v = try l.int("max_connections", min: 1, max: 1 << 20) { limits.maxConnections = Int(v) }
             if let v = try l.int("max_connections_per_uid", min: 1, max: 1 << 20) { limits.maxConnectionsPerUID = Int(v) }
             if let v = try l.int("partial_message_timeout_ms", min: 10, max: 3_600_000) { limits.partialMessageTimeout = .milliseconds(v) }
@@ -170,6 +171,9 @@ extension DaemonConfig {
             if let v = try l.int(Budget.sessions.key, min: 1, max: 1 << 20) { budgets.maxSessions = Int(v) }
             if let v = try l.int("unstarted_session_timeout_s", min: 1, max: 86_400) { budgets.unstartedSessionTimeout = .seconds(v) }
             if let v = try l.int(Budget.fairShare.key, in: ConfigBounds.fairShareWindowSeconds) { budgets.fairShareWindow = .seconds(v) }
+            if let v = try l.int(Budget.unacknowledgedRewards.key, in: ConfigBounds.unacknowledgedRewardsPerUID) {
+                budgets.maxUnacknowledgedRewards = Int(v)
+            }
         }
         var access = AccessPolicy()
         if let a = try r.table("access") {

@@ -20,11 +20,12 @@ extension EngineRuntime {
         queue.async { [self] in completion(engine.capUses(slot: slot, user: user, now: now())) }
     }
 
-    /// A Show call, decided by the engine (its fallbacks, retry limit and `holder`'s open-ads
-    /// budget included); the answer carries the ad's expiry as wall-clock time.
+    /// A Show call, decided by the engine (its fallbacks, retry limit and `holder`'s budgets
+    /// included); the answer carries the ad's expiry as wall-clock time.
     func show(slot: String, userID: String?, reward: RewardModel?, holder: UInt32?,
               completion: @escaping @Sendable (Result<(ad: ShownAd, expiresAt: Date), ShowError>) -> Void) {
         queue.async { [self] in
+            let waiting = rewardsWaiting(for: holder, slot: slot)
             let request = issueRequest()
             let started = now()
             pendingShows[request] = { [self] result in
@@ -32,8 +33,22 @@ extension EngineRuntime {
                 if ShowStats.result(of: result) != nil { showStats[slot, default: ShowStats()].note(result, took: now() - started) }
                 completion(result.map { ($0, wallTime($0.expiresAt)) })
             }
-            apply(engine.requestShow(slot: slot, userID: userID, reward: reward, holder: holder, request: request, now: now()))
+            apply(engine.requestShow(slot: slot, userID: userID, reward: reward, holder: holder, rewardsWaiting: waiting,
+                                     request: request, now: now()))
         }
+    }
+
+    /// The rewards of ads handed to `holder` that wait for its AckReward, for the engine's
+    /// bound on them (docs/rules.md, "A bound on unacknowledged rewards"): those in the ledger
+    /// and those granted but not written to it yet. Counted only for a rewarded slot's Show
+    /// by a uid the bound binds: a query on every Show would be for nothing.
+    private func rewardsWaiting(for holder: UInt32?, slot: String) -> Int {
+        guard let holder, UIDBudgets.bind(holder), let rewards,
+              config.slots.first(where: { $0.id == slot })?.format == .rewarded else { return 0 }
+        let unwritten = unrecordedRewards.count { $0.holder == holder }
+        // A ledger that cannot even be read is failing as a whole: the Show is let through to
+        // the promise its ad needs, whose write then answers it LedgerFailed.
+        return unwritten + ((try? rewards.ledger.unacknowledgedCount(heldBy: Int64(holder))) ?? 0)
     }
 
     /// An on-demand Load: `refused` answers at once (bad parameters, `holder`'s open-ads

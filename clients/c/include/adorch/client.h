@@ -103,7 +103,8 @@ typedef enum adorch_status {
     ADORCH_E_LEDGER_FAILED = 8,               /* io.adorch.Ads/Manager.LedgerFailed: the reward ledger failed */
     ADORCH_E_SHUTTING_DOWN = 9,               /* io.adorch.Ads.ShuttingDown: the daemon is stopping */
     ADORCH_E_RATE_LIMITED = 10,               /* io.adorch.Ads.RateLimited: too fast; see retry_after_ms */
-    ADORCH_E_TOO_MANY_OPEN_ADS = 11,          /* io.adorch.Ads.TooManyOpenAds: report close on ads you are done with */
+    ADORCH_E_TOO_MANY_OPEN_ADS = 11,          /* io.adorch.Ads.TooManyOpenAds: report close on ads you are done with, or (budget
+                                                 max_unacknowledged_rewards_per_uid) AckReward the rewards waiting */
     ADORCH_E_TOO_MANY_SESSIONS = 12,          /* io.adorch.Ads.TooManySessions: stop a session first */
     ADORCH_E_PERMISSION_DENIED = 13,          /* io.adorch.Ads/Manager.PermissionDenied: this user may not */
     ADORCH_E_CAPPED = 14,                     /* io.adorch.Ads.Capped: a frequency rule holds the Show; retry_after_ms, "slot", "rule" */
