@@ -76,9 +76,22 @@ static int has_children(pid_t pid) {
     return first != 0 && first != EOF;
 }
 
-/* The first process of its user whose comm is `name`, other than those in `skip`, and with `workers_only`
- * one without children (a box's pid 1 runs the host binary too, with the host its child);
- * 0 if none. */
+/* Whether `pid` is a zombie: a host of an earlier daemon whose parent is gone, left to a pid 1
+ * that does not reap (as in some containers). It has no memory to attack. */
+static int is_zombie(pid_t pid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    FILE *status = fopen(path, "r");
+    int zombie = 0;
+    while (status && fgets(line, sizeof line, status))
+        if (strncmp(line, "State:", 6) == 0) zombie = strchr(line, 'Z') != NULL || strchr(line, 'X') != NULL;
+    if (status) fclose(status);
+    return zombie;
+}
+
+/* The first process of its user whose comm is `name`, other than those in `skip` and zombies,
+ * and with `workers_only` one without children (a box's pid 1 runs the host binary too, with
+ * the host its child); 0 if none. */
 static pid_t find(const char *name, const pid_t skip[2], int workers_only) {
     DIR *proc = opendir("/proc");
     struct dirent *entry;
@@ -93,7 +106,7 @@ static pid_t find(const char *name, const pid_t skip[2], int workers_only) {
         if (fgets(comm, sizeof comm, file)) comm[strcspn(comm, "\n")] = 0;
         fclose(file);
         /* Its own user's only: another user's processes are out of reach anyway. */
-        if (strcmp(comm, name) == 0 && (uid_t)status_field(pid, "Uid") == getuid() && !(workers_only && has_children(pid))) found = pid;
+        if (strcmp(comm, name) == 0 && (uid_t)status_field(pid, "Uid") == getuid() && !(workers_only && has_children(pid)) && !is_zombie(pid)) found = pid;
     }
     if (proc) closedir(proc);
     return found;
