@@ -43,7 +43,7 @@ final class ConfigBoundsTests: XCTestCase {
         let limits = ["max_connections", "max_connections_per_uid", "root_reserved_connections", "idle_connection_timeout_s",
                       "partial_message_timeout_ms", "max_queued_calls", "max_unsent_bytes", "max_unsent_bytes_per_uid", "max_pending_bytes_per_uid",
                       "shows_per_second_per_uid", "show_burst_per_uid", "loads_per_second_per_uid", "load_burst_per_uid",
-                      "lists_per_second_per_uid", "list_burst_per_uid",
+                      "lists_per_second_per_uid", "list_burst_per_uid", "reports_per_second_per_uid", "report_burst_per_uid",
                       "max_open_ads_per_uid", "max_sessions_per_uid", "unstarted_session_timeout_s", "fair_share_window_s",
                       "max_unacknowledged_rewards_per_uid"]
         let slot: [(String, String)] = [("ttl_s", "rewarded"), ("reward_amount", "rewarded"), ("parallel", "rewarded"),
@@ -88,7 +88,8 @@ final class ConfigBoundsTests: XCTestCase {
             }
         }
         // The keys that take fractions: TOML's nan and inf, and a double too large for any range.
-        for key in ["scheduler.backoff_jitter", "limits.shows_per_second_per_uid", "limits.show_burst_per_uid"] {
+        for key in ["scheduler.backoff_jitter", "limits.shows_per_second_per_uid", "limits.show_burst_per_uid",
+                    "limits.reports_per_second_per_uid", "limits.report_burst_per_uid"] {
             let toml = numericKeys.first { $0.key == key }!.toml
             for value in ["nan", "+nan", "-nan", "inf", "-inf", "1e308", "-1e308"] {
                 XCTAssertEqual(refusal(toml(value))?.location, "key \(key)", "\(key) = \(value): \(refusal(toml(value))?.description ?? "accepted")")

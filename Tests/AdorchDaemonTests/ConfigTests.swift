@@ -108,6 +108,7 @@ final class ConfigTests: XCTestCase {
     func testTheBudgetsPerUidHaveDefaultsAndAreRangeChecked() throws {
         let defaults = try DaemonConfig.parse(toml: minimal, source: "test.toml")
         XCTAssertEqual(defaults.loadRate, CallRate(perSecond: 20, burst: 50))
+        XCTAssertEqual(defaults.reportRate, CallRate(perSecond: 1000, burst: 2000))
         XCTAssertEqual(defaults.scheduler.budgets, UIDBudgets())
         XCTAssertEqual([defaults.scheduler.budgets.maxOpenAds, defaults.scheduler.budgets.maxSessions], [256, 16])
         XCTAssertEqual(defaults.scheduler.budgets.unstartedSessionTimeout, .seconds(60))
@@ -117,6 +118,8 @@ final class ConfigTests: XCTestCase {
             [limits]
             loads_per_second_per_uid = 2.5
             load_burst_per_uid = 5
+            reports_per_second_per_uid = 0.5
+            report_burst_per_uid = 4
             max_open_ads_per_uid = 10
             max_sessions_per_uid = 3
             unstarted_session_timeout_s = 20
@@ -124,6 +127,9 @@ final class ConfigTests: XCTestCase {
             max_unacknowledged_rewards_per_uid = 5
             """ + "\n" + minimal, source: "test.toml")
         XCTAssertEqual(set.loadRate, CallRate(perSecond: 2.5, burst: 5))
+        XCTAssertEqual(set.reportRate, CallRate(perSecond: 0.5, burst: 4))
+        XCTAssertEqual(try DaemonConfig.parse(toml: "[limits]\nreports_per_second_per_uid = 0\n" + minimal, source: "test.toml").reportRate.perSecond,
+                       0, "0 turns it off, as for the other rates")
         XCTAssertEqual([set.scheduler.budgets.maxOpenAds, set.scheduler.budgets.maxSessions], [10, 3])
         XCTAssertEqual(set.scheduler.budgets.unstartedSessionTimeout, .seconds(20))
         XCTAssertEqual(set.scheduler.budgets.fairShareWindow, .seconds(30))
@@ -132,6 +138,8 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(try DaemonConfig.parse(toml: "[limits]\nfair_share_window_s = \(longest)\n" + minimal, source: "test.toml")
             .scheduler.budgets.fairShareWindow, .seconds(longest))
         for (key, value) in [("loads_per_second_per_uid", "-1"), ("load_burst_per_uid", "0"), ("max_open_ads_per_uid", "0"),
+                             ("reports_per_second_per_uid", "-1"), ("reports_per_second_per_uid", "1000001"), ("report_burst_per_uid", "0"),
+                             ("report_burst_per_uid", "1000001"), ("report_burst_per_uid", "\"many\""),
                              ("max_sessions_per_uid", "0"), ("unstarted_session_timeout_s", "0"), ("max_open_ads_per_uid", "\"many\""),
                              ("fair_share_window_s", "0"), ("fair_share_window_s", "\(ConfigBounds.fairShareWindowSeconds.upperBound + 1)"),
                              ("max_unacknowledged_rewards_per_uid", "0"),

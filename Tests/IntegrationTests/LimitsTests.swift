@@ -177,7 +177,7 @@ final class LimitsTests: XCTestCase {
             if greedy.status != 0 { limited.append(greedy.stderr) }
         }
         XCTAssertEqual(limited.count, 4, "a burst of 2, then one every 10 s")
-        XCTAssertTrue(limited.first?.contains("io.adorch.Ads.RateLimited: uid 4321 called Show faster than the [limits] allow; try again in") ?? false,
+        XCTAssertTrue(limited.first?.contains("io.adorch.Ads.RateLimited: uid 4321 called Show faster than [limits] shows_per_second_per_uid allows; try again in") ?? false,
                       "\(limited)")
         // Another uid has its own bucket, and root (the operator) is not limited.
         XCTAssertEqual(try adorchctl(as: 4322, daemon, ["show", "s"]).status, 0)

@@ -206,8 +206,9 @@ enum AdsError: String, VarlinkErrorName {
         case .shuttingDown: VarlinkDeclaration("# The daemon is stopping; subscriptions end with this.", "()")
         case .rateLimited: VarlinkDeclaration(
             """
-            # This uid called Show, Load, ListEvents or ListRewards faster than [limits]
-            # shows_per_second_per_uid, loads_per_second_per_uid or lists_per_second_per_uid allows.
+            # This uid called Show, Load, ListEvents or ListRewards, or Report, Start, Pause, Resume or
+            # Stop, faster than [limits] shows_per_second_per_uid, loads_per_second_per_uid,
+            # lists_per_second_per_uid or reports_per_second_per_uid allows; message names which.
             """,
             "(retry_after_ms: int, message: string)")
         case .tooManyOpenAds: VarlinkDeclaration(

@@ -51,6 +51,8 @@ struct AdsMethods {
             }
         }
         routes.add(AdsMethod.report, ReportCall.self) { p, call, replier in
+            // Before the id is even looked up: a flood of bad ids costs the engine queue a turn each (issue 31).
+            if let refusal = gate.rateRefusal(.reportRate, call) { return replier.fail(refusal) }
             runtime.report(p.event, adID: p.adID, caller: call.peer?.uid, denied: { replier.fail(gate.denied(call, $0)) }) { result in
                 switch result {
                 case .success: replier.reply([:])
@@ -99,6 +101,8 @@ struct AdsMethods {
         }
         for (method, operation) in [(AdsMethod.start, SessionCall.start), (.pause, .pause), (.resume, .resume), (.stop, .stop)] {
             routes.add(method, SessionIDCall.self) { p, call, replier in
+                // Each costs the engine queue a turn as a Report does: they share its rate.
+                if let refusal = gate.rateRefusal(.reportRate, call) { return replier.fail(refusal) }
                 runtime.session(operation, p.sessionID, caller: call) { result in
                     switch result {
                     case .success: replier.reply([:])

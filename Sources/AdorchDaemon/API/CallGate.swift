@@ -3,7 +3,7 @@ import AdorchVarlink
 import Logging
 
 /// [Varlink queue, any thread] Who may call what, and how often: the config's [access]
-/// rules and the per-uid Show and Load rates, checked for every call before it reaches the
+/// rules and the per-uid call rates (Show, Load, lists, reports), checked for every call before it reaches the
 /// engine; and every refusal's journal line, kept to one per uid and kind a minute
 /// (`RefusalLog`), also for the budgets the engine side enforces.
 final class CallGate: Sendable {
@@ -20,7 +20,7 @@ final class CallGate: Sendable {
     init(_ config: DaemonConfig, logger: Logger) {
         access = LockedValue(config.access)
         rates = LockedValue([.showRate: RateLimiter(rate: config.showRate), .loadRate: RateLimiter(rate: config.loadRate),
-                             .listRate: RateLimiter(rate: config.listRate)])
+                             .listRate: RateLimiter(rate: config.listRate), .reportRate: RateLimiter(rate: config.reportRate)])
         self.logger = logger
     }
 
@@ -31,6 +31,7 @@ final class CallGate: Sendable {
             $0[.showRate]!.rate = config.showRate
             $0[.loadRate]!.rate = config.loadRate
             $0[.listRate]!.rate = config.listRate
+            $0[.reportRate]!.rate = config.reportRate
         }
     }
 
@@ -69,7 +70,7 @@ final class CallGate: Sendable {
     }
 
     /// The RateLimited error if the caller must wait before this call (`budget` is
-    /// `.showRate`, `.loadRate` or `.listRate`), or nil if it may make it now. Root, the operator, is not
+    /// `.showRate`, `.loadRate`, `.listRate` or `.reportRate`), or nil if it may make it now. Root, the operator, is not
     /// rate limited, as it is not refused by [access].
     func rateRefusal(_ budget: Budget, _ call: VarlinkCall) -> VarlinkError? {
         let uid = call.peer?.uid
@@ -77,7 +78,7 @@ final class CallGate: Sendable {
         let who = uid.map(String.init) ?? "unknown"
         return refused(budget, call, AdsError.rateLimited([
             "retry_after_ms": .int(Int64(wait / .milliseconds(1)) + 1),
-            "message": .string("uid \(who) called \(call.member) faster than the [limits] allow; try again in \(wait)"),
+            "message": .string("uid \(who) called \(call.member) faster than [limits] \(budget.key) allows; try again in \(wait)"),
         ]), logging: "uid \(who) may \(call.member.lowercased()) again in \(wait)")
     }
 
@@ -106,6 +107,8 @@ enum Budget: String, Sendable, CaseIterable {
     case showRate = "Show rate limit"
     case loadRate = "Load rate limit"
     case listRate = "List rate limit"
+    /// Report and the session controls (docs/rules.md, "Budgets per uid").
+    case reportRate = "Report rate limit"
     case openAds = "open ads budget"
     case sessions = "sessions budget"
     /// Rewarded Shows of a uid whose rewards wait unacknowledged in the ledger
@@ -121,6 +124,7 @@ enum Budget: String, Sendable, CaseIterable {
         case .showRate: "shows_per_second_per_uid"
         case .loadRate: "loads_per_second_per_uid"
         case .listRate: "lists_per_second_per_uid"
+        case .reportRate: "reports_per_second_per_uid"
         case .openAds: "max_open_ads_per_uid"
         case .sessions: "max_sessions_per_uid"
         case .unacknowledgedRewards: "max_unacknowledged_rewards_per_uid"

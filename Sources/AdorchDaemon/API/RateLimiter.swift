@@ -1,6 +1,6 @@
 /// How fast one uid may make a call ([limits] shows_per_second_per_uid and show_burst_per_uid,
 /// loads_per_second_per_uid and load_burst_per_uid, lists_per_second_per_uid and
-/// list_burst_per_uid).
+/// list_burst_per_uid, reports_per_second_per_uid and report_burst_per_uid).
 public struct CallRate: Sendable, Equatable {
     /// Calls a uid may make per second, sustained; 0 turns the limit off.
     public var perSecond: Double
@@ -12,6 +12,11 @@ public struct CallRate: Sendable, Equatable {
     /// ListEvents and ListRewards: reading is the caller's, but building a reply of hundreds
     /// of events is the daemon's time, which every app shares.
     public static let lists = CallRate(perSecond: 10, burst: 20)
+    /// Report, and Start, Pause, Resume and Stop of a session: each costs the engine queue a
+    /// turn even when its id is bad, and 49,000 a second from one app slowed every app's
+    /// Shows (issue 31). An honest app sends a few per ad it shows, so ten times the Show
+    /// rate and burst never holds it back.
+    public static let reports = CallRate(perSecond: 10 * shows.perSecond, burst: 10 * shows.burst)
 }
 
 /// One method's calls per uid as token buckets: one app calling in a loop drains only its

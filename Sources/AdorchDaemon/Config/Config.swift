@@ -25,6 +25,7 @@ public struct DaemonConfig: Sendable, Equatable {
     public var showRate = CallRate.shows
     public var loadRate = CallRate.loads
     public var listRate = CallRate.lists
+    public var reportRate = CallRate.reports
     /// The metrics listener's address ([metrics] listen); nil (the default): no listener.
     public var metrics: MetricsAddress?
 }
@@ -138,13 +139,14 @@ extension DaemonConfig {
         var showRate = CallRate.shows
         var loadRate = CallRate.loads
         var listRate = CallRate.lists
+        var reportRate = CallRate.reports
         var budgets = UIDBudgets()
         if let l = try r.table("limits") {
             try l.only(["max_connections", "max_connections_per_uid", "partial_message_timeout_ms", "max_unsent_bytes",
                         "root_reserved_connections", "idle_connection_timeout_s", "max_queued_calls", "max_unsent_bytes_per_uid",
                         "max_pending_bytes_per_uid",
                         "shows_per_second_per_uid", "show_burst_per_uid", "loads_per_second_per_uid", "load_burst_per_uid",
-                        "lists_per_second_per_uid", "list_burst_per_uid",
+                        "lists_per_second_per_uid", "list_burst_per_uid", "reports_per_second_per_uid", "report_burst_per_uid",
                         Budget.openAds.key, Budget.sessions.key, "unstarted_session_timeout_s", Budget.fairShare.key,
                         Budget.unacknowledgedRewards.key])
             if let v = try l.int("max_connections", min: 1, max: 1 << 20) { limits.maxConnections = Int(v) }
@@ -167,6 +169,8 @@ extension DaemonConfig {
             if let v = try l.double("load_burst_per_uid", range: 1...1_000_000) { loadRate.burst = v }
             if let v = try l.double("lists_per_second_per_uid", range: 0...1_000_000) { listRate.perSecond = v }
             if let v = try l.double("list_burst_per_uid", range: 1...1_000_000) { listRate.burst = v }
+            if let v = try l.double("reports_per_second_per_uid", range: 0...1_000_000) { reportRate.perSecond = v }
+            if let v = try l.double("report_burst_per_uid", range: 1...1_000_000) { reportRate.burst = v }
             if let v = try l.int(Budget.openAds.key, min: 1, max: 1 << 20) { budgets.maxOpenAds = Int(v) }
             if let v = try l.int(Budget.sessions.key, min: 1, max: 1 << 20) { budgets.maxSessions = Int(v) }
             if let v = try l.int("unstarted_session_timeout_s", min: 1, max: 86_400) { budgets.unstartedSessionTimeout = .seconds(v) }
@@ -318,7 +322,7 @@ extension DaemonConfig {
             source: source, socketPath: try daemon?.path("socket", maxBytes: UnixSocket.maxPathBytes), stateDir: try daemon?.path("state_dir"),
             pluginDir: try daemon?.path("plugin_dir"), logLevel: logLevel,
             scheduler: scheduler, rewardKeyFile: try rewards?.string("key_file"), plugins: plugins, slots: slots, access: access,
-            limits: limits, showRate: showRate, loadRate: loadRate, listRate: listRate
+            limits: limits, showRate: showRate, loadRate: loadRate, listRate: listRate, reportRate: reportRate
         )
         config.metrics = try MetricsAddress.read(try r.table("metrics"))
         return config

@@ -34,6 +34,7 @@ struct DaemonStatus: Sendable {
     var showRate: CallRate
     var loadRate: CallRate
     var listRate: CallRate
+    var reportRate: CallRate
     var budgets: UIDBudgets
     /// Calls refused for each per-uid budget since start.
     var refused: [Budget: Int]

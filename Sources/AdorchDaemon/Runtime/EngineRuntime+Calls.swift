@@ -203,6 +203,7 @@ extension EngineRuntime {
                 version: AdorchVersion.current, pid: getpid(), uptime: Date().timeIntervalSince(startedAt), socket: socket,
                 configSource: config.source, connections: server?.counts ?? VarlinkCounts(),
                 limits: server?.limits ?? config.limits, showRate: config.showRate, loadRate: config.loadRate, listRate: config.listRate,
+                reportRate: config.reportRate,
                 budgets: config.scheduler.budgets, refused: gate.refusedCounts,
                 plugins: (loaded.map(\.info) + down).sorted { $0.name < $1.name }.map { .init(info: $0, refusal: nil, statsJSON: nil, host: host(of: $0.name)) }
                     + plugins.refusals.values.sorted { $0.name < $1.name }.map { .init(info: nil, refusal: $0, statsJSON: nil) },
