@@ -168,4 +168,56 @@ final class BudgetTests: XCTestCase {
         XCTAssertEqual(limits?["lists_rate_limited"]?.intValue, 2)
         XCTAssertEqual(occurrences(of: "List rate limit: uid 4321", in: daemon.log), 1, "one journal line for both refusals")
     }
+
+    /// Issue 31: Report, with the session controls, has a rate per uid, checked before the id
+    /// is looked up (a flood of bad ids cost every app's Shows). Another uid's Shows and
+    /// Reports go on, and root is not held to it.
+    func testReportsAndSessionControlsAreRateLimitedPerUid() throws {
+        let daemon = try DaemonProcess(config: simConfig(slots: """
+        [limits]
+        reports_per_second_per_uid = 0.01
+        report_burst_per_uid = 3
+
+        [[slots]]
+        id = "s"
+        format = "interstitial"
+        buffer = 1
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "latency_ms=0"
+        """))
+        try daemon.waitFor("s full") { try daemon.slotStatus("s")["ready"]?.intValue == 1 }
+        let bad: (String, JSONValue) = ("io.adorch.Ads.Report", ["ad_id": "no-such-ad", "event": "click"])
+        let stop: (String, JSONValue) = ("io.adorch.Ads.Stop", ["session_id": "no-such-session"])
+        let eager = try calls(as: 4321, daemon, [bad, bad, bad, bad, stop])
+        XCTAssertEqual(eager.map { $0["error"]?.stringValue }, [
+            "io.adorch.Ads.AdNotValid", "io.adorch.Ads.AdNotValid", "io.adorch.Ads.AdNotValid",
+            "io.adorch.Ads.RateLimited", "io.adorch.Ads.RateLimited",
+        ], "a burst of three, then one every 100 s, Stop counted with Report; refused before the id is looked up")
+        XCTAssertGreaterThan(eager[3]["parameters"]?["retry_after_ms"]?.intValue ?? 0, 1000)
+        XCTAssertEqual(eager[3]["parameters"]?["message"]?.stringValue?.hasPrefix(
+            "uid 4321 called Report faster than [limits] reports_per_second_per_uid allows; try again in"), true, "\(eager[3])")
+        XCTAssertEqual(eager[4]["parameters"]?["message"]?.stringValue?.hasPrefix(
+            "uid 4321 called Stop faster than [limits] reports_per_second_per_uid allows"), true, "\(eager[4])")
+
+        // Another uid has a bucket of its own: it is shown an ad and reports on it.
+        let shown = try calls(as: 4322, daemon, [("io.adorch.Ads.Show", ["slot": "s"])])
+        let ad = try XCTUnwrap(shown[0]["parameters"]?["ad"]?["id"], "\(shown)")
+        let reported = try calls(as: 4322, daemon, [("io.adorch.Ads.Report", ["ad_id": ad, "event": "impression"]),
+                                                    ("io.adorch.Ads.Report", ["ad_id": ad, "event": "close"])])
+        XCTAssertEqual(reported.map { $0["error"] }, [nil, nil])
+        // Root, the operator, is exempt: its bad ids are judged, not refused.
+        for _ in 0..<5 {
+            XCTAssertEqual(try daemon.callExpectingError("io.adorch.Ads.Report", ["ad_id": "no-such-ad", "event": "click"]).0,
+                           "io.adorch.Ads.AdNotValid")
+        }
+
+        let limits = try daemon.status()["limits"]
+        XCTAssertEqual(limits?["reports_rate_limited"]?.intValue, 2)
+        XCTAssertEqual(limits?["reports_per_second_per_uid"]?.doubleValue, 0.01)
+        XCTAssertEqual(limits?["report_burst_per_uid"]?.doubleValue, 3)
+        let metrics = try runCommand(productsDirectory.appendingPathComponent("adorchctl").path, ["metrics", "--socket", daemon.socket])
+        XCTAssertTrue(metrics.stdout.contains(#"adorch_limit_refusals_total{limit="reports_per_second_per_uid"} 2"#), metrics.stdout)
+        XCTAssertEqual(occurrences(of: "Report rate limit: uid 4321", in: daemon.log), 1, "one journal line for both refusals")
+    }
 }
