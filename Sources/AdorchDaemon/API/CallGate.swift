@@ -3,9 +3,9 @@ import AdorchVarlink
 import Logging
 
 /// [Varlink queue, any thread] Who may call what, and how often: the config's [access]
-/// rules and the per-uid call rates (Show, Load, lists, reports), checked for every call before it reaches the
-/// engine; and every refusal's journal line, kept to one per uid and kind a minute
-/// (`RefusalLog`), also for the budgets the engine side enforces.
+/// rules and the per-uid call rates (Show, Load, lists, reports), checked for every call
+/// before it reaches the engine; and every refusal's journal line, kept to one per uid and
+/// kind a minute (`RefusalLog`), also for the budgets the engine side enforces.
 final class CallGate: Sendable {
     private let access: LockedValue<AccessPolicy>
     private let rates: LockedValue<[Budget: RateLimiter]>
@@ -70,8 +70,8 @@ final class CallGate: Sendable {
     }
 
     /// The RateLimited error if the caller must wait before this call (`budget` is
-    /// `.showRate`, `.loadRate`, `.listRate` or `.reportRate`), or nil if it may make it now. Root, the operator, is not
-    /// rate limited, as it is not refused by [access].
+    /// `.showRate`, `.loadRate`, `.listRate` or `.reportRate`), or nil if it may make it now.
+    /// Root, the operator, is not rate limited, as it is not refused by [access].
     func rateRefusal(_ budget: Budget, _ call: VarlinkCall) -> VarlinkError? {
         let uid = call.peer?.uid
         guard uid != 0, let wait = rates.withLock({ $0[budget]?.take(uid ?? UInt32.max, now: .now) }) else { return nil }
