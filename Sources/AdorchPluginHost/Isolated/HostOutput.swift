@@ -54,21 +54,27 @@ enum HostOutput {
         }
 
         /// Takes a chunk; false when some line in it was over the plugin's lines per second.
+        /// A line at a time, not a byte: an endless line (an outside attack wrote 400 MB
+        /// without a newline) costs a search for the next newline, nothing more.
         mutating func take(_ bytes: ArraySlice<UInt8>) -> Bool {
             allAdmitted = true
-            for byte in bytes {
-                if byte == UInt8(ascii: "\n") {
-                    if !skippingRest { emit() }
-                    skippingRest = false
-                    pending.removeAll(keepingCapacity: true)
-                } else if !skippingRest {
-                    pending.append(byte)
+            var rest = bytes
+            while !rest.isEmpty {
+                let newline = rest.firstIndex(of: UInt8(ascii: "\n"))
+                if !skippingRest {
+                    // One byte past the bound, so that logText cuts the line and says so.
+                    pending.append(contentsOf: rest[..<(newline ?? rest.endIndex)].prefix(CallbackBounds.textBytes + 1 - pending.count))
                     if pending.count > CallbackBounds.textBytes {
                         emit()
                         pending.removeAll(keepingCapacity: true)
                         skippingRest = true
                     }
                 }
+                guard let newline else { break }
+                if !skippingRest { emit() }
+                skippingRest = false
+                pending.removeAll(keepingCapacity: true)
+                rest = rest[(newline + 1)...]
             }
             return allAdmitted
         }
