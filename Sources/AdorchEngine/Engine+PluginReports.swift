@@ -95,6 +95,8 @@ extension Engine {
             return ignored(report, for: id, from: plugin)
 
         case (.mediaCached, _):
+            guard !ad.mediaCached else { return [] }
+            ads[id]!.mediaCached = true
             return [.emit(EngineEvent(.mediaCached, slot: ad.slot, adID: id, network: ad.plugin))]
 
         case (.reward(let transID), _):

@@ -58,6 +58,10 @@ struct AdRecord: Sendable {
     var refreshAt = Moment.zero
     var loadedAt: Moment?
     var tracksItself = false
+    /// Its plugin said its media is cached: said once, it says nothing more. An outside
+    /// attack repeated it 20,000 times a second on its ready ads, each an event for every
+    /// subscriber.
+    var mediaCached = false
     /// The network decides the reward itself (its reward event), not the app's complete.
     var rewardByNetwork = false
     var rewarded = false

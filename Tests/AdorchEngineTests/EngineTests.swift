@@ -241,6 +241,15 @@ final class CompletionOnceTests: XCTestCase {
         XCTAssertEqual(h.status("s").counters.timeouts, 1)
     }
 
+    func testMediaCachedIsAnEventOncePerAd() {
+        var h = Harness(slots: [slot()])
+        let id = h.loads[0].adID
+        h.fill(id)
+        for _ in 0..<1000 { h.report(.mediaCached, id) }
+        XCTAssertEqual(h.events.filter { $0.kind == .mediaCached }.count, 1, "said once, a repeat says nothing")
+        XCTAssertEqual(h.status("s").counters.ignoredCallbacks, 0, "a repeat is no breach")
+    }
+
     func testAReportCrossingTheDestroyIsNotThePluginsFaultButOneAfterItIs() {
         var h = Harness(slots: [slot()])
         let id = h.loads[0].adID

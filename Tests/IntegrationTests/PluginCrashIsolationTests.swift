@@ -242,9 +242,11 @@ final class HostilePluginTests: XCTestCase {
         return library
     }
 
-    private func forger(_ mode: String, hang: Int = 1000, isolation: String = "process") throws -> DaemonProcess {
+    /// `politeApp`: the polite app's uid may call the Ads interface too.
+    private func forger(_ mode: String, hang: Int = 1000, isolation: String = "process", politeApp: Bool = false) throws -> DaemonProcess {
         let library = try forgerLibrary()
         return try DaemonProcess(config: """
+            \(politeApp ? "[access]\nads_users = [\"\(HostileUID.polite)\"]\n" : "")
             [plugins.sim]
             [plugins.forger]
             path = "\(library)"
@@ -286,6 +288,30 @@ final class HostilePluginTests: XCTestCase {
         XCTAssertTrue(line.contains("ms of CPU in the last 10000 ms, more than 1.0 core's worth"), String(line))
         XCTAssertGreaterThanOrEqual(try daemon.pluginStatus("forger")["crashes"]?.intValue ?? 0, 1)
         XCTAssertEqual(try daemon.pluginStatus("sim")["crashes"]?.intValue, 0, "only the spinning plugin is blamed")
+    }
+
+    /// Events on its own live ads without pause, while an app subscribes to every event: each
+    /// event goes to every subscriber, so the daemon sends subscribers at most
+    /// CallbackBounds.publishedEventsPerSecond of a plugin's a second, and a polite app's Shows
+    /// are served as ever (an outside attack: 20,000 a second to 20 subscribers held Shows 38 s).
+    func testAPluginsEventsReachSubscribersWithinTheirBound() throws {
+        let daemon = try forger("events", politeApp: true)
+        defer { _ = daemon.stop() }
+        try daemon.waitForLog("steady full and forger's ads loaded") {
+            $0.components(separatedBy: " loaded in steady from sim").count - 1 >= 4 && $0.contains(" loaded in forged from forger")
+        }
+        let polite = try PoliteProcess(socket: daemon.socket, slot: "steady", subscribe: true)
+        let started = ContinuousClock.now
+        let note = "events about its ads and callbacks not sent to subscribers in the last second"
+        // Three seconds past the bound, each said once as the next second starts.
+        try daemon.waitForLog("the bound met three times", timeout: .seconds(30)) { $0.components(separatedBy: note).count - 1 >= 3 }
+        let summary = try polite.stopAndCheck(during: "a plugin's events on its own ads sent to a subscriber")
+        let seconds = Int((ContinuousClock.now - started) / .seconds(1)) + 1
+        let received = Int(try XCTUnwrap(summary["subscriber"]?["events"]?.intValue))
+        // The forger's events and sim's (a few a second, for the polite app's Shows).
+        XCTAssertLessThanOrEqual(received, seconds * (CallbackBounds.publishedEventsPerSecond + 200), "events in \(seconds) s")
+        XCTAssertGreaterThan(received, CallbackBounds.publishedEventsPerSecond, "the subscriber had the flood's events up to the bound")
+        XCTAssertTrue(daemon.isRunning)
     }
 
     /// A plugin calling host->event and host->log without pause: the rest of that second's

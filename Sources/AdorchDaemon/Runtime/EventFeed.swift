@@ -22,6 +22,9 @@ final class EventFeed {
     private var nextSubscriber: UInt64 = 1
     /// Lines about each plugin's ads and callbacks, by network (admitLine).
     private var eventLines: [String: SecondWindow] = [:]
+    /// Events about each plugin's ads and callbacks sent to subscribers, by network: at most
+    /// CallbackBounds.publishedEventsPerSecond each (admitPublication).
+    private var published: [String: SecondWindow] = [:]
 
     init(logger: Logger, ids: ExternalIDs) {
         self.logger = logger
@@ -53,6 +56,17 @@ final class EventFeed {
         }
     }
 
+    private func admitPublication(of event: EngineEvent) -> Bool {
+        guard !Self.alwaysLogged.contains(event.kind), let network = event.network else { return true }
+        // Paced within the second as callbacks are: a second's worth sent at once held Shows
+        // up 300 ms behind its encoding and writing.
+        let window = published[network] ?? SecondWindow(perSecond: CallbackBounds.publishedEventsPerSecond, slices: CallbackBounds.callbackSlicesPerSecond)
+        published[network] = window
+        return window.admit(warning: logger, metadata: ["plugin": "\(network)"]) { dropped in
+            "plugin \(network): \(dropped) events about its ads and callbacks not sent to subscribers in the last second (over \(CallbackBounds.publishedEventsPerSecond)); ListEvents keeps them"
+        }
+    }
+
     /// `owner`: for a reward, the uid its ad was handed to; only it and the Manager side hear of it.
     func publish(_ reported: EngineEvent, owner: UInt32? = nil) {
         var event = reported
@@ -66,8 +80,10 @@ final class EventFeed {
         }
         let now = Date()
         recent.append(Recent(event: event, time: now, owner: owner))
+        // The bound before the subscribers are looked at: a flood past it costs no more.
+        guard !subscribers.isEmpty, let server, admitPublication(of: event) else { return }
         let listening = subscribers.values.filter { $0.wants(event.slot) && $0.viewer.sees(event, owner: owner) }
-        guard !listening.isEmpty, let server else { return }
+        guard !listening.isEmpty else { return }
         server.broadcast(["event": event.json(at: now, ids)], to: listening.map(\.replier))
     }
 

@@ -20,6 +20,14 @@ public enum CallbackBounds {
     /// bytes, and an outside attack's 16 KiB details at 16,000 events a second, passed on to a
     /// subscriber, held every app's Shows up for 20 s and took the daemon to 440 MB.
     public static let detailBytesPerSecond = Int(ADORCH_DETAIL_BYTES_PER_S)
+    /// The daemon's own bound, after the callbacks': the events about one plugin's doings it
+    /// sends subscribers in a second, rewards granted and network pauses aside (EventFeed). A
+    /// network serving a hundred Shows a second makes a few hundred. Each goes to every
+    /// subscriber that may see it, so a plugin's 20,000 callbacks a second became 400,000
+    /// messages for one app's 20 subscriptions: in an outside attack Shows waited 38 s and the
+    /// daemon grew to 410 MB. Past it, subscribers miss the rest of that second's; ListEvents
+    /// keeps them.
+    public static let publishedEventsPerSecond = 1_000
     /// Callbacks a call into the plugin earns outside the per-second bound (plugin.h).
     public static let callbacksPerLoad = Int(ADORCH_CALLBACKS_PER_LOAD)
     public static let callbacksPerShow = Int(ADORCH_CALLBACKS_PER_SHOW)

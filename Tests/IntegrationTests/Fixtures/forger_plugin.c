@@ -11,6 +11,9 @@
  *                            bound, expiring after the entry's server_parameter in seconds
  *                            (1e-300: at once), and logs a line per load: for the lifetime
  *                            floor, the per-plugin payload budget and the log rate bound.
+ *   config {"mode":"events"} each load fills at once, and a thread reports clicks on the ads
+ *                            it loaded without pause: events on its own live ads, each of which
+ *                            goes to every subscriber.
  *   config {"mode":"spin"}   init starts 8 threads that spin for ever; its plugin queue stays
  *                            free and answers every heartbeat: for the watchdog's CPU bound.
  * Compiled by the integration test with plain cc against the header. */
@@ -24,7 +27,10 @@
 #include "adorch/plugin.h"
 
 static const adorch_host *host;
-static int mode; /* 1 pong, 2 flood, 3 big, 4 slowinit, 5 loop, 6 spin */
+static int mode; /* 1 pong, 2 flood, 3 big, 4 slowinit, 5 loop, 6 spin, 7 events */
+/* Mode 7: the ads it loaded, the newest last (a ring: old ones are gone anyway). */
+static adorch_ad_id loaded_ids[64];
+static volatile unsigned loaded_count;
 static volatile int stop;
 static pthread_t worker;
 
@@ -43,6 +49,14 @@ static void *forge(void *unused) {
             (void)!write(3, frame, sizeof frame);
             struct timespec pause = {0, 20 * 1000 * 1000};
             nanosleep(&pause, NULL);
+        } else if (mode == 7) {
+            unsigned count = loaded_count;
+            if (count == 0) {
+                struct timespec pause = {0, 1000 * 1000};
+                nanosleep(&pause, NULL);
+            } else {
+                host->event(host, loaded_ids[seq % (count < 64 ? count : 64)], ADORCH_EVENT_CLICK, NULL);
+            }
         } else {
             host->event(host, seq % 1000 + 1000000, ADORCH_EVENT_CLICK, detail);
             if (seq % 10 == 0) host->log(host, ADORCH_LOG_WARNING, "forger: flooding\nFORGED LINE");
@@ -59,12 +73,12 @@ static void *spin(void *unused) {
 
 static int32_t forger_init(const adorch_host *h, const char *config_json) {
     host = h;
-    mode = strstr(config_json, "\"pong\"") ? 1 : strstr(config_json, "\"flood\"") ? 2 : strstr(config_json, "\"big\"") ? 3 : strstr(config_json, "\"slowinit\"") ? 4 : strstr(config_json, "\"loop\"") ? 5 : strstr(config_json, "\"spin\"") ? 6 : 0;
+    mode = strstr(config_json, "\"pong\"") ? 1 : strstr(config_json, "\"flood\"") ? 2 : strstr(config_json, "\"big\"") ? 3 : strstr(config_json, "\"slowinit\"") ? 4 : strstr(config_json, "\"loop\"") ? 5 : strstr(config_json, "\"spin\"") ? 6 : strstr(config_json, "\"events\"") ? 7 : 0;
     if (mode == 4) {
         struct timespec wait = {2, 0};
         nanosleep(&wait, NULL);
     }
-    if (mode == 2) pthread_create(&worker, NULL, forge, NULL);
+    if (mode == 2 || mode == 7) pthread_create(&worker, NULL, forge, NULL);
     for (int i = 0; mode == 6 && i < 8; i++) {
         pthread_t spinner;
         if (pthread_create(&spinner, NULL, spin, NULL) == 0) pthread_detach(spinner);
@@ -74,7 +88,7 @@ static int32_t forger_init(const adorch_host *h, const char *config_json) {
 
 static void forger_deinit(void) {
     stop = 1;
-    if (mode == 2) pthread_join(worker, NULL);
+    if (mode == 2 || mode == 7) pthread_join(worker, NULL);
 }
 
 typedef struct {
@@ -121,6 +135,12 @@ static int32_t forger_load(adorch_ad *opaque) {
         payload[size] = 0;
         host->loaded(host, ad->id, payload);
         free(payload);
+        return 0;
+    }
+    if (mode == 7) {
+        host->loaded(host, ad->id, "{\"expires_in_s\":3600}");
+        loaded_ids[loaded_count % 64] = ad->id;
+        loaded_count++;
         return 0;
     }
     host->failed(host, ad->id, ADORCH_ERROR_NO_FILL, 0, "");
