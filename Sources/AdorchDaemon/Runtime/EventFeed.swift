@@ -44,15 +44,15 @@ final class EventFeed {
     /// The lines about one plugin's doings, every event that names its network but
     /// `alwaysLogged` (its loads' ends, its ads' expiry, replacement and shows, its events,
     /// ignored callbacks and contract violations), make at most as many a second as its own
-    /// log lines may (plugin.h, ADORCH_LOG_LINES_PER_S): the events still go to subscribers
-    /// and ListEvents, and the count of lines left out is said once a second. Counting only
+    /// log lines may (plugin.h, ADORCH_LOG_LINES_PER_S): the events still go to ListEvents and,
+    /// within their own bound (admitPublication), to subscribers, and the count of lines left out is said once a second. Counting only
     /// some kinds let a plugin whose ads expired at once log 15,500 lines a second.
     private func admitLine(of event: EngineEvent) -> Bool {
         guard !Self.alwaysLogged.contains(event.kind), let network = event.network else { return true }
         let window = eventLines[network] ?? SecondWindow(perSecond: CallbackBounds.logLinesPerSecond)
         eventLines[network] = window
         return window.admit(warning: logger, metadata: ["plugin": "\(network)"]) { dropped in
-            "plugin \(network): \(dropped) lines about its ads and callbacks left out of the log in the last second (over \(CallbackBounds.logLinesPerSecond)); subscribers had every event"
+            "plugin \(network): \(dropped) lines about its ads and callbacks left out of the log in the last second (over \(CallbackBounds.logLinesPerSecond)); ListEvents has every event"
         }
     }
 
