@@ -166,7 +166,7 @@ final class BudgetTests: XCTestCase {
         for _ in 0..<5 { _ = try daemon.call("io.adorch.Ads.ListEvents") }
         let limits = try daemon.status()["limits"]
         XCTAssertEqual(limits?["lists_rate_limited"]?.intValue, 2)
-        XCTAssertEqual(occurrences(of: "List rate limit: uid 4321", in: daemon.log), 1, "one journal line for both refusals")
+        XCTAssertEqual(occurrences(of: "List rate limit: uid 4321", in: daemon.log), 1, "one journal line for the three refusals")
     }
 
     /// Issue 31: Report, with the session controls, has a rate per uid, checked before the id
@@ -189,11 +189,12 @@ final class BudgetTests: XCTestCase {
         try daemon.waitFor("s full") { try daemon.slotStatus("s")["ready"]?.intValue == 1 }
         let bad: (String, JSONValue) = ("io.adorch.Ads.Report", ["ad_id": "no-such-ad", "event": "click"])
         let stop: (String, JSONValue) = ("io.adorch.Ads.Stop", ["session_id": "no-such-session"])
-        let eager = try calls(as: 4321, daemon, [bad, bad, bad, bad, stop])
+        let ack: (String, JSONValue) = ("io.adorch.Ads.AckReward", ["trans_id": "no-such-reward"])
+        let eager = try calls(as: 4321, daemon, [bad, bad, bad, bad, stop, ack])
         XCTAssertEqual(eager.map { $0["error"]?.stringValue }, [
             "io.adorch.Ads.AdNotValid", "io.adorch.Ads.AdNotValid", "io.adorch.Ads.AdNotValid",
-            "io.adorch.Ads.RateLimited", "io.adorch.Ads.RateLimited",
-        ], "a burst of three, then one every 100 s, Stop counted with Report; refused before the id is looked up")
+            "io.adorch.Ads.RateLimited", "io.adorch.Ads.RateLimited", "io.adorch.Ads.RateLimited",
+        ], "a burst of three, then one every 100 s, Stop and AckReward counted with Report; refused before the id is looked up")
         XCTAssertGreaterThan(eager[3]["parameters"]?["retry_after_ms"]?.intValue ?? 0, 1000)
         XCTAssertEqual(eager[3]["parameters"]?["message"]?.stringValue?.hasPrefix(
             "uid 4321 called Report faster than [limits] reports_per_second_per_uid allows; try again in"), true, "\(eager[3])")
@@ -213,11 +214,11 @@ final class BudgetTests: XCTestCase {
         }
 
         let limits = try daemon.status()["limits"]
-        XCTAssertEqual(limits?["reports_rate_limited"]?.intValue, 2)
+        XCTAssertEqual(limits?["reports_rate_limited"]?.intValue, 3)
         XCTAssertEqual(limits?["reports_per_second_per_uid"]?.doubleValue, 0.01)
         XCTAssertEqual(limits?["report_burst_per_uid"]?.doubleValue, 3)
         let metrics = try runCommand(productsDirectory.appendingPathComponent("adorchctl").path, ["metrics", "--socket", daemon.socket])
-        XCTAssertTrue(metrics.stdout.contains(#"adorch_limit_refusals_total{limit="reports_per_second_per_uid"} 2"#), metrics.stdout)
-        XCTAssertEqual(occurrences(of: "Report rate limit: uid 4321", in: daemon.log), 1, "one journal line for both refusals")
+        XCTAssertTrue(metrics.stdout.contains(#"adorch_limit_refusals_total{limit="reports_per_second_per_uid"} 3"#), metrics.stdout)
+        XCTAssertEqual(occurrences(of: "Report rate limit: uid 4321", in: daemon.log), 1, "one journal line for the three refusals")
     }
 }

@@ -84,6 +84,8 @@ struct AdsMethods {
             }
         }
         routes.add(AdsMethod.ackReward, AckRewardCall.self) { p, call, replier in
+            // Each looks its transaction id up in the ledger, a bad one too: counted with Report.
+            if let refusal = gate.rateRefusal(.reportRate, call) { return replier.fail(refusal) }
             runtime.withRewards({ $0.acknowledge(p.transID, caller: call.peer?.uid) }) { result in
                 switch result {
                 case .success: replier.reply([:])

@@ -107,7 +107,7 @@ enum Budget: String, Sendable, CaseIterable {
     case showRate = "Show rate limit"
     case loadRate = "Load rate limit"
     case listRate = "List rate limit"
-    /// Report and the session controls (docs/rules.md, "Budgets per uid").
+    /// Report, AckReward and the session controls (docs/rules.md, "Budgets per uid").
     case reportRate = "Report rate limit"
     case openAds = "open ads budget"
     case sessions = "sessions budget"
