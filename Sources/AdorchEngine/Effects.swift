@@ -22,6 +22,8 @@ public struct LoadOrder: Sendable, Equatable {
     public var imageOptionsJSON: String = "{}"
     /// For interactive sessions: what the app was given for the break.
     public var interactive: InteractiveRequest?
+    /// The class this ad is loaded under and the signals its plugin receives.
+    public var privacy = LoadPrivacy(privacyClass: .personalized, signals: PrivacySignals())
 }
 
 extension LoadOrder {
