@@ -19,6 +19,9 @@ public struct NetworkPrivacy: Sendable, Equatable {
     public var servesChildren: Bool
     /// Whether it serves non-personalised ads.
     public var servesNonPersonalized: Bool
+    /// Whether its plugin can receive a load's privacy signals (ABI 1.4 and later). One that
+    /// cannot is asked only for loads that need no signal (docs/privacy.md).
+    public var receivesSignals: Bool = true
 
     /// The defaults are the config's: a network serves non-personalised ads unless it says it
     /// cannot, and never children unless it says it may.
