@@ -124,6 +124,8 @@ let package = Package(
         ),
         // Frequency caps: the impression history the rules count, kept in the state directory (SQLite through GRDB).
         .target(name: "AdorchCapStore", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
+        // Privacy: the viewers' signals apps set with SetPrivacy, kept in the state directory (SQLite through GRDB).
+        .target(name: "AdorchPrivacyStore", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
         // Varlink: framing, a server on its own epoll loop, a blocking client, the service interface.
         .target(name: "AdorchVarlink", dependencies: ["AdorchJSON", "CEpoll", "CGlibcMalloc", .product(name: "Logging", package: "swift-log")]),
         // JSON values, a strict parser and a writer over bytes: the wire's and the plugin host's.
@@ -204,6 +206,7 @@ let package = Package(
         .testTarget(name: "AdorchDaemonTests", dependencies: ["AdorchDaemon", "AdorchVarlink", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "AdorchSystemdTests", dependencies: ["AdorchSystemd"]),
         .testTarget(name: "AdorchRewardsTests", dependencies: ["AdorchRewards"]),
+        .testTarget(name: "AdorchPrivacyStoreTests", dependencies: ["AdorchPrivacyStore", .product(name: "GRDB", package: "GRDB.swift")]),
         // The consent decoders against the vectors in shared/data/consent and, differentially,
         // against PyPI's iab-tcf (Reference/ holds the Python side).
         .testTarget(name: "AdorchPrivacyTests", dependencies: ["AdorchPrivacy"], exclude: ["Reference"]),
