@@ -31,13 +31,11 @@ final class CapHistoryFile {
             guard ImpressionStore.isDamage(first) else {
                 throw StateDirectoryError(path: stateDir, reason: "holds the frequency caps' history, \(Self.fileName), which cannot be opened now: \(first); nothing was changed")
             }
-            let aside = path + ".broken-\(Int(Date().timeIntervalSince1970))"
-            let moved = (try? FileManager.default.moveItem(atPath: path, toPath: aside)) != nil
             // Its WAL goes with it: the impressions not yet merged are in there.
-            for suffix in ["-wal", "-shm"] where moved { try? FileManager.default.moveItem(atPath: path + suffix, toPath: aside + suffix) }
+            let aside = moveAsideDamaged(path)
             store = try? ImpressionStore(path: path)
             let outcome = store == nil ? "caps hold in memory only, until the daemon stops"
-                : moved ? "moved to \(aside); caps count from now on" : "caps count from now on"
+                : aside.map { "moved to \($0); caps count from now on" } ?? "caps count from now on"
             logger.error("frequency caps: \(path) could not be opened (\(first)): \(outcome)")
         }
     }
