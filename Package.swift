@@ -140,7 +140,7 @@ let package = Package(
             name: "AdorchDaemon",
             dependencies: [
                 "AdorchEngine", "AdorchLocking", "AdorchPaths", "AdorchPluginHost", "AdorchVarlink", "AdorchSystemd", "AdorchRewards", "AdorchCapStore",
-                "AdorchPrivacy", .product(name: "TOMLKit", package: "TOMLKit"),
+                "AdorchPrivacy", "AdorchPrivacyStore", .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             // A link to etc/adorch/adorchd.toml: the shipped config is the embedded default.

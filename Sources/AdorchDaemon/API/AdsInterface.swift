@@ -35,6 +35,8 @@ enum AdsMethod: String, VarlinkMethodName {
     case stop = "Stop"
     case listEvents = "ListEvents"
     case subscribe = "Subscribe"
+    case setPrivacy = "SetPrivacy"
+    case getPrivacy = "GetPrivacy"
 
     static let interface = "io.adorch.Ads"
 
@@ -64,7 +66,9 @@ enum AdsMethod: String, VarlinkMethodName {
               slot: string,
               # at most \(FieldBounds.userID) bytes
               user_id: ?string,
-              reward: ?RewardModel
+              reward: ?RewardModel,
+              # for this call only: over what SetPrivacy set for user_id and for the app
+              privacy: ?Privacy
             ) -> (ad: Ad)
             """)
         case .listRewards: VarlinkDeclaration(
@@ -102,7 +106,9 @@ enum AdsMethod: String, VarlinkMethodName {
               height: ?int,
               timeout_ms: ?int,
               # at most \(FieldBounds.targeting) bytes as compact JSON
-              targeting: ?object
+              targeting: ?object,
+              # for this call only: over what SetPrivacy set for the app
+              privacy: ?Privacy
             ) -> (ads: []Ad)
             """)
         case .report: VarlinkDeclaration(
@@ -153,6 +159,36 @@ enum AdsMethod: String, VarlinkMethodName {
             # per event of the named slots, or of all slots when none are named, that the caller may see (Event).
             """,
             "(slots: ?[]string) -> (event: Event)")
+        case .setPrivacy: VarlinkDeclaration(
+            """
+            # Sets what the caller's viewers said about their privacy (docs/privacy.md, "Setting a viewer's state"):
+            # with user_id, for that user of the app; without (or ""), for the app as a whole. null privacy clears
+            # it. Show and Load then take, for the caller: their own privacy if given, else the user's, else the
+            # app's, else the daemon's default. Each string is decoded first: one that does not decode is refused,
+            # InvalidParameter naming it, and nothing changes. Kept in the state directory, on disk before the reply,
+            # at most [limits] \(Budget.privacyRecords.key) records per uid. An app reads and changes only its own uid's.
+            """,
+            """
+            (
+              # at most \(FieldBounds.userID) bytes
+              user_id: ?string,
+              privacy: ?Privacy
+            ) -> ()
+            """)
+        case .getPrivacy: VarlinkDeclaration(
+            """
+            # What applies to the caller's calls for user_id (without one: for calls without one), as SetPrivacy set it.
+            """,
+            """
+            (
+              # at most \(FieldBounds.userID) bytes
+              user_id: ?string
+            ) -> (
+              privacy: ?Privacy,
+              # user: the record for user_id; app: the app's record; none: neither (the daemon's default applies)
+              source: string
+            )
+            """)
         }
     }
 }
@@ -172,6 +208,8 @@ enum AdsError: String, VarlinkErrorName {
     case tooManyOpenAds = "TooManyOpenAds"
     case tooManySessions = "TooManySessions"
     case permissionDenied = "PermissionDenied"
+    case tooManyPrivacyRecords = "TooManyPrivacyRecords"
+    case privacyNotStored = "PrivacyNotStored"
 
     static let interface = "io.adorch.Ads"
 
@@ -206,8 +244,8 @@ enum AdsError: String, VarlinkErrorName {
         case .shuttingDown: VarlinkDeclaration("# The daemon is stopping; subscriptions end with this.", "()")
         case .rateLimited: VarlinkDeclaration(
             """
-            # This uid called Show, Load, ListEvents or ListRewards, or Report, Start, Pause, Resume or
-            # Stop, faster than [limits] shows_per_second_per_uid, loads_per_second_per_uid,
+            # This uid called Show, Load, ListEvents or ListRewards, or Report, AckReward, SetPrivacy, Start,
+            # Pause, Resume or Stop, faster than [limits] shows_per_second_per_uid, loads_per_second_per_uid,
             # lists_per_second_per_uid or reports_per_second_per_uid allows; message names which.
             """,
             "(retry_after_ms: int, message: string)")
@@ -232,6 +270,15 @@ enum AdsError: String, VarlinkErrorName {
             # users and groups do not admit it, or the ad, reward or session belongs to another user.
             """,
             "(method: string, uid: int, message: string)")
+        case .tooManyPrivacyRecords: VarlinkDeclaration(
+            """
+            # This uid holds `limit` privacy records, [limits] \(Budget.privacyRecords.key): clear one (SetPrivacy with
+            # privacy null) before setting another user's. Nothing was changed.
+            """,
+            "(limit: int, message: string)")
+        case .privacyNotStored: VarlinkDeclaration(
+            "# The state directory could not take the privacy record (a full disk, an I/O error): nothing was changed.",
+            "(message: string)")
         }
     }
 }
@@ -363,6 +410,7 @@ extension VarlinkInterface {
               acknowledged: bool
             )
             """),
+        .type(PrivacyField.typeIDL),
         .method(AdsMethod.show),
         .method(AdsMethod.listRewards),
         .method(AdsMethod.ackReward),
@@ -380,6 +428,8 @@ extension VarlinkInterface {
         .method(AdsMethod.stop),
         .method(AdsMethod.listEvents),
         .method(AdsMethod.subscribe),
+        .method(AdsMethod.setPrivacy),
+        .method(AdsMethod.getPrivacy),
         .error(AdsError.noAdReady),
         .error(AdsError.slotNotFound),
         .error(AdsError.capped),
@@ -398,5 +448,7 @@ extension VarlinkInterface {
         .error(AdsError.tooManyOpenAds),
         .error(AdsError.tooManySessions),
         .error(AdsError.permissionDenied),
+        .error(AdsError.tooManyPrivacyRecords),
+        .error(AdsError.privacyNotStored),
     ])
 }

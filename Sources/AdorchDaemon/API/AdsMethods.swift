@@ -26,7 +26,7 @@ struct AdsMethods {
         }
         routes.add(AdsMethod.show, ShowCall.self) { p, call, replier in
             if let refusal = gate.rateRefusal(.showRate, call) { return replier.fail(refusal) }
-            runtime.show(slot: p.slot, userID: p.userID, reward: p.reward, holder: call.peer?.uid) { result in
+            runtime.show(slot: p.slot, userID: p.userID, reward: p.reward, holder: call.peer?.uid, privacy: p.privacy) { result in
                 switch result {
                 case .success(let (ad, expiresAt)): replier.reply(verbatim: adVerbatim) { ["ad": adJSON(ad, expiresAt: expiresAt, ids)] }
                 case .failure(let error): replier.fail(showError(error, call, gate))
@@ -35,7 +35,7 @@ struct AdsMethods {
         }
         routes.add(AdsMethod.load, LoadCall.self) { p, call, replier in
             if let refusal = gate.rateRefusal(.loadRate, call) { return replier.fail(refusal) }
-            runtime.load(slot: p.slot, p.parameters, targeting: p.targeting, holder: call.peer?.uid,
+            runtime.load(slot: p.slot, p.parameters, targeting: p.targeting, holder: call.peer?.uid, privacy: p.privacy,
                          refused: { replier.fail(showError($0, call, gate)) }) { result in
                 switch result {
                 case .success(let ads):
@@ -101,6 +101,31 @@ struct AdsMethods {
                 }
             }
         }
+        routes.add(AdsMethod.setPrivacy, SetPrivacyCall.self) { p, call, replier in
+            // A write to disk on the engine queue, as AckReward's: counted with Report.
+            if let refusal = gate.rateRefusal(.reportRate, call) { return replier.fail(refusal) }
+            // Keyed by the peer's uid alone: an app reads and changes only its own.
+            guard let uid = call.peer?.uid else { return replier.fail(gate.denied(call, "without credentials, so it has no privacy records")) }
+            runtime.setPrivacy(p.privacy, uid: uid, userID: p.userID) { result in
+                switch result {
+                case .success: replier.reply([:])
+                case .failure(.tooManyRecords(let limit)):
+                    let key = Budget.privacyRecords.key
+                    replier.fail(gate.refused(.privacyRecords, call, AdsError.tooManyPrivacyRecords([
+                        "limit": .int(Int64(limit)),
+                        "message": .string("uid \(uid) holds \(limit) privacy records: \(key) is \(limit); clear one (SetPrivacy with privacy null) first"),
+                    ]), logging: "uid \(uid) holds \(limit) privacy records, \(key) is \(limit); SetPrivacy refused"))
+                case .failure(.notStored(let reason)):
+                    replier.fail(AdsError.privacyNotStored(["message": .string(
+                        "the privacy record could not be written to the state directory (\(reason)); nothing was changed")]))
+                }
+            }
+        }
+        routes.add(AdsMethod.getPrivacy, GetPrivacyCall.self) { p, call, replier in
+            runtime.privacy(uid: call.peer?.uid, userID: p.userID) { privacy, source in
+                replier.reply { ["privacy": privacy?.signals.json ?? .null, "source": .string(source.rawValue)] }
+            }
+        }
         for (method, operation) in [(AdsMethod.start, SessionCall.start), (.pause, .pause), (.resume, .resume), (.stop, .stop)] {
             routes.add(method, SessionIDCall.self) { p, call, replier in
                 // Each costs the engine queue a turn as a Report does: they share its rate.
@@ -130,10 +155,12 @@ struct ShowCall: CallParameters {
     var slot: String
     var userID: String?
     var reward: RewardModel?
+    var privacy: ViewerPrivacy?
 
     init(_ call: VarlinkCall) throws(VarlinkError) {
         slot = try call.string("slot")
         userID = try FieldBounds.userID(of: call)
+        privacy = try privacyParameter(of: call)
         switch call.parameters["reward"] {
         case nil, .null?: break
         case .object(let r)?:
@@ -154,9 +181,11 @@ struct LoadCall: CallParameters {
     var slot: String
     var parameters: LoadParameters
     var targeting: [String: JSONValue]?
+    var privacy: ViewerPrivacy?
 
     init(_ call: VarlinkCall) throws(VarlinkError) {
         slot = try call.string("slot")
+        privacy = try privacyParameter(of: call)
         switch call.parameters["targeting"] {
         case nil, .null?: break
         case .object(let object)?:
@@ -255,6 +284,23 @@ struct InitInteractiveCall: CallParameters {
         }
         request = InteractiveRequest(creativeURL: creativeURL, adParametersJSON: adParametersJSON, slotType: slotType)
     }
+}
+
+/// A user id of "" is the app as a whole, as none is.
+struct SetPrivacyCall: CallParameters {
+    var userID: String
+    var privacy: ViewerPrivacy?
+
+    init(_ call: VarlinkCall) throws(VarlinkError) {
+        userID = try FieldBounds.userID(of: call) ?? ""
+        privacy = try privacyParameter(of: call)
+    }
+}
+
+struct GetPrivacyCall: CallParameters {
+    var userID: String?
+
+    init(_ call: VarlinkCall) throws(VarlinkError) { userID = try FieldBounds.userID(of: call) }
 }
 
 struct SessionIDCall: CallParameters {

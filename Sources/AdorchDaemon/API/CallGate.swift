@@ -117,6 +117,9 @@ enum Budget: String, Sendable, CaseIterable {
     /// Not a count but a window: a Show that would take what the fair share holds for
     /// other uids (docs/rules.md, "Fair share").
     case fairShare = "fair share"
+    /// SetPrivacy adding a record to a uid that holds its limit (docs/privacy.md, "Setting a
+    /// viewer's state").
+    case privacyRecords = "privacy records budget"
 
     /// The [limits] key that sets the budget.
     var key: String {
@@ -129,6 +132,7 @@ enum Budget: String, Sendable, CaseIterable {
         case .sessions: "max_sessions_per_uid"
         case .unacknowledgedRewards: "max_unacknowledged_rewards_per_uid"
         case .fairShare: "fair_share_window_s"
+        case .privacyRecords: "max_privacy_records_per_uid"
         }
     }
 }

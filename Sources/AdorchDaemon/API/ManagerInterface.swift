@@ -131,6 +131,7 @@ extension VarlinkInterface {
               unstarted_session_timeout_s: int,
               fair_share_window_s: int,
               max_unacknowledged_rewards_per_uid: int,
+              max_privacy_records_per_uid: int,
               # calls refused by each budget since start
               shows_rate_limited: int,
               loads_rate_limited: int,
@@ -139,7 +140,8 @@ extension VarlinkInterface {
               open_ads_refused: int,
               sessions_refused: int,
               fair_share_refused: int,
-              unacknowledged_rewards_refused: int
+              unacknowledged_rewards_refused: int,
+              privacy_records_refused: int
             )
             """),
         .type("""

@@ -47,4 +47,7 @@ enum ConfigBounds {
     /// max_unacknowledged_rewards_per_uid: at least one, or no rewarded Show could ever be
     /// made; at most about a million rows per uid.
     static let unacknowledgedRewardsPerUID: ClosedRange<Int64> = 1...(1 << 20)
+    /// max_privacy_records_per_uid: at least one, or an app could not even set its own; at
+    /// most about a million rows per uid, each up to three strings of ConsentStringBound.maxBytes.
+    static let privacyRecordsPerUID: ClosedRange<Int64> = 1...(1 << 20)
 }

@@ -26,6 +26,9 @@ public struct DaemonConfig: Sendable, Equatable {
     public var loadRate = CallRate.loads
     public var listRate = CallRate.lists
     public var reportRate = CallRate.reports
+    /// [limits] max_privacy_records_per_uid: the privacy records one uid may keep with
+    /// SetPrivacy (docs/privacy.md, "Setting a viewer's state").
+    public var maxPrivacyRecordsPerUID = 10_000
     /// The metrics listener's address ([metrics] listen); nil (the default): no listener.
     public var metrics: MetricsAddress?
 }
@@ -141,6 +144,7 @@ extension DaemonConfig {
         var listRate = CallRate.lists
         var reportRate = CallRate.reports
         var budgets = UIDBudgets()
+        var maxPrivacyRecords: Int?
         if let l = try r.table("limits") {
             try l.only(["max_connections", "max_connections_per_uid", "partial_message_timeout_ms", "max_unsent_bytes",
                         "root_reserved_connections", "idle_connection_timeout_s", "max_queued_calls", "max_unsent_bytes_per_uid",
@@ -148,7 +152,7 @@ extension DaemonConfig {
                         "shows_per_second_per_uid", "show_burst_per_uid", "loads_per_second_per_uid", "load_burst_per_uid",
                         "lists_per_second_per_uid", "list_burst_per_uid", "reports_per_second_per_uid", "report_burst_per_uid",
                         Budget.openAds.key, Budget.sessions.key, "unstarted_session_timeout_s", Budget.fairShare.key,
-                        Budget.unacknowledgedRewards.key])
+                        Budget.unacknowledgedRewards.key, Budget.privacyRecords.key])
             if let v = try l.int("max_connections", min: 1, max: 1 << 20) { limits.maxConnections = Int(v) }
             if let v = try l.int("max_connections_per_uid", min: 1, max: 1 << 20) { limits.maxConnectionsPerUID = Int(v) }
             if let v = try l.int("partial_message_timeout_ms", min: 10, max: 3_600_000) { limits.partialMessageTimeout = .milliseconds(v) }
@@ -178,6 +182,7 @@ extension DaemonConfig {
             if let v = try l.int(Budget.unacknowledgedRewards.key, in: ConfigBounds.unacknowledgedRewardsPerUID) {
                 budgets.maxUnacknowledgedRewards = Int(v)
             }
+            if let v = try l.int(Budget.privacyRecords.key, in: ConfigBounds.privacyRecordsPerUID) { maxPrivacyRecords = Int(v) }
         }
         var access = AccessPolicy()
         if let a = try r.table("access") {
@@ -325,6 +330,7 @@ extension DaemonConfig {
             limits: limits, showRate: showRate, loadRate: loadRate, listRate: listRate, reportRate: reportRate
         )
         config.metrics = try MetricsAddress.read(try r.table("metrics"))
+        if let maxPrivacyRecords { config.maxPrivacyRecordsPerUID = maxPrivacyRecords }
         return config
     }
 

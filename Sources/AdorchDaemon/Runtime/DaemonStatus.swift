@@ -36,6 +36,8 @@ struct DaemonStatus: Sendable {
     var listRate: CallRate
     var reportRate: CallRate
     var budgets: UIDBudgets
+    /// [limits] max_privacy_records_per_uid.
+    var maxPrivacyRecords: Int
     /// Calls refused for each per-uid budget since start.
     var refused: [Budget: Int]
     var plugins: [Plugin]

@@ -21,10 +21,12 @@ extension EngineRuntime {
     }
 
     /// A Show call, decided by the engine (its fallbacks, retry limit and `holder`'s budgets
-    /// included); the answer carries the ad's expiry as wall-clock time.
-    func show(slot: String, userID: String?, reward: RewardModel?, holder: UInt32?,
+    /// included); the answer carries the ad's expiry as wall-clock time. `perCall`: the call's
+    /// own privacy, over what `holder` set (`PrivacyBook.resolve`).
+    func show(slot: String, userID: String?, reward: RewardModel?, holder: UInt32?, privacy perCall: ViewerPrivacy?,
               completion: @escaping @Sendable (Result<(ad: ShownAd, expiresAt: Date), ShowError>) -> Void) {
         queue.async { [self] in
+            let privacy = privacyBook?.resolve(call: perCall, uid: holder, userID: userID).privacy ?? perCall
             let waiting = rewardsWaiting(for: holder, slot: slot)
             let request = issueRequest()
             let started = now()
@@ -54,10 +56,12 @@ extension EngineRuntime {
     /// An on-demand Load: `refused` answers at once (bad parameters, `holder`'s open-ads
     /// budget), `completion` when the waterfall gave ads or ran out. `targeting` is the
     /// app's: its keys go over the slot's (which holds the daemon-wide ones).
-    func load(slot: String, _ asked: LoadParameters, targeting: [String: JSONValue]?, holder: UInt32?,
+    /// `perCall`: the call's own privacy, over what `holder` set for itself (Load has no user id).
+    func load(slot: String, _ asked: LoadParameters, targeting: [String: JSONValue]?, holder: UInt32?, privacy perCall: ViewerPrivacy?,
               refused: @escaping @Sendable (ShowError) -> Void,
               completion: @escaping @Sendable (Result<[(ad: ShownAd, expiresAt: Date)], LoadFailure>) -> Void) {
         queue.async { [self] in
+            let privacy = privacyBook?.resolve(call: perCall, uid: holder, userID: nil).privacy ?? perCall
             var parameters = asked
             if let targeting {
                 let base = config.slots.first { $0.id == slot }.flatMap { JSONValue.parse(Data($0.targetingJSON.utf8))?.objectValue } ?? [:]
@@ -71,6 +75,33 @@ extension EngineRuntime {
                 refused(error)
             }
             apply(effects)
+        }
+    }
+
+    /// SetPrivacy: `uid`'s record for `userID` ("" for its own) set, or cleared when `privacy`
+    /// is nil; answered once it is on disk, or refused with nothing changed. The line it
+    /// logs says whose and whether per user, never the user id, each string redacted.
+    func setPrivacy(_ privacy: ViewerPrivacy?, uid: UInt32, userID: String,
+                    completion: @escaping @Sendable (Result<Void, PrivacyBook.Refusal>) -> Void) {
+        queue.async { [self] in
+            guard let book = privacyBook else { return completion(.failure(.notStored("the daemon is starting"))) }
+            do throws(PrivacyBook.Refusal) {
+                try book.set(privacy, uid: uid, userID: userID, limit: config.maxPrivacyRecordsPerUID)
+            } catch {
+                return completion(.failure(error))
+            }
+            let whose = userID.isEmpty ? "the app" : "one of its users"
+            logger.info("privacy: uid \(uid) \(privacy == nil ? "cleared" : "set") the signals of \(whose)\(privacy.map { ": \($0.signals.logDescription)" } ?? "")",
+                        metadata: ["peer_uid": "\(uid)"])
+            completion(.success(()))
+        }
+    }
+
+    /// GetPrivacy: what applies to `uid`'s calls for `userID`, and where it came from.
+    func privacy(uid: UInt32?, userID: String?, completion: @escaping @Sendable (ViewerPrivacy?, PrivacyBook.Source) -> Void) {
+        queue.async { [self] in
+            let (privacy, source) = privacyBook?.resolve(call: nil, uid: uid, userID: userID) ?? (nil, .none)
+            completion(privacy, source)
         }
     }
 
@@ -204,7 +235,7 @@ extension EngineRuntime {
                 configSource: config.source, connections: server?.counts ?? VarlinkCounts(),
                 limits: server?.limits ?? config.limits, showRate: config.showRate, loadRate: config.loadRate, listRate: config.listRate,
                 reportRate: config.reportRate,
-                budgets: config.scheduler.budgets, refused: gate.refusedCounts,
+                budgets: config.scheduler.budgets, maxPrivacyRecords: config.maxPrivacyRecordsPerUID, refused: gate.refusedCounts,
                 plugins: (loaded.map(\.info) + down).sorted { $0.name < $1.name }.map { .init(info: $0, refusal: nil, statsJSON: nil, host: host(of: $0.name)) }
                     + plugins.refusals.values.sorted { $0.name < $1.name }.map { .init(info: nil, refusal: $0, statsJSON: nil) },
                 slots: engine.slotStatuses(at: now()), networks: engine.networkStatuses(at: now()),

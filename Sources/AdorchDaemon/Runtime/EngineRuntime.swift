@@ -73,6 +73,11 @@ final class EngineRuntime: Sendable {
         get { state.value.capHistory }
         set { state.value.capHistory = newValue }
     }
+    /// The privacy signals apps set, durably, and which applies to a call; opened by start.
+    private(set) var privacyBook: PrivacyBook? {
+        get { state.value.privacy }
+        set { state.value.privacy = newValue }
+    }
     /// Show and Load calls waiting for the engine's answer, by request.
     var pendingShows: [RequestID: @Sendable (Result<ShownAd, ShowError>) -> Void] {
         get { state.value.pendingShows }
@@ -136,6 +141,7 @@ final class EngineRuntime: Sendable {
             try config.checkPluginFiles(pluginDir: options.pluginDir)
             try prepareStateDirectory()
             rewards = try RewardDesk(stateDir: stateDir, config: config, logger: logger)
+            privacyBook = try PrivacyBook(stateDir: stateDir, logger: logger)
             // Before any plugin starts: a history that cannot be opened now fails the start.
             let caps = config.slots.contains(where: \.hasCaps) ? try CapHistoryFile(stateDir: stateDir, logger: logger) : nil
             plugins.route(reports: reportHandler, exits: exitHandler)
@@ -197,6 +203,7 @@ final class EngineRuntime: Sendable {
             }
             rewards?.checkpoint()
             capHistory?.checkpoint()
+            privacyBook?.checkpoint()
         }
     }
 

@@ -19,6 +19,7 @@ final class RuntimeState {
     var sessions = InteractiveSessions()
     var rewards: RewardDesk?
     var capHistory: CapHistoryFile?
+    var privacy: PrivacyBook?
     /// The state directory's lock, held for the daemon's life: two daemons on one ledger and
     /// one history would each undo the other's (closed on exec, so no plugin host holds it).
     var stateLock: Int32 = -1
