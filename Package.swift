@@ -216,6 +216,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["AdorchVarlink", "AdorchLocking", "VASTFixtures", "AdorchBench", "AdorchPluginHost", "AdorchClient", "AdorchPaths", "AdorchTestSupport",
+                           "AdorchPrivacy",
                            .product(name: "Logging", package: "swift-log")],
             exclude: ["Fixtures"]
         ),

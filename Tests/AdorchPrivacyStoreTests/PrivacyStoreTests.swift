@@ -51,7 +51,7 @@ final class PrivacyStoreTests: XCTestCase {
         let store = try PrivacyStore(path: path)
         for user in ["a", "b"] { try store.set(StoredPrivacy(uid: 7, userID: user), limit: 2) }
         XCTAssertThrowsError(try store.set(StoredPrivacy(uid: 7, userID: "c"), limit: 2)) { error in
-            XCTAssertEqual(error as? PrivacyStore.TooManyRecords, PrivacyStore.TooManyRecords(limit: 2))
+            XCTAssertEqual((error as? PrivacyStore.TooManyRecords)?.limit, 2)
         }
         try store.set(StoredPrivacy(uid: 7, userID: "b", nonPersonalized: true), limit: 2)
         // Another uid's records do not count against this one's.
