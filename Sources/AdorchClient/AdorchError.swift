@@ -29,6 +29,10 @@ public struct AdorchError: Error, Sendable, CustomStringConvertible {
         /// (a rewarded Show): `open` rewards wait, acknowledge them with AckReward.
         case tooManyOpenAds(budget: String, limit: Int, open: Int, loading: Int)
         case tooManySessions(budget: String, limit: Int, live: Int)
+        /// The app keeps `limit` privacy records ([limits] max_privacy_records_per_uid): clear one first.
+        case tooManyPrivacyRecords(limit: Int)
+        /// The daemon could not write the privacy record (a full disk): nothing changed.
+        case privacyNotStored
         /// io.adorch.Ads's and io.adorch.Manager's (method and uid set) and org.varlink.service's.
         case permissionDenied(method: String?, uid: Int?)
         case noRewardKey
@@ -122,6 +126,8 @@ public struct AdorchError: Error, Sendable, CustomStringConvertible {
                 .tooManyOpenAds(budget: $0.string("budget"), limit: $0.int("limit"), open: $0.int("open"), loading: $0.int("loading"))
             },
             "io.adorch.Ads.TooManySessions": { .tooManySessions(budget: $0.string("budget"), limit: $0.int("limit"), live: $0.int("live")) },
+            "io.adorch.Ads.TooManyPrivacyRecords": { .tooManyPrivacyRecords(limit: $0.int("limit")) },
+            "io.adorch.Ads.PrivacyNotStored": { _ in .privacyNotStored },
             "io.adorch.Manager.NoRewardKey": { _ in .noRewardKey },
             "io.adorch.Manager.ReloadFailed": { _ in .reloadFailed },
             "io.adorch.TooManyConnections": { _ in .tooManyConnections },

@@ -98,11 +98,13 @@ public final class Client: Sendable {
     }
 
     /// Takes the best valid ad of `slot` and has its network present it. A rewarded slot needs
-    /// a `userID`; `reward` overrides the slot's reward model.
-    public func show(slot: String, userID: String? = nil, reward: RewardModel? = nil) async throws -> Ad {
+    /// a `userID`; `reward` overrides the slot's reward model; `privacy`, for this Show only,
+    /// goes over what `setPrivacy` set.
+    public func show(slot: String, userID: String? = nil, reward: RewardModel? = nil, privacy: Privacy? = nil) async throws -> Ad {
         var parameters: [String: JSONValue] = ["slot": .string(slot)]
         if let userID { parameters["user_id"] = .string(userID) }
         if let reward { parameters["reward"] = reward.json }
+        if let privacy { parameters["privacy"] = privacy.json }
         return try decode(Ad.self, from: try await write("io.adorch.Ads.Show", parameters)["ad"] ?? .null)
     }
 
@@ -111,13 +113,15 @@ public final class Client: Sendable {
     }
 
     /// Loads ads of a banner, splash or native slot now; nil parameters take the slot's.
+    /// `privacy`, for this Load only, goes over what `setPrivacy` set for the app.
     public func load(slot: String, count: Int? = nil, width: Int? = nil, height: Int? = nil, timeoutMs: Int? = nil,
-                     targeting: [String: JSONValue]? = nil) async throws -> [Ad] {
+                     targeting: [String: JSONValue]? = nil, privacy: Privacy? = nil) async throws -> [Ad] {
         var parameters: [String: JSONValue] = ["slot": .string(slot)]
         for (key, value) in [("count", count), ("width", width), ("height", height), ("timeout_ms", timeoutMs)] {
             if let value { parameters[key] = .int(Int64(value)) }
         }
         if let targeting { parameters["targeting"] = .object(targeting) }
+        if let privacy { parameters["privacy"] = privacy.json }
         let extra = timeoutMs.map { Duration.milliseconds($0) } ?? Self.longestLoad
         return try decode([Ad].self, from: try await call("io.adorch.Ads.Load", parameters, idempotent: false, extraWait: extra)["ads"] ?? [])
     }
@@ -152,6 +156,34 @@ public final class Client: Sendable {
     public func pause(sessionID: String) async throws { _ = try await write("io.adorch.Ads.Pause", ["session_id": .string(sessionID)]) }
     public func resume(sessionID: String) async throws { _ = try await write("io.adorch.Ads.Resume", ["session_id": .string(sessionID)]) }
     public func stop(sessionID: String) async throws { _ = try await write("io.adorch.Ads.Stop", ["session_id": .string(sessionID)]) }
+
+    /// Sets what the app's viewers said about their privacy (docs/privacy.md, "Setting a
+    /// viewer's state"): for `userID`, or with nil for the app as a whole; nil `privacy`
+    /// clears it. Returns once the daemon has it on disk; a string that does not decode is
+    /// `.invalidParameter` naming it (`privacy.tc_string`), and nothing changes. Sent again
+    /// after a lost connection: setting the same twice is setting it once.
+    public func setPrivacy(_ privacy: Privacy?, userID: String? = nil) async throws {
+        var parameters: [String: JSONValue] = [:]
+        if let userID { parameters["user_id"] = .string(userID) }
+        if let privacy { parameters["privacy"] = privacy.json }
+        _ = try await call("io.adorch.Ads.SetPrivacy", parameters, idempotent: true)
+    }
+
+    /// What applies to the app's calls for `userID` (nil: for calls without one), and whether
+    /// it is the user's record, the app's or none.
+    public func getPrivacy(userID: String? = nil) async throws -> (privacy: Privacy?, source: PrivacySource) {
+        var parameters: [String: JSONValue] = [:]
+        if let userID { parameters["user_id"] = .string(userID) }
+        let reply = try await read("io.adorch.Ads.GetPrivacy", parameters)
+        let privacy = try reply["privacy"].flatMap { value throws(AdorchError) -> Privacy? in
+            if case .null = value { return nil }
+            return try decode(Privacy.self, from: value)
+        }
+        guard let source = reply["source"]?.stringValue.flatMap(PrivacySource.init) else {
+            throw AdorchError(.malformedReply, message: "GetPrivacy: no known source in \(reply)")
+        }
+        return (privacy, source)
+    }
 
     public func listEvents(slots: [String]? = nil, limit: Int? = nil) async throws -> [Event] {
         var parameters: [String: JSONValue] = [:]

@@ -172,6 +172,70 @@ public struct RewardModel: Sendable, Equatable {
     }
 }
 
+/// A viewer's privacy signals, as the app says them (docs/privacy.md, "Setting a viewer's
+/// state"); nil leaves a field out. The daemon decodes each string and refuses one that does
+/// not decode.
+public struct Privacy: Sendable, Equatable, Codable {
+    /// Whether the GDPR applies to the viewer; nil: unknown.
+    public var gdprApplies: Bool?
+    /// A TCF v2 TC string.
+    public var tcString: String?
+    /// A GPP string, and the ids of its sections that apply (OpenRTB's `gpp_sid`; only with `gpp`).
+    public var gpp: String?
+    public var gppSid: [Int]?
+    /// A US Privacy string, e.g. "1YNN".
+    public var usPrivacy: String?
+    /// The app is directed to children (COPPA), or says this viewer is a child.
+    public var childDirected: Bool?
+    public var underAgeOfConsent: Bool?
+    /// Limited ad tracking, or the app's own choice of non-personalised ads.
+    public var nonPersonalized: Bool?
+    /// G, PG, T or MA: the highest content rating of ads for the viewer.
+    public var maxContentRating: String?
+
+    enum CodingKeys: String, CodingKey {
+        case gdprApplies = "gdpr_applies", tcString = "tc_string", gpp, gppSid = "gpp_sid", usPrivacy = "us_privacy"
+        case childDirected = "child_directed", underAgeOfConsent = "under_age_of_consent", nonPersonalized = "non_personalized"
+        case maxContentRating = "max_content_rating"
+    }
+
+    public init(gdprApplies: Bool? = nil, tcString: String? = nil, gpp: String? = nil, gppSid: [Int]? = nil, usPrivacy: String? = nil,
+                childDirected: Bool? = nil, underAgeOfConsent: Bool? = nil, nonPersonalized: Bool? = nil, maxContentRating: String? = nil) {
+        self.gdprApplies = gdprApplies
+        self.tcString = tcString
+        self.gpp = gpp
+        self.gppSid = gppSid
+        self.usPrivacy = usPrivacy
+        self.childDirected = childDirected
+        self.underAgeOfConsent = underAgeOfConsent
+        self.nonPersonalized = nonPersonalized
+        self.maxContentRating = maxContentRating
+    }
+
+    var json: JSONValue {
+        var object: [String: JSONValue] = [:]
+        for (key, value) in [(CodingKeys.gdprApplies, gdprApplies), (.childDirected, childDirected), (.underAgeOfConsent, underAgeOfConsent),
+                             (.nonPersonalized, nonPersonalized)] {
+            if let value { object[key.rawValue] = .bool(value) }
+        }
+        for (key, value) in [(CodingKeys.tcString, tcString), (.gpp, gpp), (.usPrivacy, usPrivacy), (.maxContentRating, maxContentRating)] {
+            if let value { object[key.rawValue] = .string(value) }
+        }
+        if let gppSid { object[CodingKeys.gppSid.rawValue] = .array(gppSid.map { .int(Int64($0)) }) }
+        return .object(object)
+    }
+}
+
+/// Where the privacy GetPrivacy answered comes from.
+public enum PrivacySource: String, Sendable {
+    /// The record set for the user id asked about.
+    case user
+    /// The app's own record.
+    case app
+    /// Nothing was set: the daemon's default applies.
+    case none
+}
+
 /// A reward in the daemon's ledger. Redelivered until acknowledged: an app may see one twice
 /// (after a reconnect, or a new subscription), so it credits each `transID` once.
 public struct Reward: Sendable, Equatable, Codable {

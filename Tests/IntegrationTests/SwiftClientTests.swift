@@ -158,6 +158,37 @@ final class SwiftClientTests: XCTestCase {
         }
     }
 
+    func testPrivacyIsSetReadRefusedByFieldAndCleared() async throws {
+        let daemon = try DaemonProcess(config: Self.config)
+        let client = Client(socketPath: daemon.socket)
+        let nothing = try await client.getPrivacy()
+        XCTAssertNil(nothing.privacy)
+        XCTAssertEqual(nothing.source, .none)
+        try await client.setPrivacy(Privacy(gdprApplies: false, usPrivacy: "1NYN"))
+        try await client.setPrivacy(Privacy(nonPersonalized: true, maxContentRating: "PG"), userID: "u1")
+        let user = try await client.getPrivacy(userID: "u1")
+        XCTAssertEqual(user.source, .user)
+        XCTAssertEqual(user.privacy?.nonPersonalized, true)
+        XCTAssertEqual(user.privacy?.maxContentRating, "PG")
+        XCTAssertNil(user.privacy?.usPrivacy, "a user's record replaces the app's whole")
+        let app = try await client.getPrivacy(userID: "u2")
+        XCTAssertEqual(app.source, .app)
+        XCTAssertEqual(app.privacy?.usPrivacy, "1NYN")
+        XCTAssertEqual(app.privacy?.gdprApplies, false)
+        do {
+            try await client.setPrivacy(Privacy(gpp: "z"), userID: "u1")
+            XCTFail("a GPP string that does not decode is refused")
+        } catch let error as AdorchError {
+            XCTAssertEqual(error.kind, .invalidParameter(parameter: "privacy.gpp"))
+        }
+        let after = try await client.getPrivacy(userID: "u1")
+        XCTAssertEqual(after.privacy, user.privacy, "the refused call changed nothing")
+        _ = try await client.load(slot: "b", privacy: Privacy(childDirected: true))
+        try await client.setPrivacy(nil, userID: "u1")
+        let cleared = try await client.getPrivacy(userID: "u1")
+        XCTAssertEqual(cleared.source, .app)
+    }
+
     func testTheDaemonsErrorsArriveTyped() async throws {
         let daemon = try DaemonProcess(config: Self.config)
         let client = Client(socketPath: daemon.socket)
