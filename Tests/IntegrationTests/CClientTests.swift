@@ -76,6 +76,12 @@ final class CClientTests: XCTestCase {
         XCTAssertTrue(output.contains("basics: all passed"), output)
     }
 
+    func testSetPrivacyAndGetPrivacyThroughTheCLibrary() throws {
+        let daemon = try DaemonProcess()
+        let output = try run(["privacy"], daemon)
+        XCTAssertTrue(output.contains("privacy: all passed"), output)
+    }
+
     func testTheNonBlockingModeDeliversEventsAndRepliesThroughThePolledFd() throws {
         let daemon = try DaemonProcess()
         let output = try run(["nonblocking"], daemon)

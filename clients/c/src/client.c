@@ -81,6 +81,8 @@ static const struct { adorch_status code; const char *name; } error_names[] = {
     {ADORCH_E_CAPPED, "io.adorch.Ads.Capped"},
     {ADORCH_E_TOO_MANY_OPEN_ADS, "io.adorch.Ads.TooManyOpenAds"},
     {ADORCH_E_TOO_MANY_SESSIONS, "io.adorch.Ads.TooManySessions"},
+    {ADORCH_E_TOO_MANY_PRIVACY_RECORDS, "io.adorch.Ads.TooManyPrivacyRecords"},
+    {ADORCH_E_PRIVACY_NOT_STORED, "io.adorch.Ads.PrivacyNotStored"},
     {ADORCH_E_PERMISSION_DENIED, "io.adorch.Ads.PermissionDenied"},
     {ADORCH_E_PERMISSION_DENIED, "io.adorch.Manager.PermissionDenied"},
     {ADORCH_E_NO_REWARD_KEY, "io.adorch.Manager.NoRewardKey"},
@@ -1197,6 +1199,12 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_slots_for_user(adorch_clie
 
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_show(adorch_client *c, const char *slot, const char *user_id,
                                                       const adorch_reward_model *reward, adorch_ad **out, adorch_error *error) {
+    return adorch_client_show_with_privacy(c, slot, user_id, reward, NULL, out, error);
+}
+
+ADORCH_CLIENT_EXPORT adorch_status adorch_client_show_with_privacy(adorch_client *c, const char *slot, const char *user_id,
+                                                                   const adorch_reward_model *reward, const char *privacy,
+                                                                   adorch_ad **out, adorch_error *error) {
     REQUIRE(c && slot && out, "client, slot and out are required");
     REQUIRE(reward == NULL || reward->size >= sizeof *reward, "reward->size is too small");
     adorch_status st = ADORCH_OK;
@@ -1209,6 +1217,11 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_show(adorch_client *c, const ch
         if (reward->amount >= 0) put_value(model, "amount", json_integer(reward->amount), &st, error);
         put_string(model, "extra", reward->extra, "reward.extra", &st, error);
         put_value(params, "reward", model, &st, error);
+    }
+    if (privacy && st == ADORCH_OK) {
+        json_t *object = NULL;
+        st = parse_object(privacy, "privacy", &object, error);
+        if (st == ADORCH_OK) put_value(params, "privacy", object, &st, error);
     }
     if (st != ADORCH_OK) {
         json_decref(params);
@@ -1271,10 +1284,16 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_load(adorch_client *c, const ad
     if (request->width) put_value(params, "width", json_integer(request->width), &st, error);
     if (request->height) put_value(params, "height", json_integer(request->height), &st, error);
     if (request->timeout_ms) put_value(params, "timeout_ms", json_integer(request->timeout_ms), &st, error);
-    if (st == ADORCH_OK && request->size >= sizeof *request && request->targeting) {
+    /* A field past the caller's size is not there: its header was older. */
+    if (st == ADORCH_OK && request->size >= offsetof(adorch_load_request, targeting) + sizeof request->targeting && request->targeting) {
         json_t *targeting = NULL;
         st = parse_object(request->targeting, "targeting", &targeting, error);
         if (st == ADORCH_OK) put_value(params, "targeting", targeting, &st, error);
+    }
+    if (st == ADORCH_OK && request->size >= offsetof(adorch_load_request, privacy) + sizeof request->privacy && request->privacy) {
+        json_t *privacy = NULL;
+        st = parse_object(request->privacy, "privacy", &privacy, error);
+        if (st == ADORCH_OK) put_value(params, "privacy", privacy, &st, error);
     }
     if (st != ADORCH_OK) {
         json_decref(params);
@@ -1418,6 +1437,58 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_events(adorch_client *c, c
     for (size_t i = 0; i < n; i++) fill_event(box, &items[i], json_array_get(events, i));
     box->u.events = (adorch_event_list){.count = n, .items = items};
     *out = &box->u.events;
+    return ADORCH_OK;
+}
+
+ADORCH_CLIENT_EXPORT adorch_status adorch_client_set_privacy(adorch_client *c, const char *user_id, const char *privacy,
+                                                             adorch_error *error) {
+    REQUIRE(c, "client is required");
+    adorch_status st = ADORCH_OK;
+    json_t *params = json_object();
+    put_string(params, "user_id", user_id, "user_id", &st, error);
+    if (privacy && st == ADORCH_OK) {
+        json_t *object = NULL;
+        st = parse_object(privacy, "privacy", &object, error);
+        if (st == ADORCH_OK) put_value(params, "privacy", object, &st, error);
+    }
+    if (st != ADORCH_OK) {
+        json_decref(params);
+        return st;
+    }
+    json_t *reply = NULL;
+    /* Setting the same record twice is setting it once: safe to send again, as a read is. */
+    st = call_blocking(c, "io.adorch.Ads.SetPrivacy", params, true, 0, &reply, error);
+    json_decref(reply);
+    return st;
+}
+
+ADORCH_CLIENT_EXPORT adorch_status adorch_client_get_privacy(adorch_client *c, const char *user_id, char **privacy, char **source,
+                                                             adorch_error *error) {
+    REQUIRE(c && privacy && source, "client, privacy and source are required");
+    adorch_status st = ADORCH_OK;
+    json_t *params = json_object();
+    put_string(params, "user_id", user_id, "user_id", &st, error);
+    if (st != ADORCH_OK) {
+        json_decref(params);
+        return st;
+    }
+    json_t *reply = NULL;
+    st = call_blocking(c, "io.adorch.Ads.GetPrivacy", params, true, 0, &reply, error);
+    if (st != ADORCH_OK) return st;
+    json_t *given = json_object_get(reply, "privacy"), *whence = json_object_get(reply, "source");
+    if (!json_is_string(whence) || !(given == NULL || json_is_null(given) || json_is_object(given))) {
+        json_decref(reply);
+        return lib_error(error, ADORCH_E_PROTOCOL, 0, "GetPrivacy: the reply's source or privacy is missing or of the wrong type");
+    }
+    *privacy = json_is_object(given) ? json_dumps(given, JSON_COMPACT) : NULL;
+    *source = strdup(json_string_value(whence));
+    json_decref(reply);
+    if (*source == NULL || (json_is_object(given) && *privacy == NULL)) {
+        free(*privacy);
+        free(*source);
+        *privacy = *source = NULL;
+        return lib_error(error, ADORCH_E_NO_MEMORY, ENOMEM, "out of memory");
+    }
     return ADORCH_OK;
 }
 

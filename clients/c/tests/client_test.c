@@ -367,6 +367,53 @@ static void errors(const char *empty_slot) {
     printf("errors: all passed\n");
 }
 
+/* SetPrivacy and GetPrivacy: the app's record, a user's over it, a refusal naming the field and
+ * changing nothing, a clear; a Load with a privacy of its own. */
+static void privacy(void) {
+    adorch_client *client = connect_client();
+    char *given = NULL, *source = NULL;
+    OK(adorch_client_get_privacy(client, NULL, &given, &source, error));
+    CHECK(given == NULL && strcmp(source, "none") == 0, "nothing set: %s", source);
+    adorch_string_free(source);
+    OK(adorch_client_set_privacy(client, NULL, "{\"us_privacy\":\"1YNN\",\"gdpr_applies\":false}", error));
+    OK(adorch_client_set_privacy(client, "u1", "{\"non_personalized\":true}", error));
+    OK(adorch_client_get_privacy(client, "u1", &given, &source, error));
+    CHECK(strcmp(source, "user") == 0 && strstr(given, "\"non_personalized\":true"), "u1's: %s %s", source, given);
+    adorch_string_free(given);
+    adorch_string_free(source);
+    OK(adorch_client_get_privacy(client, "u2", &given, &source, error));
+    CHECK(strcmp(source, "app") == 0 && strstr(given, "\"us_privacy\":\"1YNN\""), "u2 has the app's: %s %s", source, given);
+    adorch_string_free(given);
+    adorch_string_free(source);
+    {
+        adorch_error e = ADORCH_ERROR_INIT;
+        CHECK(adorch_client_set_privacy(client, "u1", "{\"us_privacy\":\"2---\"}", &e) == ADORCH_E_INVALID_PARAMETER, "bad string refused");
+        CHECK(adorch_error_parameter(&e, "parameter") && strcmp(adorch_error_parameter(&e, "parameter"), "privacy.us_privacy") == 0,
+              "the refusal names the field: %s", e.parameters);
+        adorch_error_clear(&e);
+    }
+    FAILS(ADORCH_E_ARGUMENT, adorch_client_set_privacy(client, "u1", "[not json", error));
+    OK(adorch_client_get_privacy(client, "u1", &given, &source, error));
+    CHECK(strcmp(source, "user") == 0, "the refused call changed nothing: %s", source);
+    adorch_string_free(given);
+    adorch_string_free(source);
+    OK(adorch_client_set_privacy(client, "u1", NULL, error));
+    OK(adorch_client_get_privacy(client, "u1", &given, &source, error));
+    CHECK(strcmp(source, "app") == 0, "cleared: %s", source);
+    adorch_string_free(given);
+    adorch_string_free(source);
+    adorch_load_request request = {.size = sizeof request, .slot = "banner_main", .privacy = "{\"child_directed\":true}"};
+    adorch_ad_list *ads = NULL;
+    OK(adorch_client_load(client, &request, &ads, error));
+    adorch_ad_list_free(ads);
+    request.privacy = "{\"max_content_rating\":\"R\"}";
+    FAILS(ADORCH_E_INVALID_PARAMETER, adorch_client_load(client, &request, &ads, error));
+    adorch_ad *ad = NULL;
+    FAILS(ADORCH_E_INVALID_PARAMETER, adorch_client_show_with_privacy(client, "rewarded_main", "u1", NULL, "{\"gpp_sid\":[2]}", &ad, error));
+    adorch_client_free(client);
+    printf("privacy: all passed\n");
+}
+
 /* PACED allows one ad a minute per user: after a Show and its impression, the user's next Show
  * is ADORCH_E_CAPPED naming the rule; ListSlots tells that user's hold (no other user's), and
  * GetCaps counts the impression. */
@@ -972,8 +1019,9 @@ int main(int argc, char **argv) {
     else if (strcmp(mode, "arguments") == 0) arguments();
     else if (strcmp(mode, "threads") == 0) threads();
     else if (strcmp(mode, "socket-path") == 0) socket_path();
+    else if (strcmp(mode, "privacy") == 0) privacy();
     else {
-        fprintf(stderr, "usage: client-test basics|nonblocking|errors EMPTY_SLOT|caps PACED_SLOT|restart|brokenpeer DIR|fakepeer DIR|arguments|threads|socket-path\n");
+        fprintf(stderr, "usage: client-test basics|nonblocking|errors EMPTY_SLOT|caps PACED_SLOT|restart|brokenpeer DIR|fakepeer DIR|arguments|threads|socket-path|privacy\n");
         return 2;
     }
     return 0;

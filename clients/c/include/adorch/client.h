@@ -36,7 +36,8 @@
  *
  * Reconnect. When the daemon restarts, the client reconnects with a bounded backoff (options
  * reconnect_timeout_ms, default 30 s), logging one line per retry. Reads (ListSlots,
- * ListRewards, ListEvents, GetStatus, GetCaps, GetInterfaceDescription) are retried on the new
+ * ListRewards, ListEvents, GetStatus, GetCaps, GetInterfaceDescription, GetPrivacy, and SetPrivacy, which
+ * sets the same however often it is sent) are retried on the new
  * connection, and so is any call whose message did not get out whole (it had no effect), each
  * after the backoff. A call that may have taken effect (Show, Load, Report, AckReward, the
  * session calls) whose connection broke after it was sent is never retried: it fails with
@@ -74,7 +75,7 @@ extern "C" {
 
 /* The header's version: a new major breaks the ABI, a new minor only adds. */
 #define ADORCH_CLIENT_VERSION_MAJOR 0
-#define ADORCH_CLIENT_VERSION_MINOR 2
+#define ADORCH_CLIENT_VERSION_MINOR 3
 #define ADORCH_CLIENT_VERSION_PATCH 0
 
 /* Marks the library's exported symbols; everything else is hidden (-fvisibility=hidden). */
@@ -108,6 +109,8 @@ typedef enum adorch_status {
     ADORCH_E_TOO_MANY_SESSIONS = 12,          /* io.adorch.Ads.TooManySessions: stop a session first */
     ADORCH_E_PERMISSION_DENIED = 13,          /* io.adorch.Ads/Manager.PermissionDenied: this user may not */
     ADORCH_E_CAPPED = 14,                     /* io.adorch.Ads.Capped: a frequency rule holds the Show; retry_after_ms, "slot", "rule" */
+    ADORCH_E_TOO_MANY_PRIVACY_RECORDS = 15,   /* io.adorch.Ads.TooManyPrivacyRecords: the app keeps "limit" privacy records; clear one first */
+    ADORCH_E_PRIVACY_NOT_STORED = 16,         /* io.adorch.Ads.PrivacyNotStored: the daemon could not write it (a full disk); nothing changed */
     /* io.adorch.Manager errors */
     ADORCH_E_NO_REWARD_KEY = 20,              /* io.adorch.Manager.NoRewardKey: no reward key is configured */
     ADORCH_E_RELOAD_FAILED = 21,              /* io.adorch.Manager.ReloadFailed: the new config was refused */
@@ -358,6 +361,7 @@ typedef struct adorch_load_request {
     int32_t height;           /* 0: unset */
     int32_t timeout_ms;       /* 0: the slot's */
     const char *targeting;    /* JSON object text, or NULL */
+    const char *privacy;      /* a Privacy as JSON object text, for this Load only (see adorch_client_set_privacy), or NULL; since 0.3 */
 } adorch_load_request;
 
 /* ListSlots; each slot's capped is for a Show without a user_id. */
@@ -368,6 +372,10 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_slots_for_user(adorch_clie
 /* Show: user_id and reward may be NULL (a rewarded slot needs a user_id). */
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_show(adorch_client *client, const char *slot, const char *user_id,
                                                       const adorch_reward_model *reward, adorch_ad **out, adorch_error *error);
+/* Show with a Privacy (JSON object text, or NULL) for this Show only, over what adorch_client_set_privacy set. Since 0.3. */
+ADORCH_CLIENT_EXPORT adorch_status adorch_client_show_with_privacy(adorch_client *client, const char *slot, const char *user_id,
+                                                                   const adorch_reward_model *reward, const char *privacy,
+                                                                   adorch_ad **out, adorch_error *error);
 /* Report a viewer event: impression, click, close, complete, skip, start, first_quartile, midpoint, third_quartile. */
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_report(adorch_client *client, const char *ad_id, const char *event, adorch_error *error);
 /* Load ads of a banner, splash or native slot. */
@@ -377,6 +385,18 @@ ADORCH_CLIENT_EXPORT adorch_status adorch_client_list_rewards(adorch_client *cli
                                                               const char *after, int32_t limit, adorch_reward_list **out, adorch_error *error);
 /* AckReward: the app credited this reward; it is not offered again. */
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_ack_reward(adorch_client *client, const char *trans_id, adorch_error *error);
+/* SetPrivacy (docs/privacy.md, "Setting a viewer's state"): what the app's viewers said about their privacy, for
+ * user_id or (NULL) the app as a whole. privacy is a Privacy as JSON object text (gdpr_applies, tc_string, gpp,
+ * gpp_sid, us_privacy, child_directed, under_age_of_consent, non_personalized, max_content_rating), or NULL to
+ * clear it. Returns once the daemon has it on disk; a string that does not decode is ADORCH_E_INVALID_PARAMETER,
+ * its "parameter" naming it (privacy.tc_string), and nothing changes. Sent again after a lost connection:
+ * setting the same twice is setting it once. Since 0.3. */
+ADORCH_CLIENT_EXPORT adorch_status adorch_client_set_privacy(adorch_client *client, const char *user_id, const char *privacy,
+                                                             adorch_error *error);
+/* GetPrivacy: what applies to the app's calls for user_id (NULL: calls without one). *privacy is the Privacy as JSON
+ * object text, or NULL when none applies; *source "user", "app" or "none". Free both with adorch_string_free. Since 0.3. */
+ADORCH_CLIENT_EXPORT adorch_status adorch_client_get_privacy(adorch_client *client, const char *user_id, char **privacy,
+                                                             char **source, adorch_error *error);
 /* InitInteractive: slot_type "preroll" or "midroll"; ad_parameters is JSON object text. */
 ADORCH_CLIENT_EXPORT adorch_status adorch_client_init_interactive(adorch_client *client, const char *slot, const char *creative_url,
                                                                   const char *ad_parameters, const char *slot_type,
