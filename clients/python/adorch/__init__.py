@@ -11,23 +11,26 @@ from .client import Client, EventStream
 from .errors import (AdorchError, ConnectionFailure, CannotConnect, ConnectionLost, Timeout, ProtocolError, Closed, NoAdReady,
                      SlotNotFound, AdNotValid, SessionNotFound, LoadFailed, InvalidParameter, RewardNotFound,
                      LedgerFailed, ShuttingDown, RateLimited, Capped, TooManyOpenAds, TooManySessions,
-                     PermissionDenied, NoRewardKey, ReloadFailed, TooManyConnections, TooManyPendingBytes,
+                     TooManyPrivacyRecords, PrivacyNotStored, PermissionDenied, NoRewardKey, ReloadFailed, TooManyConnections, TooManyPendingBytes,
                      ReaderTooSlow, IncompleteMessage, InterfaceNotFound, MethodNotFound,
                      MethodNotImplemented, VarlinkInvalidParameter, ExpectedMore, VarlinkPermissionDenied,
                      ERRORS, CONNECTION_REFUSALS, error_from_reply)
-from .types import Ad, CapHold, CapRule, Demand, Event, Reward, RewardModel, Rewards, Slot, SlotType, Status
+from .types import (Ad, AppliedPrivacy, CapHold, CapRule, Demand, Event, Privacy, Reward, RewardModel, Rewards, Slot,
+                    SlotType, Status)
 
 __all__ = [
     "DEFAULT_RECONNECT_TIMEOUT", "socket_path",
     "Client", "EventStream", "AsyncClient", "AsyncEventStream",
-    "Ad", "CapHold", "CapRule", "Demand", "Event", "Reward", "RewardModel", "Rewards", "Slot", "SlotType", "Status",
+    "Ad", "AppliedPrivacy", "CapHold", "CapRule", "Demand", "Event", "Privacy", "Reward", "RewardModel", "Rewards", "Slot",
+    "SlotType", "Status",
     "PreloadedAd", "RewardedAd", "InterstitialAd", "FullscreenAd", "ShownAd", "BoundReward",
     "BannerAd", "SplashAd", "NativeAdLoader", "InteractiveSession",
     "AsyncPreloadedAd", "AsyncRewardedAd", "AsyncInterstitialAd", "AsyncFullscreenAd", "AsyncShownAd",
     "AsyncBoundReward", "AsyncBannerAd", "AsyncSplashAd", "AsyncNativeAdLoader", "AsyncInteractiveSession",
     "AdorchError", "ConnectionFailure", "CannotConnect", "ConnectionLost", "Timeout", "ProtocolError", "Closed", "NoAdReady",
     "SlotNotFound", "AdNotValid", "SessionNotFound", "LoadFailed", "InvalidParameter", "RewardNotFound",
-    "LedgerFailed", "ShuttingDown", "RateLimited", "Capped", "TooManyOpenAds", "TooManySessions", "PermissionDenied",
+    "LedgerFailed", "ShuttingDown", "RateLimited", "Capped", "TooManyOpenAds", "TooManySessions",
+    "TooManyPrivacyRecords", "PrivacyNotStored", "PermissionDenied",
     "NoRewardKey", "ReloadFailed", "TooManyConnections", "TooManyPendingBytes", "ReaderTooSlow",
     "IncompleteMessage", "InterfaceNotFound", "MethodNotFound", "MethodNotImplemented",
     "VarlinkInvalidParameter", "ExpectedMore", "VarlinkPermissionDenied", "ERRORS", "CONNECTION_REFUSALS",

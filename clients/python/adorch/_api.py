@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from .errors import (CONNECTION_REFUSALS, AdorchError, ConnectionFailure, ProtocolError, ShuttingDown,
                      error_from_reply)
-from .types import Ad, CapRule, Event, Reward, RewardModel, Rewards, Slot, Status
+from .types import Ad, AppliedPrivacy, CapRule, Event, Privacy, Reward, RewardModel, Rewards, Slot, Status
 
 log = logging.getLogger("adorch")
 
@@ -235,7 +235,8 @@ def _items(parameters: dict[str, Any], name: str) -> list[Any]:
     return items
 
 
-_KINDS = {str: "a str", int: "an int", bool: "a bool", dict: "a dict", list: "a list", RewardModel: "an adorch.RewardModel"}
+_KINDS = {str: "a str", int: "an int", bool: "a bool", dict: "a dict", list: "a list", RewardModel: "an adorch.RewardModel",
+          Privacy: "an adorch.Privacy"}
 
 
 def _check(name: str, value: Any, kind: type, *, optional: bool = True) -> None:
@@ -268,14 +269,29 @@ def list_slots(user_id: str | None) -> Call[list[Slot]]:
     return Call(f"{ADS}.ListSlots", _given(user_id=user_id), lambda p: [Slot.from_json(s) for s in _items(p, "slots")], True)
 
 
-def show(slot: str, user_id: str | None, reward: RewardModel | None) -> Call[Ad]:
+def _check_privacy(privacy: Privacy | None) -> dict[str, Any] | None:
+    """The Privacy as the IDL's object, its fields' types checked (None: not given)."""
+    _check("privacy", privacy, Privacy)
+    if privacy is None:
+        return None
+    for name, kind in (("gdpr_applies", bool), ("tc_string", str), ("gpp", str), ("us_privacy", str), ("child_directed", bool),
+                       ("under_age_of_consent", bool), ("non_personalized", bool), ("max_content_rating", str)):
+        _check(f"privacy.{name}", getattr(privacy, name), kind)
+    _check("privacy.gpp_sid", privacy.gpp_sid, list)
+    for item in privacy.gpp_sid or []:
+        _check("each of privacy.gpp_sid", item, int, optional=False)
+    return privacy.to_json()
+
+
+def show(slot: str, user_id: str | None, reward: RewardModel | None, privacy: Privacy | None = None) -> Call[Ad]:
     _check("slot", slot, str, optional=False)
     _check("user_id", user_id, str)
     _check("reward", reward, RewardModel)
     if reward is not None:
         for name, kind in (("name", str), ("amount", int), ("extra", str)):
             _check(f"reward.{name}", getattr(reward, name), kind)
-    return Call(f"{ADS}.Show", _given(slot=slot, user_id=user_id, reward=reward.to_json() if reward else None),
+    return Call(f"{ADS}.Show", _given(slot=slot, user_id=user_id, reward=reward.to_json() if reward else None,
+                                      privacy=_check_privacy(privacy)),
                 lambda p: Ad.from_json(_required(p, "ad")), False)
 
 
@@ -286,13 +302,13 @@ def report(ad_id: str, event: str) -> Call[None]:
 
 
 def load(slot: str, count: int | None, width: int | None, height: int | None,
-         timeout_ms: int | None, targeting: dict[str, Any] | None) -> Call[list[Ad]]:
+         timeout_ms: int | None, targeting: dict[str, Any] | None, privacy: Privacy | None = None) -> Call[list[Ad]]:
     _check("slot", slot, str, optional=False)
     for name, value in (("count", count), ("width", width), ("height", height), ("timeout_ms", timeout_ms)):
         _check(name, value, int)
     _check_object("targeting", targeting)
     return Call(f"{ADS}.Load", _given(slot=slot, count=count, width=width, height=height,
-                                      timeout_ms=timeout_ms, targeting=targeting),
+                                      timeout_ms=timeout_ms, targeting=targeting, privacy=_check_privacy(privacy)),
                 lambda p: [Ad.from_json(a) for a in _items(p, "ads")], False,
                 extra_wait=MOST_LOAD_SECONDS if timeout_ms is None else timeout_ms / 1000)
 
@@ -308,6 +324,24 @@ def list_rewards(user_id: str | None, since: str | None, after: str | None, limi
             raise ProtocolError(f"ListRewards' more is a bool, not {more!r:.80}")
         return Rewards([Reward.from_json(r) for r in _items(p, "rewards")], more)
     return Call(f"{ADS}.ListRewards", _given(user_id=user_id, since=since, after=after, limit=limit), parse, True)
+
+
+def set_privacy(privacy: Privacy | None, user_id: str | None) -> Call[None]:
+    """SetPrivacy: setting the same twice is setting it once, so it may be sent again."""
+    _check("user_id", user_id, str)
+    return Call(f"{ADS}.SetPrivacy", _given(user_id=user_id, privacy=_check_privacy(privacy)), _nothing, True)
+
+
+def get_privacy(user_id: str | None) -> Call[AppliedPrivacy]:
+    _check("user_id", user_id, str)
+
+    def parse(p: dict[str, Any]) -> AppliedPrivacy:
+        source = _required(p, "source")
+        if source not in ("user", "app", "none"):
+            raise ProtocolError(f"GetPrivacy's source is user, app or none, not {source!r:.80}")
+        privacy = p.get("privacy")
+        return AppliedPrivacy(None if privacy is None else Privacy.from_json(privacy), source)
+    return Call(f"{ADS}.GetPrivacy", _given(user_id=user_id), parse, True)
 
 
 def ack_reward(trans_id: str) -> Call[None]:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from . import _api as api
 from .errors import AdorchError, CannotConnect, Closed, ConnectionLost, Timeout
-from .types import Ad, CapRule, Event, RewardModel, Rewards, Slot, Status
+from .types import Ad, AppliedPrivacy, CapRule, Event, Privacy, RewardModel, Rewards, Slot, Status
 
 T = TypeVar("T")
 
@@ -194,19 +194,34 @@ class AsyncClient:
         """As Client.list_slots."""
         return await self._run(api.list_slots(user_id))
 
-    async def show(self, slot: str, user_id: str | None = None, reward: RewardModel | None = None) -> Ad:
-        return await self._run(api.show(slot, user_id, reward))
+    async def show(self, slot: str, user_id: str | None = None, reward: RewardModel | None = None,
+             privacy: Privacy | None = None) -> Ad:
+        """privacy: for this Show only, over what set_privacy set."""
+        return await self._run(api.show(slot, user_id, reward, privacy))
 
     async def report(self, ad_id: str, event: str) -> None:
         await self._run(api.report(ad_id, event))
 
     async def load(self, slot: str, count: int | None = None, width: int | None = None, height: int | None = None,
-                   timeout_ms: int | None = None, targeting: dict[str, Any] | None = None) -> list[Ad]:
-        return await self._run(api.load(slot, count, width, height, timeout_ms, targeting))
+                    timeout_ms: int | None = None, targeting: dict[str, Any] | None = None,
+                    privacy: Privacy | None = None) -> list[Ad]:
+        """privacy: for this Load only, over what set_privacy set for the app."""
+        return await self._run(api.load(slot, count, width, height, timeout_ms, targeting, privacy))
 
     async def list_rewards(self, user_id: str | None = None, since: str | None = None, after: str | None = None,
                            limit: int | None = None) -> Rewards:
         return await self._run(api.list_rewards(user_id, since, after, limit))
+
+    async def set_privacy(self, privacy: Privacy | None, user_id: str | None = None) -> None:
+        """Sets what the app's viewers said about their privacy (docs/privacy.md, "Setting a
+        viewer's state"): for user_id, or with None for the app as a whole; privacy None clears
+        it. Returns once the daemon has it on disk; a string that does not decode raises
+        InvalidParameter naming it (privacy.tc_string), and nothing changes."""
+        await self._run(api.set_privacy(privacy, user_id))
+
+    async def get_privacy(self, user_id: str | None = None) -> AppliedPrivacy:
+        """What applies to the app's calls for user_id (None: calls without one), and whence."""
+        return await self._run(api.get_privacy(user_id))
 
     async def ack_reward(self, trans_id: str) -> None:
         await self._run(api.ack_reward(trans_id))

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from . import _api as api
 from .errors import AdorchError, CannotConnect, Closed, ConnectionLost, Timeout
-from .types import Ad, CapRule, Event, RewardModel, Rewards, Slot, Status
+from .types import Ad, AppliedPrivacy, CapRule, Event, Privacy, RewardModel, Rewards, Slot, Status
 
 T = TypeVar("T")
 
@@ -198,19 +198,34 @@ class Client(_Closable):
         (None: for a Show without one), and until when."""
         return self._run(api.list_slots(user_id))
 
-    def show(self, slot: str, user_id: str | None = None, reward: RewardModel | None = None) -> Ad:
-        return self._run(api.show(slot, user_id, reward))
+    def show(self, slot: str, user_id: str | None = None, reward: RewardModel | None = None,
+             privacy: Privacy | None = None) -> Ad:
+        """privacy: for this Show only, over what set_privacy set."""
+        return self._run(api.show(slot, user_id, reward, privacy))
 
     def report(self, ad_id: str, event: str) -> None:
         self._run(api.report(ad_id, event))
 
     def load(self, slot: str, count: int | None = None, width: int | None = None, height: int | None = None,
-             timeout_ms: int | None = None, targeting: dict[str, Any] | None = None) -> list[Ad]:
-        return self._run(api.load(slot, count, width, height, timeout_ms, targeting))
+              timeout_ms: int | None = None, targeting: dict[str, Any] | None = None,
+              privacy: Privacy | None = None) -> list[Ad]:
+        """privacy: for this Load only, over what set_privacy set for the app."""
+        return self._run(api.load(slot, count, width, height, timeout_ms, targeting, privacy))
 
     def list_rewards(self, user_id: str | None = None, since: str | None = None, after: str | None = None,
                      limit: int | None = None) -> Rewards:
         return self._run(api.list_rewards(user_id, since, after, limit))
+
+    def set_privacy(self, privacy: Privacy | None, user_id: str | None = None) -> None:
+        """Sets what the app's viewers said about their privacy (docs/privacy.md, "Setting a
+        viewer's state"): for user_id, or with None for the app as a whole; privacy None clears
+        it. Returns once the daemon has it on disk; a string that does not decode raises
+        InvalidParameter naming it (privacy.tc_string), and nothing changes."""
+        self._run(api.set_privacy(privacy, user_id))
+
+    def get_privacy(self, user_id: str | None = None) -> AppliedPrivacy:
+        """What applies to the app's calls for user_id (None: calls without one), and whence."""
+        return self._run(api.get_privacy(user_id))
 
     def ack_reward(self, trans_id: str) -> None:
         self._run(api.ack_reward(trans_id))

@@ -171,6 +171,17 @@ class TooManySessions(AdorchError):
     live = Field(int, 0)
 
 
+class TooManyPrivacyRecords(AdorchError):
+    """The app keeps `limit` privacy records ([limits] max_privacy_records_per_uid): clear one first."""
+    idl_error = "TooManyPrivacyRecords"
+    limit = Field(int, 0)
+
+
+class PrivacyNotStored(AdorchError):
+    """The daemon could not write the privacy record (a full disk): nothing changed."""
+    idl_error = "PrivacyNotStored"
+
+
 class PermissionDenied(AdorchError):
     idl_error = "PermissionDenied"
     method = Field(str, "")
@@ -246,7 +257,8 @@ CONNECTION_REFUSALS: frozenset[str] = frozenset(
 ERRORS: dict[str, type[AdorchError]] = {
     **{_ADS + c.idl_error: c for c in (NoAdReady, SlotNotFound, AdNotValid, SessionNotFound, LoadFailed,
                                     InvalidParameter, RewardNotFound, LedgerFailed, ShuttingDown,
-                                    RateLimited, Capped, TooManyOpenAds, TooManySessions, PermissionDenied)},
+                                    RateLimited, Capped, TooManyOpenAds, TooManySessions, PermissionDenied,
+                                    TooManyPrivacyRecords, PrivacyNotStored)},
     **{_MANAGER + c.idl_error: c for c in (SlotNotFound, NoRewardKey, LedgerFailed, ReloadFailed, PermissionDenied)},
     **{_CONNECTION + c.idl_error: c for c in (TooManyConnections, TooManyPendingBytes, ReaderTooSlow, IncompleteMessage)},
     **{_VARLINK + c.idl_error: c for c in (InterfaceNotFound, MethodNotFound, MethodNotImplemented,

@@ -165,6 +165,44 @@ class RewardModel:
 
 
 @dataclass(frozen=True)
+class Privacy:
+    """A viewer's privacy signals, as the app says them (docs/privacy.md, "Setting a viewer's
+    state"); None leaves a field out. The daemon decodes each string and refuses one that does
+    not decode (InvalidParameter naming it, e.g. privacy.tc_string)."""
+    #: Whether the GDPR applies to the viewer; None: unknown.
+    gdpr_applies: bool | None = None
+    #: A TCF v2 TC string.
+    tc_string: str | None = None
+    #: A GPP string, and the ids of its sections that apply (OpenRTB's gpp_sid; only with gpp).
+    gpp: str | None = None
+    gpp_sid: list[int] | None = None
+    #: A US Privacy string, e.g. "1YNN".
+    us_privacy: str | None = None
+    #: The app is directed to children (COPPA), or says this viewer is a child.
+    child_directed: bool | None = None
+    under_age_of_consent: bool | None = None
+    #: Limited ad tracking, or the app's own choice of non-personalised ads.
+    non_personalized: bool | None = None
+    #: G, PG, T or MA: the highest content rating of ads for the viewer.
+    max_content_rating: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Privacy:
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class AppliedPrivacy:
+    """GetPrivacy's answer: what applies to the app's calls for a user id, and whence: "user"
+    (the record for that user id), "app" (the app's own) or "none" (the daemon's default)."""
+    privacy: Privacy | None
+    source: str
+
+
+@dataclass(frozen=True)
 class Event:
     kind: str
     time: str = ""

@@ -107,6 +107,26 @@ class SyncClientTests(unittest.TestCase):
         self.assertIn(REWARDED, [slot.id for slot in self.client.list_slots()])
         self.assertEqual(self.client.get_status().socket, SOCKET)
 
+    def test_privacy_is_set_read_refused_by_field_and_cleared(self) -> None:
+        # The daemon is shared by the tests: this one keeps to a user of its own and clears it.
+        user = "privacy-test-user"
+        self.addCleanup(self.client.set_privacy, None, user)
+        self.client.set_privacy(adorch.Privacy(us_privacy="1YNN", non_personalized=True, max_content_rating="T"), user)
+        applied = self.client.get_privacy(user)
+        self.assertEqual(applied.source, "user")
+        assert applied.privacy is not None
+        self.assertEqual((applied.privacy.us_privacy, applied.privacy.non_personalized, applied.privacy.max_content_rating),
+                         ("1YNN", True, "T"))
+        with self.assertRaises(adorch.InvalidParameter) as bad:
+            self.client.set_privacy(adorch.Privacy(us_privacy="2---"), user)
+        self.assertEqual(bad.exception.parameter, "privacy.us_privacy")
+        self.assertEqual(self.client.get_privacy(user), applied, "a refused call changes nothing")
+        with self.assertRaises(TypeError):
+            self.client.set_privacy(adorch.Privacy(gpp_sid=["2"]), user)  # type: ignore[list-item]
+        self.client.load(BANNER, privacy=adorch.Privacy(child_directed=True))
+        self.client.set_privacy(None, user)
+        self.assertNotEqual(self.client.get_privacy(user).source, "user")
+
     def test_every_idl_error_maps_to_its_own_typed_error(self) -> None:
         for interface in ("io.adorch.Ads", "io.adorch.Manager"):
             names = idl_errors(self.client.interface_description(interface))
