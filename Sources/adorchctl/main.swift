@@ -11,7 +11,7 @@ struct AdorchCtl: ParsableCommand {
         abstract: "Talks to adorchd over its Varlink socket.",
         discussion: "The socket is --socket, else $ADORCH_SOCKET, else this user's daemon's (\(DefaultPaths.socket)) if it exists, else the system service's (\(SocketPath.system)) if that exists, else this user's.",
         version: AdorchVersion.current,
-        subcommands: [Status.self, Slots.self, Caps.self, Show.self, Load.self, Report.self, Interactive.self, Events.self, Reload.self, Reward.self, Metrics.self]
+        subcommands: [Status.self, Slots.self, Caps.self, Show.self, Load.self, Report.self, Interactive.self, PrivacyCommand.self, Events.self, Reload.self, Reward.self, Metrics.self]
     )
 }
 
