@@ -181,6 +181,47 @@ final class PrivacyStateTests: XCTestCase {
         assertLogHoldsNone(of: [v.tc, v.gpp], daemon)
     }
 
+    /// `sql` run on the state directory's privacy file, the daemon stopped, as another program would.
+    private func editPrivacyFile(_ state: URL, _ sql: String) throws {
+        let script = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit()"
+        let run = try runCommand("/usr/bin/python3", ["-c", script, state.appendingPathComponent("privacy.sqlite").path, sql])
+        XCTAssertEqual(run.status, 0, run.stderr)
+    }
+
+    func testARecordThatNoLongerDecodesIsDroppedAndADamagedFileMovedAside() throws {
+        let v = try vectors()
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-privacy-state-\(UUID().uuidString.prefix(8))")
+        addTeardownBlock { try? FileManager.default.removeItem(at: state) }
+        var daemon = try DaemonProcess(stateDir: state)
+        _ = try daemon.call("io.adorch.Ads.SetPrivacy", ["privacy": ["tc_string": .string(v.tc)]])
+        _ = try daemon.call("io.adorch.Ads.SetPrivacy", ["user_id": "u1", "privacy": ["us_privacy": "1YNN"]])
+        XCTAssertEqual(daemon.stop(), 0)
+        // As if a stricter decoder now refused what was taken before: a TCF v1.1 string.
+        try editPrivacyFile(state, "UPDATE privacy SET tc_string = '\(v.version1)' WHERE user_id = ''")
+        daemon = try DaemonProcess(stateDir: state)
+        XCTAssertEqual(try get(daemon).source, "none", "the record that no longer decodes does not apply")
+        XCTAssertEqual(try get(daemon, "u1").source, "user", "the others do")
+        let log = daemon.log
+        XCTAssertTrue(log.contains("privacy: the record uid 0 set for the app no longer decodes (privacy.tc_string: core.version: a TCF v1.1 string"), log)
+        XCTAssertTrue(log.contains("privacy: 1 records of 1 uids read back") && log.contains("1 dropped"), log)
+        assertLogHoldsNone(of: [v.tc, v.version1], daemon)
+        XCTAssertEqual(daemon.stop(), 0)
+        // Dropped from the file too: the next start reads only the other.
+        daemon = try DaemonProcess(stateDir: state)
+        XCTAssertFalse(daemon.log.contains("no longer decodes"), daemon.log)
+        XCTAssertEqual(daemon.stop(), 0)
+
+        // A file of another schema is moved aside with its WAL, and the daemon starts without records.
+        try editPrivacyFile(state, "DROP TABLE privacy; CREATE TABLE privacy (uid INTEGER)")
+        daemon = try DaemonProcess(stateDir: state)
+        XCTAssertTrue(daemon.log.contains("privacy: \(state.path)/privacy.sqlite could not be opened"), daemon.log)
+        let names = try FileManager.default.contentsOfDirectory(atPath: state.path)
+        XCTAssertTrue(names.contains { $0.hasPrefix("privacy.sqlite.broken-") }, "\(names)")
+        XCTAssertEqual(try get(daemon, "u1").source, "none")
+        _ = try daemon.call("io.adorch.Ads.SetPrivacy", ["user_id": "u1", "privacy": ["us_privacy": "1NNN"]])
+        XCTAssertEqual(try get(daemon, "u1").source, "user", "the next SetPrivacy starts a new file")
+    }
+
     /// `call METHOD PARAMETERS` as another uid: its reply printed.
     private static let client = #"""
     import json, sys
