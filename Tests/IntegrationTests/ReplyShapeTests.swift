@@ -92,6 +92,16 @@ final class ReplyShapeTests: XCTestCase {
         XCTAssertEqual(Self.problems(.object(status), fields: getStatus, "GetStatus", managerTypes), [])
         let slots = try daemon.call("io.adorch.Ads.ListSlots")
         XCTAssertEqual(Self.problems(.object(slots), fields: Self.methodReply(ads, "ListSlots"), "ListSlots", Self.types(ads)), [])
+        // GetPrivacy with every field of Privacy set, and with none.
+        XCTAssertEqual(Self.problems(.object(try daemon.call("io.adorch.Ads.GetPrivacy")), fields: Self.methodReply(ads, "GetPrivacy"),
+                                     "GetPrivacy", Self.types(ads)), [])
+        _ = try daemon.call("io.adorch.Ads.SetPrivacy", ["privacy": [
+            "gdpr_applies": false, "tc_string": "COtybn4PA_zT4KjACBENAPCIAEBAAECAAIAAAAAAAAAA", "gpp": "DBABTA~1YNN", "gpp_sid": [6],
+            "us_privacy": "1YNN", "child_directed": false, "under_age_of_consent": false, "non_personalized": true, "max_content_rating": "T",
+        ]])
+        let privacy = try daemon.call("io.adorch.Ads.GetPrivacy")
+        XCTAssertEqual(privacy["privacy"]?.objectValue?.count, 9, "every field is answered: \(privacy)")
+        XCTAssertEqual(Self.problems(.object(privacy), fields: Self.methodReply(ads, "GetPrivacy"), "GetPrivacy", Self.types(ads)), [])
     }
 
     /// A method's reply fields, from its IDL.
