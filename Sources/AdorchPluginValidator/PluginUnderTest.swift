@@ -55,7 +55,7 @@ final class PluginUnderTest: @unchecked Sendable {
     /// ad_create for a fresh id; nil (with the id) when the plugin returned NULL.
     func create(_ request: Request, check: String) -> (id: UInt64, object: UnsafeMutableRawPointer?) {
         let id = ledger.create(check: check)
-        let object = call("ad_create") { request.withCRequest { entry.ad_create(id, $0) } }
+        let object = call("ad_create") { request.withCRequest(pluginMinor: entry.abi_minor) { entry.ad_create(id, $0) } }
         if object == nil { ledger.destroyed(id) }
         return (id, object)
     }
@@ -144,10 +144,10 @@ struct Request: Sendable {
         self.timeout = timeout
     }
 
-    func withCRequest<T>(_ body: (UnsafePointer<adorch_request>) -> T) -> T {
+    func withCRequest<T>(pluginMinor: UInt32, _ body: (UnsafePointer<adorch_request>) -> T) -> T {
         var order = order
         order.deadline = Moment.monotonicNow() + .milliseconds(timeout.millisecondsUInt32)
-        return order.withCRequest(body)
+        return order.withCRequest(pluginMinor: pluginMinor, body)
     }
 }
 

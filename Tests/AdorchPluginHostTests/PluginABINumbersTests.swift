@@ -41,11 +41,20 @@ final class PluginABINumbersTests: XCTestCase {
     /// guide and the validator name.
     func testOneThreeAddedLoadUIDAtTheRequestsEndAndTheDeadlineMargin() {
         XCTAssertGreaterThanOrEqual(PluginABI.minor, 3)
-        XCTAssertEqual(MemoryLayout<adorch_request>.offset(of: \.load_uid), MemoryLayout<adorch_request>.size - MemoryLayout<UnsafePointer<CChar>>.size)
+        XCTAssertEqual(MemoryLayout<adorch_request>.offset(of: \.load_uid)! + MemoryLayout<UnsafePointer<CChar>>.size,
+                       MemoryLayout<adorch_request>.offset(of: \.privacy), "1.4's privacy comes right after it")
         XCTAssertGreaterThan(MemoryLayout<adorch_request>.offset(of: \.load_uid)!, MemoryLayout<adorch_request>.offset(of: \.slot_type)!)
         XCTAssertEqual(PluginABI.deadlineMargin, .milliseconds(50))
         let uids = (0..<1000).map { _ in newLoadUID() }
         XCTAssertEqual(Set(uids).count, 1000)
         XCTAssertTrue(uids.allSatisfy { $0.count == 32 && $0.allSatisfy(\.isHexDigit) && $0 == $0.lowercased() }, "\(uids.prefix(3))")
+    }
+
+    /// 1.4 grew the request at its end again, with the privacy its minor brought.
+    func testOneFourAddedPrivacyAtTheRequestsEnd() {
+        XCTAssertGreaterThanOrEqual(PluginABI.minor, PluginABI.privacyMinor)
+        XCTAssertEqual(PluginABI.privacyMinor, 4)
+        XCTAssertEqual(MemoryLayout<adorch_request>.offset(of: \.privacy), MemoryLayout<adorch_request>.size - MemoryLayout<UnsafeRawPointer>.size)
+        XCTAssertEqual(MemoryLayout<adorch_privacy>.offset(of: \.struct_size), 0)
     }
 }

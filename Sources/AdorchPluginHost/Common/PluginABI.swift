@@ -9,6 +9,9 @@ public enum PluginABI {
     public static let minor = UInt32(ADORCH_PLUGIN_ABI_MINOR)
     /// How long before its deadline a plugin answers at the latest (rule 3, 1.3).
     public static let deadlineMargin = Duration.milliseconds(Int64(ADORCH_DEADLINE_MARGIN_MS))
+    /// The minor that brought the request's privacy (1.4): a plugin built for an older one
+    /// cannot receive a load's signals, and its networks are marked so (NetworkPrivacy.receivesSignals).
+    public static let privacyMinor: UInt32 = 4
 
     public static func minor(introducing format: adorch_format) -> UInt32 {
         switch format {
@@ -36,4 +39,9 @@ public enum PluginABI {
             1
         }
     }
+}
+
+extension PluginInfo {
+    /// Whether the plugin can be given a load's privacy signals: built for ABI 1.4 or later.
+    public var receivesPrivacySignals: Bool { abiMinor >= PluginABI.privacyMinor }
 }

@@ -91,7 +91,7 @@ public final class LoadedPlugin: @unchecked Sendable {
             guard initialized else { return }
             let report = sink.takeUnretainedValue()
             report.callbacks.earn(CallbackBounds.callbacksPerLoad)
-            let object = order.withCRequest { entry.pointee.ad_create(order.adID, $0) }
+            let object = order.withCRequest(pluginMinor: entry.pointee.abi_minor) { entry.pointee.ad_create(order.adID, $0) }
             guard let object else {
                 report.deliver(order.adID, .failed(.internal, networkCode: 0, message: "ad_create returned NULL"))
                 return

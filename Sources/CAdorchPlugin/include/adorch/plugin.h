@@ -89,13 +89,14 @@ extern "C" {
 
 /* The ABI this header describes. */
 #define ADORCH_PLUGIN_ABI_MAJOR 1
-#define ADORCH_PLUGIN_ABI_MINOR 3
+#define ADORCH_PLUGIN_ABI_MINOR 4
 /* History: 1.0 the ad formats 1-6; 1.1 interactive sessions (format 7, request fields
  * creative_url, ad_parameters_json and slot_type, events 14-26), video progress events
  * 27-30 and ADORCH_ERROR_MALFORMED; 1.2 the entry's flags, with
  * ADORCH_PLUGIN_FLAG_SHOW_ANY_THREAD; 1.3 the request field load_uid,
  * ADORCH_DEADLINE_MARGIN_MS, the callback bounds (ADORCH_PAYLOAD_MAX_BYTES and the rest),
- * and rules 3 and 5 and the impression rule stated in full. */
+ * and rules 3 and 5 and the impression rule stated in full; 1.4 the request field privacy
+ * (adorch_privacy, adorch_privacy_class): the load's privacy class and signals. */
 
 /* 1.3: how long before deadline_monotonic_ns a plugin that gives up reports
  * ADORCH_ERROR_TIMEOUT at the latest, so that its report reaches the host in time (rule 3). */
@@ -250,6 +251,45 @@ typedef struct adorch_reward {
     const char *extra;       /* opaque string passed through to the server callback, may be "" */
 } adorch_reward;
 
+/* 1.4: the privacy class a load is made under (docs/privacy.md, "Classes"). The daemon shows
+ * the ad only to viewers whose signals allow its class, so the network must serve it as such. */
+typedef enum ADORCH_CLOSED_ENUM adorch_privacy_class {
+    ADORCH_PRIVACY_PERSONALIZED = 1,     /* targeted on the viewer's profile, as the signals allow */
+    ADORCH_PRIVACY_NON_PERSONALIZED = 2, /* no profile: contextual only (Google's npa=1) */
+    ADORCH_PRIVACY_CHILD_DIRECTED = 3,   /* a child or a viewer under the age of consent: COPPA-safe
+                                          * ads only, no profile, no tracking */
+} adorch_privacy_class;
+
+/* 1.4: what the viewer's app said about privacy, and the class the daemon chose from it, for
+ * one load (docs/privacy.md, "What reaches a plugin"). Pass each signal to the network as its
+ * SDK or protocol asks (OpenRTB regs.gdpr, user.consent, regs.gpp, regs.gpp_sid,
+ * regs.us_privacy, regs.coppa; an SDK's own setters) and never log the strings in full: they
+ * are personal data. Every field is set by the host, from what the app said (SetPrivacy, or
+ * the call's own signals). Like the rest of the request, the struct and all it points to are
+ * valid only during the ad_create call ([plugin queue]): copy what you keep. Strings are
+ * non-NULL and UTF-8, as long as the daemon lets an app send them (docs/privacy.md,
+ * "Decoding"); "" means the app gave none, never a signal of its own.
+ * A plugin built for ABI 1.3 or older never receives this struct (request.privacy is NULL to
+ * it), and the daemon asks it only for loads that need no signal. */
+typedef struct adorch_privacy {
+    uint32_t struct_size;          /* sizeof(adorch_privacy) as the host knows it */
+    uint32_t privacy_class;        /* an adorch_privacy_class: what this ad must be, set by the daemon */
+    int32_t gdpr;                  /* the GDPR applies to the viewer: 1 yes, 0 no, -1 the app did not say */
+    int32_t coppa;                 /* 1: child-directed (COPPA: the app is for children, or says the
+                                    * viewer is a child), 0 not */
+    int32_t under_age_of_consent;  /* 1: the viewer is under the age of digital consent (GDPR art. 8), 0 not */
+    int32_t non_personalized;      /* 1: limit ad tracking is on, or the app asked for non-personalised
+                                    * ads (npa), 0 not */
+    const char *tc_string;         /* the TCF v2 TC string, as the app gave it; "" none */
+    const char *gpp;               /* the GPP string, as the app gave it; "" none */
+    const uint32_t *gpp_sid;       /* the GPP section ids that apply (OpenRTB gpp_sid), gpp_sid_count
+                                    * of them; NULL when gpp_sid_count is 0 */
+    uint32_t gpp_sid_count;        /* how many ids gpp_sid holds; 0 none */
+    const char *us_privacy;        /* the US Privacy string ("1YNN"), as the app gave it; "" none */
+    const char *max_content_rating; /* the highest ad content rating the app accepts: "G", "PG", "T"
+                                     * or "MA"; "" no limit */
+} adorch_privacy;
+
 /* One load request, handed to ad_create. All strings are non-NULL (possibly ""). */
 typedef struct adorch_request {
     uint32_t struct_size;           /* sizeof(adorch_request) as the host knows it */
@@ -274,6 +314,9 @@ typedef struct adorch_request {
     const char *slot_type;          /* interactive: "preroll" or "midroll" */
     /* ABI 1.3; present when struct_size covers it. */
     const char *load_uid;           /* this load's id: 32 hex digits, random, never repeated */
+    /* ABI 1.4; present when struct_size covers it. */
+    const adorch_privacy *privacy;  /* this load's privacy class and signals; never NULL to a plugin
+                                     * built for 1.4 or later, NULL to an older one */
 } adorch_request;
 
 /* What the host gives the plugin at init. The functions are thread-safe. */
