@@ -93,10 +93,11 @@ let package = Package(
         .target(name: "AdorchPaths"),
         // Everything that touches a plugin, in a room per execution context (docs/architecture.md):
         // the in-process loader (dlopen, ABI checks, a serial queue per plugin), the daemon's proxy of
-        // an isolated plugin, the host process's own loop, and the wire between the two.
+        // an isolated plugin, the host process's own loop, and the wire between the two (which
+        // bounds a load's consent strings as AdorchPrivacy's decoders do).
         .target(
             name: "AdorchPluginHost",
-            dependencies: ["CAdorchPlugin", "AdorchEngine", "AdorchJSON", "AdorchLocking", "CAdorchSandbox", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CAdorchPlugin", "AdorchEngine", "AdorchJSON", "AdorchLocking", "AdorchPrivacy", "CAdorchSandbox", .product(name: "Logging", package: "swift-log")]
         ),
         // The plugin host's confinement (docs/confinement.md): rlimits, no_new_privs, Landlock,
         // and a seccomp filter through Debian's libseccomp (libseccomp-dev).
@@ -201,7 +202,7 @@ let package = Package(
         .target(name: "AdorchTestSupport", dependencies: ["AdorchPluginHost"], path: "Tests/TestSupport"),
         .testTarget(name: "AdorchEngineTests", dependencies: ["AdorchEngine", "AdorchPrivacy"]),
         // The plugin host's own units: the wire between daemon and host, the ABI's numbers.
-        .testTarget(name: "AdorchPluginHostTests", dependencies: ["AdorchPluginHost", "AdorchEngine", "CAdorchPlugin"]),
+        .testTarget(name: "AdorchPluginHostTests", dependencies: ["AdorchPluginHost", "AdorchEngine", "AdorchPrivacy", "CAdorchPlugin"]),
         .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink", "AdorchLocking", "AdorchTestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "AdorchDaemonTests", dependencies: ["AdorchDaemon", "AdorchVarlink", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "AdorchSystemdTests", dependencies: ["AdorchSystemd"]),

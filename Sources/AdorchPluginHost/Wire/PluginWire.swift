@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchPrivacy
 import Foundation
 import Logging
 
@@ -110,7 +111,7 @@ struct WireReader {
         at = body.startIndex
     }
 
-    private mutating func take(_ n: Int) throws(PluginWire.Malformed) -> ArraySlice<UInt8> {
+    fileprivate mutating func take(_ n: Int) throws(PluginWire.Malformed) -> ArraySlice<UInt8> {
         guard n >= 0, body.endIndex - at >= n else { throw PluginWire.Malformed(description: "a frame ends early") }
         defer { at += n }
         return body[at..<(at + n)]
@@ -143,6 +144,79 @@ struct WireReader {
     }
 }
 
+// MARK: A load's privacy
+
+extension PluginWire {
+    /// The most gpp_sid ids a load carries: each names a section of its GPP string, and a
+    /// section takes at least two bytes of it (a character and its `~`).
+    static let maxGPPSectionIDs = ConsentStringBound.maxBytes / 2
+}
+
+extension WireWriter {
+    /// A load's privacy class and signals (LoadPrivacy), as WireReader.privacy reads them.
+    mutating func privacy(_ p: LoadPrivacy) {
+        string(p.privacyClass.rawValue)
+        switch p.signals.gdprApplies {
+        case .yes: i32(1)
+        case .no: i32(0)
+        case .unknown: i32(-1)
+        }
+        optional(p.signals.tcString) { $0.string($1) }
+        optional(p.signals.gpp) { $0.string($1) }
+        u32(UInt32(p.signals.gppSid.count))
+        for id in p.signals.gppSid { i64(Int64(id)) }
+        optional(p.signals.usPrivacy) { $0.string($1) }
+        bool(p.signals.childDirected); bool(p.signals.underAgeOfConsent); bool(p.signals.nonPersonalized)
+        optional(p.signals.maxContentRating) { $0.string($1.rawValue) }
+    }
+}
+
+extension WireReader {
+    /// A load's privacy. The daemon sends only strings it decoded within
+    /// ConsentStringBound.maxBytes; a frame with a longer one, or a value no signal has, is
+    /// refused naming the field (plugin.h's adorch_privacy), before anything is allocated for it.
+    mutating func privacy() throws(PluginWire.Malformed) -> LoadPrivacy {
+        let privacyClass = try named(PrivacyClass.self, "privacy class")
+        let gdpr: GDPRApplies
+        switch try i32() {
+        case 1: gdpr = .yes
+        case 0: gdpr = .no
+        case -1: gdpr = .unknown
+        case let other: throw PluginWire.Malformed(description: "privacy.gdpr: \(other) is not 1, 0 or -1")
+        }
+        let tcString = try optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.consentString("privacy.tc_string") }
+        let gpp = try optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.consentString("privacy.gpp") }
+        let count = Int(try u32())
+        guard count <= PluginWire.maxGPPSectionIDs else {
+            throw PluginWire.Malformed(description: "privacy.gpp_sid: \(count) ids, over the \(PluginWire.maxGPPSectionIDs) a GPP string can name")
+        }
+        var sids: [Int] = []
+        for index in 0..<count {
+            let id = try i64()
+            guard (1...Int64(UInt32.max)).contains(id) else {
+                throw PluginWire.Malformed(description: "privacy.gpp_sid[\(index)]: \(id) is not a GPP section id")
+            }
+            sids.append(Int(id))
+        }
+        let usPrivacy = try optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.consentString("privacy.us_privacy") }
+        let signals = PrivacySignals(gdprApplies: gdpr, tcString: tcString, gpp: gpp, gppSid: sids, usPrivacy: usPrivacy,
+                                     childDirected: try bool(), underAgeOfConsent: try bool(), nonPersonalized: try bool(),
+                                     maxContentRating: try optional { (r: inout WireReader) throws(PluginWire.Malformed) in
+                                         try r.named(ContentRating.self, "privacy.max_content_rating")
+                                     })
+        return LoadPrivacy(privacyClass: privacyClass, signals: signals)
+    }
+
+    /// A consent string, its length checked against ConsentStringBound.maxBytes before its bytes are read.
+    private mutating func consentString(_ field: String) throws(PluginWire.Malformed) -> String {
+        let count = Int(try u32())
+        guard count <= ConsentStringBound.maxBytes else {
+            throw PluginWire.Malformed(description: "\(field): \(count) bytes, over the \(ConsentStringBound.maxBytes) a consent string may have")
+        }
+        return String(decoding: try take(count), as: UTF8.self)
+    }
+}
+
 extension PluginWire.Call {
     public var frame: [UInt8] {
         switch self {
@@ -160,6 +234,7 @@ extension PluginWire.Call {
             w.i64(Int64(o.count)); w.i64(Int64(o.width)); w.i64(Int64(o.height))
             w.string(o.variant); w.string(o.imageOptionsJSON)
             w.optional(o.interactive) { w, i in w.string(i.creativeURL); w.string(i.adParametersJSON); w.string(i.slotType.rawValue) }
+            w.privacy(o.privacy)
             return w.frame()
         case .show(let seq, let ad, let user):
             var w = WireWriter(call: .show)
@@ -217,6 +292,7 @@ extension PluginWire.Call {
                 InteractiveRequest(creativeURL: try r.string(), adParametersJSON: try r.string(),
                                    slotType: try r.named(InteractiveRequest.SlotType.self, "slot type"))
             }
+            order.privacy = try r.privacy()
             self = .load(order)
         case .show?: self = .show(seq: try r.u64(), ad: try r.u64(), userID: try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.string() })
         case .withdrawShow?: self = .withdrawShow(try r.u64())
