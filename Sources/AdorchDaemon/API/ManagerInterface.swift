@@ -153,6 +153,9 @@ extension VarlinkInterface {
               path: string,
               version: ?string,
               abi: ?string,
+              # built for ABI 1.4 or later: its loads carry the viewer's privacy signals; false:
+              # it is asked only for loads that need none (docs/privacy.md)
+              receives_privacy_signals: ?bool,
               formats: []string,
               description: ?string,
               # why it was refused or disabled

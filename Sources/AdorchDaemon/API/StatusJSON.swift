@@ -109,6 +109,7 @@ struct StatusJSON {
             var object: [String: JSONValue] = [
                 "name": .string(info.name), "state": "loaded", "path": .string(info.path),
                 "version": .string(info.version), "abi": .string("\(info.abiMajor).\(info.abiMinor)"),
+                "receives_privacy_signals": .bool(info.receivesPrivacySignals),
                 "formats": .array(info.formats.map { .string($0.rawValue) }), "description": .string(info.description),
             ]
             if let stats = p.statsJSON.flatMap({ JSONValue.parse(Data($0.utf8)) }) { object["stats"] = stats }

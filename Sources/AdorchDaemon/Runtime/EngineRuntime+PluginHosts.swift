@@ -72,6 +72,7 @@ extension EngineRuntime {
             let result: Result<any PluginInstance, PluginLoadError>
             do throws(PluginLoadError) { result = .success(try open()) } catch { result = .failure(error) }
             queue.async { [self] in
+                let receivedSignals = plugins.infos[name]?.receivesPrivacySignals
                 switch plugins.restarted(name, restart, result) {
                 case nil: return
                 case .failure(let error)?:
@@ -84,6 +85,10 @@ extension EngineRuntime {
                     plugins.supervisor.restarted(name)
                     logger.notice("plugin \(name) restarted \(PluginRegistry.whereItRuns(instance)) in \((now() - asked).roundedMilliseconds) ms",
                                   metadata: ["plugin": "\(name)"].merging(MessageID.pluginLoaded.metadata) { $1 })
+                    // Its file replaced by one of another ABI: its entries say what it can receive now.
+                    if plugins.infos[name]?.receivesPrivacySignals != receivedSignals {
+                        apply(engine.reconfigure(slots: plugins.markingSignals(config.slots), settings: config.scheduler, now: now()))
+                    }
                     apply(engine.pluginRestored(name, now: now()))
                 }
             }

@@ -147,7 +147,7 @@ final class EngineRuntime: Sendable {
             plugins.route(reports: reportHandler, exits: exitHandler)
             plugins.confinement = confinement(of: config)
             plugins.load(config.plugins, dirs: config.pluginDir)
-            engine = Engine(slots: config.slots, plugins: Set(plugins.loaded.keys), settings: config.scheduler,
+            engine = Engine(slots: plugins.markingSignals(config.slots), plugins: Set(plugins.loaded.keys), settings: config.scheduler,
                             seed: UInt64.random(in: 1...UInt64.max))
             logUnservable(config.slots)
             if let caps { useCapHistory(caps) }
@@ -226,7 +226,7 @@ final class EngineRuntime: Sendable {
         plugins.load(next.plugins.filter { plugins[$0.name] == nil }, dirs: next.pluginDir, prestarted: prestarted)
         if !next.plugins.isEmpty { plugins.forgetRefusals(except: wanted) }
         apply(engine.setAvailablePlugins(Set(plugins.loaded.keys).subtracting(removed), now: now()))
-        apply(engine.reconfigure(slots: next.slots, settings: next.scheduler, now: now()))
+        apply(engine.reconfigure(slots: plugins.markingSignals(next.slots), settings: next.scheduler, now: now()))
         // Back after the new slots are in place: their first loads use the new waterfalls.
         for name in plugins.loaded.keys.sorted() where engine.isDown(name) { apply(engine.pluginRestored(name, now: now())) }
         sessions.budgets = next.scheduler.budgets

@@ -206,6 +206,21 @@ final class PluginRegistry {
         }
     }
 
+    /// `slots` with each waterfall entry marked by whether its plugin can be given a load's
+    /// privacy signals (NetworkPrivacy.receivesSignals: built for ABI 1.4 or later), as its
+    /// plugin was when it last started; the engine asks one that cannot only for loads that
+    /// need no signal. A plugin that never started (refused, not found) is known to receive
+    /// none: it is asked for nothing until a reload loads it, which marks it again.
+    func markingSignals(_ slots: [SlotConfig]) -> [SlotConfig] {
+        slots.map { slot in
+            var slot = slot
+            for i in slot.waterfall.indices {
+                slot.waterfall[i].privacy.receivesSignals = infos[slot.waterfall[i].plugin]?.receivesPrivacySignals ?? false
+            }
+            return slot
+        }
+    }
+
     /// Forgets the refusals of plugins a reload no longer names.
     func forgetRefusals(except wanted: Set<String>) {
         for name in refusals.keys where !wanted.contains(name) { refusals[name] = nil }
