@@ -15,6 +15,12 @@
  *   ttl_s=1800               the ad's lifetime, reported as expires_in_s (default 3600)
  *   cached_ms=100            media cached this long after the load (default 0: at once)
  *   price=1.5                the eCPM reported in the payload (default 1.0)
+ *   non_personalized_fill=0.8   ABI 1.4: a non-personalised load (request.privacy's class) fills
+ *                            this share of what a personalised one does, as networks fill less
+ *                            without a profile (default 0.8); personalised loads are unchanged
+ *   non_personalized_price=0.6  its price, as a share of price= (default 0.6)
+ *   child_directed_fill=0.7  the same for a child-directed load (default 0.7)
+ *   child_directed_price=0.5 (default 0.5)
  *   seed=42                  random seed, for repeatable runs (default 1)
  *   misbehave=never|twice|after_destroy|empty_payload|leak   break the contract (default none);
  *                            leak keeps every destroyed object's memory, as an SDK that
@@ -74,7 +80,13 @@
  * misbehave=twice sends a second terminal event after the first.
  *
  * The plugin's own config (init's config_json) understands {"fail_init": true}: init then
- * fails, to show how the host treats a plugin that cannot start. It also takes misbehave,
+ * fails, to show how the host treats a plugin that cannot start. {"record_loads": "/path"}
+ * appends one JSON line per ad_create to that file (made 0600), with what the request said of
+ * the load's privacy (ABI 1.4), as received: {"load_uid", "slot", "format", "privacy": null for
+ * a host older than 1.4, else {"class", "gdpr", "tc_string", "gpp", "gpp_sid", "us_privacy",
+ * "coppa", "under_age_of_consent", "non_personalized", "max_content_rating"}}. It is test
+ * tooling, for the tests and benchmarks to see what reached the network: it holds consent
+ * strings in full, so no production config names it. It also takes misbehave,
  * at and snoop as strings, as above, for every entry of the plugin; there at=init works too
  * (init has no server parameter), and the count is of all such calls in this process, e.g.
  * {"misbehave": "segv", "at": "init"} or {"misbehave": "abort", "at": "show:2"}.
@@ -175,6 +187,9 @@ typedef struct sim_config {
     double error_probs[SIM_MAX_ERRORS];
     uint32_t ttl_s, cached_ms;
     double price;
+    /* ABI 1.4: what a load of each class fills and is paid, as shares of fill and price
+     * (index: an adorch_privacy_class; personalised and "no privacy given" stay 1). */
+    double class_fill[4], class_price[4];
     uint64_t seed;
     enum misbehaviour misbehave;
     sim_fault fault;
@@ -220,6 +235,7 @@ typedef struct sim_ad {
     char creative_url[512]; /* interactive: echoed in the fetch's payload, JSON-escaped */
     char slot_type[16];
     char load_uid[33]; /* ABI 1.3: the request's, for a trans_id unique across host runs; "" before */
+    uint32_t privacy_class; /* ABI 1.4: the request's adorch_privacy_class; 0 from an older host */
     uint64_t deadline_ns;
     uint64_t rng;
     uint32_t loads, shows;
@@ -245,7 +261,8 @@ static struct {
     sim_ad *buckets[SIM_LIVE_BUCKETS]; /* live objects by address, so is_live costs O(1), not O(live) */
     sim_job **heap; /* min-heap of jobs by due_ns */
     size_t heap_len, heap_cap;
-    char stats[1024];
+    char stats[1536];
+    int record_fd; /* {"record_loads": path}: each load's privacy, a line each; -1 none */
     sim_fault fault; /* the plugin config's, for every entry */
     uint64_t calls[CALL_KINDS]; /* in this process, never reset: what the plugin config's fault counts */
     void *ballast; /* misbehave=balloon: every chunk, linked through its first word, so none can be optimised away */
@@ -254,8 +271,9 @@ static struct {
         uint64_t loaded_reports, failed_reports, events_reported;
         uint64_t second_loads, second_shows, show_unloaded, stale_objects;
         uint64_t misbehaviours, ballooned_bytes;
+        uint64_t class_loads[4]; /* ad_create by the request's privacy class (0: none given) */
     } n;
-} g = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .record_fd = -1};
 
 /* Set on a thread while it is inside a host callback (plugin.h, rule 5: the host never calls
  * back into the plugin from one); entry points count a call made under it and refuse it
@@ -358,12 +376,26 @@ static int *flag_for(sim_config *c, const char *key) {
     return NULL;
 }
 
+/* The server parameter's per-class shares (non_personalized_fill and the rest), or NULL. */
+static double *class_share_for(sim_config *c, const char *key) {
+    if (!strcmp(key, "non_personalized_fill")) return &c->class_fill[ADORCH_PRIVACY_NON_PERSONALIZED];
+    if (!strcmp(key, "non_personalized_price")) return &c->class_price[ADORCH_PRIVACY_NON_PERSONALIZED];
+    if (!strcmp(key, "child_directed_fill")) return &c->class_fill[ADORCH_PRIVACY_CHILD_DIRECTED];
+    if (!strcmp(key, "child_directed_price")) return &c->class_price[ADORCH_PRIVACY_CHILD_DIRECTED];
+    return NULL;
+}
+
 static void parse_config(sim_config *c, const char *text) {
     c->fill = 1.0;
     c->latency_lo_ms = 10;
     c->latency_hi_ms = 50;
     c->ttl_s = 3600;
     c->price = 1.0;
+    for (int k = 0; k < 4; k++) c->class_fill[k] = c->class_price[k] = 1.0;
+    c->class_fill[ADORCH_PRIVACY_NON_PERSONALIZED] = 0.8;
+    c->class_price[ADORCH_PRIVACY_NON_PERSONALIZED] = 0.6;
+    c->class_fill[ADORCH_PRIVACY_CHILD_DIRECTED] = 0.7;
+    c->class_price[ADORCH_PRIVACY_CHILD_DIRECTED] = 0.5;
     c->seed = 1;
     c->script = SCRIPTS[0].name;
     c->steps = SCRIPTS[0].steps;
@@ -383,6 +415,8 @@ static void parse_config(sim_config *c, const char *text) {
             bad = fault;
         } else if (!strcmp(key, "fill")) {
             bad = parse_unit(val, &c->fill);
+        } else if (class_share_for(c, key)) {
+            bad = parse_unit(val, class_share_for(c, key));
         } else if (!strcmp(key, "latency_ms")) {
             char *dots = strstr(val, "..");
             if (dots) {
@@ -794,11 +828,21 @@ static int32_t sim_init(const adorch_host *host, const char *config_json) {
         if (found < 0 || (found == 0 && parse_fault_key(&fault, FAULT_KEYS[i], value) != 0))
             snprintf(problem, sizeof problem, "bad value for \"%s\"", FAULT_KEYS[i]);
     }
+    char record[SIM_SNOOP_CHARS] = "";
+    int has_record = problem[0] ? 1 : json_string_of(config_json, "record_loads", record, sizeof record);
+    if (has_record < 0 || (has_record == 0 && !record[0])) snprintf(problem, sizeof problem, "bad value for \"record_loads\"");
     const char *why = problem[0] ? NULL : fault_problem(&fault, 1);
     if (why) snprintf(problem, sizeof problem, "%s", why);
     if (problem[0]) {
         char line[256];
         snprintf(line, sizeof line, "sim: config: %s", problem);
+        host->log(host, ADORCH_LOG_ERROR, line);
+        return 1;
+    }
+    int record_fd = -1;
+    if (record[0] && (record_fd = open(record, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600)) < 0) {
+        char line[SIM_SNOOP_CHARS + 96];
+        snprintf(line, sizeof line, "sim: config: record_loads: cannot open %s: %s", record, strerror(errno));
         host->log(host, ADORCH_LOG_ERROR, line);
         return 1;
     }
@@ -811,11 +855,14 @@ static int32_t sim_init(const adorch_host *host, const char *config_json) {
     g.host = host;
     g.running = 1;
     g.fault = fault;
+    g.record_fd = record_fd;
     memset(&g.n, 0, sizeof g.n);
     pthread_mutex_unlock(&g.lock);
     if (pthread_create(&g.thread, NULL, scheduler_main, NULL) != 0) {
         host->log(host, ADORCH_LOG_ERROR, "sim: cannot start its scheduler thread");
         g.running = 0;
+        if (g.record_fd >= 0) close(g.record_fd);
+        g.record_fd = -1;
         return 1;
     }
     pthread_mutex_lock(&g.lock);
@@ -858,6 +905,8 @@ static void sim_deinit(void) {
         free(c);
     }
     memset(&g.fault, 0, sizeof g.fault);
+    if (g.record_fd >= 0) close(g.record_fd);
+    g.record_fd = -1;
     g.host = NULL;
 }
 
@@ -913,6 +962,62 @@ static const char *format_name(uint32_t format) {
     }
 }
 
+/* `in` as a JSON string's inside, in memory of its own (the caller frees it): whole, however long. */
+static char *json_quoted(const char *in) {
+    size_t size = strlen(in) * 6 + 8; /* \u00XX at most per byte, as json_escape writes it */
+    char *out = malloc(size);
+    if (!out) abort();
+    json_escape(out, size, in);
+    return out;
+}
+
+static const char *class_name(uint32_t privacy_class) {
+    switch (privacy_class) {
+    case ADORCH_PRIVACY_PERSONALIZED: return "personalized";
+    case ADORCH_PRIVACY_NON_PERSONALIZED: return "non_personalized";
+    case ADORCH_PRIVACY_CHILD_DIRECTED: return "child_directed";
+    default: return "unknown";
+    }
+}
+
+/* {"record_loads": path}: one line for this load, with its privacy as the request had it (NULL:
+ * none given). One write() of the whole line, so lines never interleave. Called with the lock held. */
+static void record_load(const sim_ad *ad, const adorch_privacy *p) {
+    if (g.record_fd < 0) return;
+    char *uid = json_quoted(ad->load_uid), *slot = json_quoted(ad->slot_id);
+    char *tc = json_quoted(p ? p->tc_string : ""), *gpp = json_quoted(p ? p->gpp : "");
+    char *usp = json_quoted(p ? p->us_privacy : ""), *rating = json_quoted(p ? p->max_content_rating : "");
+    uint32_t sid_count = p && p->gpp_sid ? p->gpp_sid_count : 0;
+    size_t sids_size = (size_t)sid_count * 12 + 3, used = 1;
+    char *sids = malloc(sids_size);
+    if (!sids) abort();
+    strcpy(sids, "[");
+    for (uint32_t i = 0; i < sid_count; i++)
+        used += (size_t)snprintf(sids + used, sids_size - used, "%s%u", i ? "," : "", p->gpp_sid[i]);
+    strcpy(sids + used, "]");
+    size_t size = strlen(uid) + strlen(slot) + strlen(tc) + strlen(gpp) + strlen(usp) + strlen(rating) + strlen(sids) + 512;
+    char *line = malloc(size);
+    if (!line) abort();
+    int n = snprintf(line, size, "{\"load_uid\":\"%s\",\"slot\":\"%s\",\"format\":\"%s\",\"privacy\":", uid, slot, format_name(ad->format));
+    if (p)
+        n += snprintf(line + n, size - (size_t)n,
+                      "{\"class\":\"%s\",\"gdpr\":%d,\"tc_string\":\"%s\",\"gpp\":\"%s\",\"gpp_sid\":%s,\"us_privacy\":\"%s\","
+                      "\"coppa\":%d,\"under_age_of_consent\":%d,\"non_personalized\":%d,\"max_content_rating\":\"%s\"}}\n",
+                      class_name(p->privacy_class), p->gdpr, tc, gpp, sids, usp, p->coppa, p->under_age_of_consent,
+                      p->non_personalized, rating);
+    else
+        n += snprintf(line + n, size - (size_t)n, "null}\n");
+    for (ssize_t off = 0, w; off < n; off += w)
+        if ((w = write(g.record_fd, line + off, (size_t)(n - off))) < 0) {
+            if (errno == EINTR) { w = 0; continue; }
+            g.host->log(g.host, ADORCH_LOG_ERROR, "sim: record_loads: a write failed; this load's line is short");
+            break;
+        }
+    free(line);
+    free(sids);
+    free(uid); free(slot); free(tc); free(gpp); free(usp); free(rating);
+}
+
 static adorch_ad *sim_ad_create(adorch_ad_id id, const adorch_request *request) {
     if (reentered()) return NULL;
     pthread_mutex_lock(&g.lock);
@@ -940,12 +1045,19 @@ static adorch_ad *sim_ad_create(adorch_ad_id id, const adorch_request *request) 
         }
         if (ADORCH_STRUCT_HAS(request, adorch_request, load_uid))
             snprintf(ad->load_uid, sizeof ad->load_uid, "%s", request->load_uid);
+        /* ABI 1.4: the load's privacy, every field of which came in 1.4. A class this build
+         * does not know is taken as none given (plugin.h: ignore a value you do not know). */
+        const adorch_privacy *privacy = ADORCH_STRUCT_HAS(request, adorch_request, privacy) ? request->privacy : NULL;
+        if (privacy && !ADORCH_STRUCT_HAS(privacy, adorch_privacy, max_content_rating)) privacy = NULL;
+        if (privacy && privacy->privacy_class <= ADORCH_PRIVACY_CHILD_DIRECTED) ad->privacy_class = privacy->privacy_class;
+        g.n.class_loads[ad->privacy_class]++;
         ad->deadline_ns = request->deadline_monotonic_ns;
         ad->rng = config->seed * 0x9E3779B97F4A7C15ull + ++config->creates;
         ad->next = g.live;
         if (g.live) g.live->prev = ad;
         g.live = ad;
         index_live(ad);
+        record_load(ad, privacy);
         g.n.creates++;
         g.n.live++;
     }
@@ -1011,7 +1123,9 @@ static int32_t sim_ad_load(adorch_ad *opaque) {
         }
     }
     int interactive = ad->format == ADORCH_FORMAT_INTERACTIVE;
-    if (rng_unit(&ad->rng) >= c->fill || (interactive && !strcmp(c->script, "no_ads"))) {
+    /* A network fills less, and is paid less, without a profile to target (ABI 1.4's class). */
+    double fill = c->fill * c->class_fill[ad->privacy_class], price = c->price * c->class_price[ad->privacy_class];
+    if (rng_unit(&ad->rng) >= fill || (interactive && !strcmp(c->script, "no_ads"))) {
         schedule(ad, ad->id, JOB_FAILED, latency, ADORCH_ERROR_NO_FILL, 20001, message_for(20001));
         pthread_mutex_unlock(&g.lock);
         return 0;
@@ -1040,7 +1154,7 @@ static int32_t sim_ad_load(adorch_ad *opaque) {
         /* The canonical native assets, one object per ad; several as {"ads": [...]}. */
         size_t used = (size_t)snprintf(payload, sizeof payload,
                                        "{\"network\":\"sim\",\"expires_in_s\":%u,\"price\":%.4f,\"tracks_impressions\":%s,\"ads\":[",
-                                       c->ttl_s, c->price, c->tracks ? "true" : "false");
+                                       c->ttl_s, price, c->tracks ? "true" : "false");
         for (uint32_t i = 0; i < ad->count && i < 10 && used < sizeof payload; i++) {
             used += (size_t)snprintf(payload + used, sizeof payload - used,
                 "%s{\"headline\":\"Simulated native %09" PRIu64 "-%u\",\"body\":\"A simulated %s native ad.\","
@@ -1057,14 +1171,14 @@ static int32_t sim_ad_load(adorch_ad *opaque) {
                  "\"width\":%u,\"height\":%u,\"image_url\":\"https://sim.invalid/b/%09" PRIu64 "-%ux%u.png\","
                  "\"click_url\":\"https://sim.invalid/c/%09" PRIu64 "\",\"expires_in_s\":%u,\"price\":%.4f,"
                  "\"tracks_impressions\":%s,\"test\":%s,\"targeting\":%s}",
-                 c->seed, serial, ad->width, ad->height, serial, ad->width, ad->height, serial, c->ttl_s, c->price,
+                 c->seed, serial, ad->width, ad->height, serial, ad->width, ad->height, serial, c->ttl_s, price,
                  c->tracks ? "true" : "false", ad->test_mode ? "true" : "false", ad->targeting);
     } else if (ad->format == ADORCH_FORMAT_SPLASH) {
         snprintf(payload, sizeof payload,
                  "{\"network\":\"sim\",\"network_ad_id\":\"sim-%" PRIu64 "-%09" PRIu64 "\",\"format\":\"splash\","
                  "\"image_url\":\"https://sim.invalid/s/%09" PRIu64 ".jpg\",\"duration_s\":3,\"skippable\":true,"
                  "\"expires_in_s\":%u,\"price\":%.4f,\"tracks_impressions\":%s,\"test\":true}",
-                 c->seed, serial, serial, c->ttl_s, c->price, c->tracks ? "true" : "false");
+                 c->seed, serial, serial, c->ttl_s, price, c->tracks ? "true" : "false");
     } else {
         snprintf(payload, sizeof payload,
                  "{\"network\":\"sim\",\"network_ad_id\":\"sim-%" PRIu64 "-%09" PRIu64 "\","
@@ -1072,7 +1186,7 @@ static int32_t sim_ad_load(adorch_ad *opaque) {
                  "\"media_url\":\"https://sim.invalid/media/%09" PRIu64 ".mp4\",\"duration_s\":%d,"
                  "\"expires_in_s\":%u,\"price\":%.4f,\"tracks_impressions\":%s,\"reward_by\":\"%s\",\"test\":true}",
                  c->seed, serial, format_name(ad->format), serial, serial,
-                 ad->format == ADORCH_FORMAT_REWARDED ? 30 : 15, c->ttl_s, c->price, c->tracks ? "true" : "false",
+                 ad->format == ADORCH_FORMAT_REWARDED ? 30 : 15, c->ttl_s, price, c->tracks ? "true" : "false",
                  c->reward_by_network ? "network" : "host");
     }
     switch (c->misbehave) {
@@ -1225,11 +1339,14 @@ static const char *sim_stats_json(void) {
              ",\"failed_reports\":%" PRIu64 ",\"second_loads\":%" PRIu64 ",\"second_shows\":%" PRIu64
              ",\"show_unloaded\":%" PRIu64 ",\"stale_objects\":%" PRIu64 ",\"contract_violations\":%" PRIu64
              ",\"misbehaviours\":%" PRIu64 ",\"events_reported\":%" PRIu64 ",\"paused\":%" PRIu64
-             ",\"ballooned_bytes\":%" PRIu64 ",\"reentrant_calls\":%" PRIu64 "}",
+             ",\"ballooned_bytes\":%" PRIu64 ",\"reentrant_calls\":%" PRIu64 ",\"loads_by_class\":{\"none\":%" PRIu64
+             ",\"personalized\":%" PRIu64 ",\"non_personalized\":%" PRIu64 ",\"child_directed\":%" PRIu64 "}}",
              g.n.creates, g.n.loads, g.n.shows, g.n.notifies, g.n.destroys, g.n.live, g.n.loaded_reports,
              g.n.failed_reports, g.n.second_loads, g.n.second_shows, g.n.show_unloaded, g.n.stale_objects,
              g.n.second_loads + g.n.second_shows + g.n.show_unloaded + g.n.stale_objects, g.n.misbehaviours,
-             g.n.events_reported, paused, g.n.ballooned_bytes, __atomic_load_n(&reentrant_calls, __ATOMIC_RELAXED));
+             g.n.events_reported, paused, g.n.ballooned_bytes, __atomic_load_n(&reentrant_calls, __ATOMIC_RELAXED),
+             g.n.class_loads[0], g.n.class_loads[ADORCH_PRIVACY_PERSONALIZED], g.n.class_loads[ADORCH_PRIVACY_NON_PERSONALIZED],
+             g.n.class_loads[ADORCH_PRIVACY_CHILD_DIRECTED]);
     pthread_mutex_unlock(&g.lock);
     return g.stats;
 }
@@ -1239,7 +1356,7 @@ ADORCH_PLUGIN_EXPORT const adorch_plugin_entry_t adorch_plugin_entry = {
     .abi_minor = ADORCH_PLUGIN_ABI_MINOR,
     .struct_size = sizeof(adorch_plugin_entry_t),
     .name = "sim",
-    .version = "1.1.0",
+    .version = "1.2.0",
     .description = "simulated ad network: latency, no-fill, network error codes, expiry, misbehaviour",
     .formats = ADORCH_FORMAT_BIT(ADORCH_FORMAT_REWARDED) | ADORCH_FORMAT_BIT(ADORCH_FORMAT_FULLSCREEN) |
                ADORCH_FORMAT_BIT(ADORCH_FORMAT_INTERSTITIAL) | ADORCH_FORMAT_BIT(ADORCH_FORMAT_BANNER) |
