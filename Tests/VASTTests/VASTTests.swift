@@ -85,6 +85,27 @@ final class MacroTests: XCTestCase {
         XCTAssertEqual(macros.expand("no macros"), "no macros")
         XCTAssertEqual(macros.expand("http://x.invalid/e?c=[ERRORCODE]&[", extra: ["ERRORCODE": "303"]), "http://x.invalid/e?c=303&[")
     }
+
+    private let privacyTemplate = "http://x.invalid/t?gdpr=[GDPR]&consent=[GDPRCONSENT]&lat=[LIMITADTRACKING]&regs=[REGULATIONS]&gpp=[GPPSTRING]&sid=[GPPSECTIONID]"
+
+    func testPrivacyMacrosCarryTheLoadsSignals() {
+        var macros = Macros()
+        macros.setPrivacy(PrivacyFacts(gdpr: true, tcString: "CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA.YAAAAAAAAAA", limitAdTracking: true,
+                                       childDirected: true, gpp: "DBABMA~CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA", gppSectionIDs: [2, 7]))
+        // Lists go as comma-separated items, each encoded on its own; base64url and GPP's `~` need no escape.
+        XCTAssertEqual(macros.expand(privacyTemplate), "http://x.invalid/t?gdpr=1&consent=CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA.YAAAAAAAAAA"
+                       + "&lat=1&regs=coppa,gdpr&gpp=DBABMA~CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA&sid=2,7")
+        macros.setPrivacy(PrivacyFacts(gdpr: false, tcString: "", limitAdTracking: false, childDirected: false, gpp: "", gppSectionIDs: []))
+        XCTAssertEqual(macros.expand(privacyTemplate), "http://x.invalid/t?gdpr=0&consent=&lat=0&regs=&gpp=&sid=")
+        macros.setPrivacy(PrivacyFacts(gdpr: nil, tcString: "a b", limitAdTracking: false, childDirected: false, gpp: "", gppSectionIDs: []))
+        XCTAssertEqual(macros.expand(privacyTemplate), "http://x.invalid/t?gdpr=&consent=a%20b&lat=0&regs=&gpp=&sid=", "unknown GDPR is empty")
+    }
+
+    func testAHostGivingNoPrivacyEmptiesTheMacrosRatherThanLeavingThem() {
+        var macros = Macros(["SLOTID": "s"])
+        macros.setPrivacy(nil)
+        XCTAssertEqual(macros.expand(privacyTemplate + "&slot=[SLOTID]"), "http://x.invalid/t?gdpr=&consent=&lat=&regs=&gpp=&sid=&slot=s")
+    }
 }
 
 /// The chain resolver against an in-memory server: every fetch and ping is recorded.

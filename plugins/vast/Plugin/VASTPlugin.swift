@@ -178,6 +178,29 @@ private func hostError(_ kind: ChainFailure.Kind) -> adorch_error {
 
 private func string(_ p: UnsafePointer<CChar>?) -> String { p.map { String(cString: $0) } ?? "" }
 
+/// plugin.h's ADORCH_STRUCT_HAS, which Swift cannot import: whether a struct of `size` bytes
+/// (the other side's struct_size) holds the field at `offset` of `fieldSize` bytes.
+private func covers(_ size: UInt32, _ offset: Int?, _ fieldSize: Int) -> Bool {
+    offset.map { Int(size) >= $0 + fieldSize } ?? false
+}
+
+/// What the request says of the load's privacy (ABI 1.4), for the VAST privacy macros; nil
+/// from a host that gives none.
+private func privacyFacts(_ request: UnsafePointer<adorch_request>) -> PrivacyFacts? {
+    guard covers(request.pointee.struct_size, MemoryLayout<adorch_request>.offset(of: \.privacy), MemoryLayout<UnsafeRawPointer>.size),
+          let privacy = request.pointee.privacy,
+          covers(privacy.pointee.struct_size, MemoryLayout<adorch_privacy>.offset(of: \.max_content_rating), MemoryLayout<UnsafeRawPointer>.size)
+    else { return nil }
+    let p = privacy.pointee
+    let personalized = p.privacy_class == adorch_privacy_class.ADORCH_PRIVACY_PERSONALIZED.rawValue
+    let childDirected = p.privacy_class == adorch_privacy_class.ADORCH_PRIVACY_CHILD_DIRECTED.rawValue || p.coppa != 0
+    return PrivacyFacts(
+        gdpr: p.gdpr < 0 ? nil : p.gdpr != 0, tcString: string(p.tc_string),
+        limitAdTracking: !personalized || p.non_personalized != 0, childDirected: childDirected, gpp: string(p.gpp),
+        gppSectionIDs: p.gpp_sid.map { Array(UnsafeBufferPointer(start: $0, count: Int(p.gpp_sid_count))) } ?? []
+    )
+}
+
 /// The load finished: tell the host, unless the ad was destroyed or the plugin stopped.
 private func finish(_ id: adorch_ad_id, _ result: Result<ResolvedAd, ChainFailure>) {
     switch result {
@@ -205,7 +228,7 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
         abi_minor: UInt32(ADORCH_PLUGIN_ABI_MINOR),
         struct_size: UInt32(MemoryLayout<adorch_plugin_entry_t>.size),
         name: UnsafePointer(strdup("vast")),
-        version: UnsafePointer(strdup("1.0.0")),
+        version: UnsafePointer(strdup("1.1.0")),
         description: UnsafePointer(strdup("any VAST 2.0-4.x ad server: wrapper chains, media choice, tracking")),
         formats: (1 << adorch_format.ADORCH_FORMAT_REWARDED.rawValue) | (1 << adorch_format.ADORCH_FORMAT_FULLSCREEN.rawValue) | (1 << adorch_format.ADORCH_FORMAT_INTERSTITIAL.rawValue),
         init: { host, config in
@@ -242,10 +265,11 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
             guard let request else { return nil }
             let r = request.pointee
             let targeting = (try? JSONSerialization.jsonObject(with: Data(string(r.targeting_json).utf8))) as? [String: Any] ?? [:]
-            let macros = Macros([
+            var macros = Macros([
                 "APPBUNDLE": targeting["app_id"] as? String ?? "", "SLOTID": string(r.slot_id),
                 "USERID": r.reward.map { string($0.pointee.user_id) } ?? "", "TESTMODE": r.test_mode != 0 ? "1" : "0",
             ])
+            macros.setPrivacy(privacyFacts(request))
             let parameters: EntryParameters
             switch EntryParameters.parse(string(r.server_parameter)) {
             case .success(let p): parameters = p
