@@ -40,6 +40,8 @@ static adorch_ad *example_ad_create(adorch_ad_id id, const adorch_request *reque
     example_ad *ad = calloc(1, sizeof *ad);
     if (ad == NULL) return NULL;
     ad->id = id;
+    /* A house ad profiles nobody, so it suits every privacy class as it is. A network plugin
+     * passes request->privacy (ABI 1.4) on to its network: plugins/README.md, "Privacy signals". */
     /* Copy what we keep: request strings are only valid during this call. */
     snprintf(ad->slot_id, sizeof ad->slot_id, "%s", request->slot_id);
     return ad;
