@@ -55,7 +55,8 @@ final class PluginUnderTest: @unchecked Sendable {
     /// ad_create for a fresh id; nil (with the id) when the plugin returned NULL.
     func create(_ request: Request, check: String) -> (id: UInt64, object: UnsafeMutableRawPointer?) {
         let id = ledger.create(check: check)
-        let object = call("ad_create") { request.withCRequest(pluginMinor: entry.abi_minor) { entry.ad_create(id, $0) } }
+        let privacy = Request.privacies[Int(id % UInt64(Request.privacies.count))]
+        let object = call("ad_create") { request.withCRequest(pluginMinor: entry.abi_minor, privacy: privacy) { entry.ad_create(id, $0) } }
         if object == nil { ledger.destroyed(id) }
         return (id, object)
     }
@@ -144,9 +145,19 @@ struct Request: Sendable {
         self.timeout = timeout
     }
 
-    func withCRequest<T>(pluginMinor: UInt32, _ body: (UnsafePointer<adorch_request>) -> T) -> T {
+    /// The loads' privacy (ABI 1.4), one class after another, every signal set in one of them:
+    /// a plugin that reads request.privacy is exercised as the daemon will.
+    static let privacies: [LoadPrivacy] = [
+        LoadPrivacy(privacyClass: .personalized, signals: PrivacySignals(gdprApplies: .yes, tcString: "CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA")),
+        LoadPrivacy(privacyClass: .nonPersonalized, signals: PrivacySignals(
+            gdprApplies: .no, gpp: "DBABMA~CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA", gppSid: [2], usPrivacy: "1YYN", nonPersonalized: true)),
+        LoadPrivacy(privacyClass: .childDirected, signals: PrivacySignals(childDirected: true, underAgeOfConsent: true, maxContentRating: .g)),
+    ]
+
+    func withCRequest<T>(pluginMinor: UInt32, privacy: LoadPrivacy, _ body: (UnsafePointer<adorch_request>) -> T) -> T {
         var order = order
         order.deadline = Moment.monotonicNow() + .milliseconds(timeout.millisecondsUInt32)
+        order.privacy = privacy
         return order.withCRequest(pluginMinor: pluginMinor, body)
     }
 }
