@@ -90,7 +90,7 @@ final class PrivacySignalsTests: XCTestCase {
         /// Waits for `count` loads' answers, each an event: no fixed sleep.
         func wait(for count: Int) throws {
             for n in 0..<count where arrived.wait(timeout: .now() + .seconds(Int(20 * timeScale))) == .timedOut {
-                throw TestFailure("\(n) of \(count) reports arrived: \(all.withLock { $0 })")
+                throw TestFailure("\(n) of \(count) loads were answered, for ads \(all.withLock { $0.keys.sorted() })")
             }
         }
 
@@ -147,6 +147,28 @@ final class PrivacySignalsTests: XCTestCase {
             XCTAssertEqual(mode.st_mode & 0o777, 0o600, "\(name): the record holds consent strings: its owner's only")
         }
         XCTAssertEqual(uids.count, 2 * Self.privacies.count, "every load its own load_uid")
+    }
+
+    /// sim's default shares: a non-personalised load fills 0.8 of what a personalised one
+    /// does, a child-directed one 0.7; a personalised one (or one from an older host) exactly
+    /// as before. Its random stream is seeded, so the counts are the same every run.
+    func testSimFillsLessForLoadsThatAreNotPersonalisedAndAsBeforeForPersonalisedOnes() throws {
+        let reports = Reports()
+        let sim = try LoadedPlugin(name: "sim", path: productsDirectory.appendingPathComponent("libadorch-plugin-sim.so").path, configJSON: "{}",
+                                   logger: Logger(label: "test"), onReport: reports.handler)
+        defer { sim.shutdown() }
+        let perClass = 400
+        for (c, privacyClass) in PrivacyClass.allCases.enumerated() {
+            for i in 0..<perClass {
+                let id = AdID(c * perClass + i + 1)
+                sim.load(order(id, plugin: "sim", serverParameter: "latency_ms=0 seed=\(c)", privacy: LoadPrivacy(privacyClass: privacyClass, signals: PrivacySignals())))
+            }
+        }
+        try reports.wait(for: PrivacyClass.allCases.count * perClass)
+        let fills = PrivacyClass.allCases.indices.map { c in (1...perClass).filter { reports.isLoaded(AdID(c * perClass + $0)) }.count }
+        XCTAssertEqual(fills[0], perClass, "personalised: fill=1 fills every load, as before")
+        XCTAssertEqual(Double(fills[1]) / Double(perClass), 0.8, accuracy: 0.06, "non-personalised: \(fills[1]) of \(perClass)")
+        XCTAssertEqual(Double(fills[2]) / Double(perClass), 0.7, accuracy: 0.06, "child-directed: \(fills[2]) of \(perClass)")
     }
 
     func testTheVASTPluginSubstitutesThePrivacyMacrosInItsTagAndTrackingURLs() throws {
