@@ -35,7 +35,13 @@ public enum PluginHostService {
         channel.send(PluginWire.Reply.hello(magic: PluginWire.magic, pid: boxed ? outerPID() : getpid()).frame)
         channel.send(PluginWire.Reply.confined(confined.description).frame)
         channel.startReading(name: arguments.name, onFrame: { body in
-            guard let call = try? PluginWire.Call(body: body) else { _exit(3) }
+            let call: PluginWire.Call
+            do throws(PluginWire.Malformed) { call = try PluginWire.Call(body: body) } catch {
+                // On stderr, which the daemon logs as this host's, and at once: why the host
+                // ends (the field, never its text: privacy.tc_string: 9000 bytes, over ...).
+                FileHandle.standardError.write(Data("adorch-plugin-host: a call from the daemon does not decode: \(error.description)\n".utf8))
+                _exit(3)
+            }
             served.handle(call, channel: channel, arguments: arguments, logger: logger)
         }, onEnd: { _ in
             // The daemon closed its end or died: nothing here is anyone's any more.
