@@ -232,6 +232,8 @@ public struct SchedulerSettings: Sendable, Equatable {
     public var maxLoadsInFlightPerNetwork: Int
     /// What one uid may hold ([limits]; docs/rules.md, "Budgets per uid").
     public var budgets = UIDBudgets()
+    /// What a viewer who said little or nothing allows ([privacy]; docs/privacy.md, "Inventory").
+    public var privacy = PrivacySettings()
 
     public init(
         refreshAhead: Duration = .seconds(60), backoffBase: Duration = .seconds(1),
