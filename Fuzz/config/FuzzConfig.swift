@@ -30,7 +30,7 @@ func run(_ config: DaemonConfig) {
                 ? .loaded(payloadJSON: "{}", expiresIn: nil, price: 1) : .failed(.noFill, networkCode: 0, message: "")
             next += engine.pluginReported(report, for: order.adID, from: order.plugin, now: now)
         }
-        for slot in config.slots where slot.format.isPreloaded { next += engine.show(slot: slot.id, userID: nil, now: now).1 }
+        for slot in config.slots where slot.format.isPreloaded { next += engine.show(slot: slot.id, userID: nil, privacy: nil, now: now).1 }
         guard let wake = engine.nextWakeup(after: now), wake > now else { return }
         now = wake
         effects = next + engine.advance(to: now)

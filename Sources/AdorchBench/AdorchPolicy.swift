@@ -99,7 +99,7 @@ public final class AdorchPolicy: PreloadPolicy {
     private func requestShow(slot: String, userID: String, _ sim: DaySimulator) -> Result<ShownAd, ShowError> {
         let (request, now) = (nextRequest, Self.moment(sim.now))
         nextRequest += 1
-        var effects = engine.requestShow(slot: slot, userID: userID, request: request, now: now)
+        var effects = engine.requestShow(slot: slot, userID: userID, privacy: nil, request: request, now: now)
         var outcome: Result<ShownAd, ShowError>?
         while !effects.isEmpty {
             var others: [Effect] = [], answers: [Effect] = []

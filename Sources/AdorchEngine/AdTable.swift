@@ -61,6 +61,16 @@ struct AdTable: Sendable {
         return n
     }
 
+    /// `count(in:_:where:)` per privacy class, in one pass.
+    func countByClass(in slot: String, _ phase: AdRecord.Phase, where test: (AdRecord) -> Bool) -> [PrivacyClass: Int] {
+        var counts: [PrivacyClass: Int] = [:]
+        for id in bySlot[slot]?[phase] ?? [] {
+            let ad = records[id]!
+            if test(ad) { counts[ad.privacy.privacyClass, default: 0] += 1 }
+        }
+        return counts
+    }
+
     /// The slot's ad in one state that passes `test` and comes first by `isBefore`.
     func first(in slot: String, _ phase: AdRecord.Phase, where test: (AdRecord) -> Bool,
                by isBefore: (AdRecord, AdRecord) -> Bool) -> AdRecord? {

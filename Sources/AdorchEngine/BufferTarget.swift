@@ -75,6 +75,19 @@ public struct BufferTarget: Sendable, Equatable {
         return (min(time / fills, 3600), lifeWeighted / fills)
     }
 
+    /// `count` ads shared in proportion to `weights` (largest remainders, ties to the earlier),
+    /// then each share whose `floor` is set raised to one: while the slot keeps any ad, each
+    /// group of Shows it keeps ads for finds one. Nothing when `count` is 0.
+    static func shares(of count: Int, weights: [Double], floor: [Bool]) -> [Int] {
+        let total = weights.reduce(0, +)
+        guard count > 0, total > 0, total.isFinite else { return weights.map { _ in 0 } }
+        let exact = weights.map { Double(count) * $0 / total }
+        var shares = exact.map { Int($0.rounded(.down)) }
+        let remainders = exact.indices.sorted { (exact[$1] - Double(shares[$1]), $0) < (exact[$0] - Double(shares[$0]), $1) }
+        for index in remainders.prefix(count - shares.reduce(0, +)) { shares[index] += 1 }
+        return zip(shares, floor).map { share, floor in floor ? max(share, 1) : share }
+    }
+
     /// The smallest n with P(Poisson(mean) ≥ n) ≤ tail, or `limit` if that is larger.
     static func smallestCount(mean: Double, tailAtMost tail: Double, upTo limit: Int) -> Int {
         var n = 0, term = exp(-mean), below = 0.0  // below = P(X < n)

@@ -47,6 +47,9 @@ public struct DemandEstimate: Sendable, Equatable {
         if recent.count > Self.recentCount { recent.removeFirst(recent.count - Self.recentCount) }
     }
 
+    /// When the last Show came; nil before any.
+    var lastShow: Moment? { recent.last }
+
     /// Shows per second over the shortest window with enough Shows (else the longest), with the prior.
     public func longRate(at now: Moment) -> Double {
         for i in Self.windows.indices {

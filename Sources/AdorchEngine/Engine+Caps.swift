@@ -88,15 +88,15 @@ extension Engine {
         }
     }
 
-    /// A Show's user whose own networks' rules hold every ad ready: a load from the first
-    /// network that may serve them, unless one is on its way, so that they are not left with
-    /// a buffer full of ads only others may see.
-    mutating func loadForHeldUser(_ slotID: String, held: [Int: CapHold], now: Moment) -> [Effect] {
-        guard let slot = slots[slotID], !held.isEmpty,
-              !ads.inSlot(slotID, .loading).contains(where: { held[$0.entryIndex] == nil }),
-              let entry = usableEntries(slot, now: now).first(where: { held[$0] == nil })
+    /// A Show's user whose own networks' rules hold every ad ready: a load of their class
+    /// from the first network that may serve them, unless one is on its way, so that they
+    /// are not left with a buffer full of ads only others may see.
+    mutating func loadForHeldUser(_ slotID: String, held: [Int: CapHold], wanted: PrivacyClass?, now: Moment) -> [Effect] {
+        guard let slot = slots[slotID], !held.isEmpty, let wanted,
+              !ads.inSlot(slotID, .loading).contains(where: { held[$0.entryIndex] == nil && $0.privacy.privacyClass == wanted }),
+              let (entry, privacy) = usableEntries(slot, for: wanted, now: now).first(where: { held[$0.0] == nil })
         else { return [] }
-        return [startLoad(slotID, entryIndex: entry, now: now)]
+        return [startLoad(slotID, entryIndex: entry, privacy: privacy, now: now)]
     }
 
     // MARK: Counting

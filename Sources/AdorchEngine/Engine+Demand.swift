@@ -22,7 +22,7 @@ extension Engine {
         return target
     }
 
-    private func demandTarget(of slot: SlotState, now: Moment) -> BufferTarget {
+    func demandTarget(of slot: SlotState, now: Moment) -> BufferTarget {
         let usable = slot.config.waterfall.indices.filter { availablePlugins.contains(slot.config.waterfall[$0].plugin) }
         return .of(slot.config, demand: slot.demand, entries: usable.map { slot.entries[$0].estimate }, now: now)
     }
@@ -41,13 +41,14 @@ extension Engine {
     }
 
     /// Of the usable entries (in waterfall order), the first whose ad is likely to be shown
-    /// before it expires, given the `holding` ads the slot has or awaits already: a slot
-    /// with rare demand is not filled from a network whose ads would expire unseen. If such
-    /// an entry exists but rests now (backoff, pause), nil: the slot waits for it, since its
-    /// demand is low; but only for an entry whose ads were seen to live that long, and never
-    /// while the slot is below buffer_min. Otherwise the longest-lived usable one.
-    func lastingEntry(of slot: SlotState, among usable: [Int], holding: Int, now: Moment) -> Int? {
-        let rate = max(slot.demand.longRate(at: now), slot.demand.shortRate(at: now))
+    /// before it expires, given the `holding` ads of its class the slot has or awaits
+    /// already, the class having `share` of the slot's demand: a slot with rare demand is not
+    /// filled from a network whose ads would expire unseen. If such an entry exists but rests
+    /// now (backoff, pause), nil: the slot waits for it, since its demand is low; but only for
+    /// an entry whose ads were seen to live that long, and never while the slot is below
+    /// buffer_min. Otherwise the longest-lived usable one.
+    func lastingEntry(of slot: SlotState, share: Double, among usable: [Int], holding: Int, now: Moment) -> Int? {
+        let rate = max(slot.demand.longRate(at: now), slot.demand.shortRate(at: now)) * share
         func lifetime(_ index: Int) -> Double { min(slot.entries[index].estimate.lifetimeSeconds, slot.config.ttl.seconds) }
         func lasts(_ index: Int) -> Bool {
             BufferTarget.largestCount(mean: rate * lifetime(index), tailAtLeast: BufferTarget.useChance, upTo: holding + 1) > holding

@@ -26,14 +26,16 @@ extension Engine {
     }
 
     /// After a refill: the networks this slot waits for are those that only the rule above
-    /// keeps it from while it is short, each since when it first did. A slot no longer short
-    /// waits for nothing, so it holds no free load back.
-    mutating func noteWaiting(_ slot: SlotState, short: Bool, now: Moment) {
+    /// keeps it from while the `short` privacy classes are, each since when it first did. A
+    /// slot no longer short waits for nothing, so it holds no free load back; nor for a
+    /// network that may not load a class it is short of.
+    mutating func noteWaiting(_ slot: SlotState, short: Set<PrivacyClass>, now: Moment) {
         let slotID = slot.config.id
         var heldBack: Set<String> = []
-        if short {
+        if !short.isEmpty {
             for (index, entry) in slot.config.waterfall.enumerated()
-            where mayAsk(slot, index, now: now) && !mayStartLoad(to: entry.plugin, for: slotID) {
+            where mayAsk(slot, index, now: now) && !mayStartLoad(to: entry.plugin, for: slotID)
+                && short.contains(where: { loadPrivacy(slot, index, $0, now: now) != nil }) {
                 heldBack.insert(entry.plugin)
             }
         }

@@ -4,8 +4,10 @@ extension Engine {
     /// An app asks for ads of an on-demand slot (banner, splash, native). The waterfall is
     /// tried entry by entry, each with its own timeout, within the request's overall
     /// deadline; the outcome comes later as a `.completeLoad` effect. Its ads are `holder`'s
-    /// until they end, and count against its open-ads budget from the call on.
-    public mutating func load(slot slotID: String, _ asked: LoadParameters, holder: UInt32? = nil, request: RequestID,
+    /// until they end, and count against its open-ads budget from the call on. `privacy`: the
+    /// viewer's signals, nil when they set none; each entry is asked for the best class they
+    /// allow from it, or passed over (docs/privacy.md, "Inventory").
+    public mutating func load(slot slotID: String, _ asked: LoadParameters, holder: UInt32? = nil, privacy: ViewerPrivacy?, request: RequestID,
                               now: Moment) -> (Result<Void, ShowError>, [Effect]) {
         guard let slot = slots[slotID] else { return (.failure(.slotNotFound(slotID)), []) }
         let config = slot.config
@@ -37,7 +39,7 @@ extension Engine {
         }
         if let refusal = openAdsRefusal(holder, asking: count) { return (.failure(refusal), []) }
         requests[request] = LoadRequest(slot: slotID, count: count, width: width, height: height, deadline: now + timeout,
-                                        targetingJSON: asked.targetingJSON, holder: holder)
+                                        targetingJSON: asked.targetingJSON, holder: holder, privacy: privacy)
         return (.success(()), attempt(request, now: now))
     }
 
@@ -56,12 +58,14 @@ extension Engine {
             let entry = slot.config.waterfall[index]
             // Entries known to be failing or paused are passed over, as for preloading; a Load
             // never waits, so it leaves a network's free loads to the slots waiting for them
-            // (docs/rules.md, "Loads in flight per network").
+            // (docs/rules.md, "Loads in flight per network"). So is one that may serve the
+            // viewer no class its plugin can be asked for.
             guard canLoad(from: entry.plugin), slot.entries[index].backoffUntil <= now,
-                  paces[entry.plugin]?.admits(at: now) ?? true, mayStartLoad(to: entry.plugin, for: request.slot)
+                  paces[entry.plugin]?.admits(at: now) ?? true, mayStartLoad(to: entry.plugin, for: request.slot),
+                  let privacy = loadPrivacy(for: request.privacy, from: entry.privacy)
             else { continue }
             requests[rid] = request
-            guard case .load(var order) = startLoad(request.slot, entryIndex: index, now: now) else { return [] }
+            guard case .load(var order) = startLoad(request.slot, entryIndex: index, privacy: privacy, now: now) else { return [] }
             // This attempt may not outlive the request, and the plugin is told the timeout it has.
             order.deadline = min(order.deadline, request.deadline)
             order.entry.timeout = order.deadline - now
@@ -74,7 +78,8 @@ extension Engine {
         }
         requests[rid] = request
         let failure = request.attempts.isEmpty
-            ? LoadFailure(code: .noFill, message: "no waterfall entry could be asked (unavailable, paused or backing off)", attempts: [])
+            ? LoadFailure(code: .noFill, message: "no waterfall entry could be asked (unavailable, paused, backing off, or none may serve this viewer)",
+                          attempts: [])
             : LoadFailure(code: request.attempts.last!.code, message: "every waterfall entry failed", attempts: request.attempts)
         return finish(rid, .failure(failure))
     }
@@ -128,6 +133,14 @@ extension Engine {
         // The load freed its place in the network, kept for the slots waiting for one: they
         // take it now, as after any other load's end, not at the next input.
         return effects + finish(rid, .success(shown)) + refillWanting(now: now)
+    }
+
+    /// A Load's privacy from one network: the best class `viewer` allows from it that its
+    /// plugin can be asked for, with their signals; nil when there is none.
+    func loadPrivacy(for viewer: ViewerPrivacy?, from network: NetworkPrivacy) -> LoadPrivacy? {
+        let allowed = settings.privacy.allowedClasses(viewer, for: network)
+        return PrivacyClass.preference.lazy.filter(allowed.contains).map { LoadPrivacy($0, for: viewer?.signals) }
+            .first { network.receivesSignals || !$0.needsSignals }
     }
 
     mutating func finish(_ rid: RequestID, _ result: Result<[ShownAd], LoadFailure>) -> [Effect] {

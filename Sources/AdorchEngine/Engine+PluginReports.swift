@@ -52,7 +52,7 @@ extension Engine {
             slots[ad.slot]?.counters.fills += 1
             entrySucceeded(ad, lifetime: lifetime, now: now)
             var effects: [Effect] = [.emit(EngineEvent(.adLoaded, slot: ad.slot, adID: id, network: ad.plugin))]
-            effects += retireSurplus(in: ad.slot, now: now)
+            effects += retireSurplus(in: ad.slot, of: ad.privacy.privacyClass, now: now)
             return effects + refillWanting(now: now)
 
         case (.loadedInvalid(let reason), .loading):

@@ -60,6 +60,8 @@ extension Engine {
                     ads[ad.id]!.refreshAt = min(ad.refreshAt, shorter - min(settings.refreshAhead, config.ttl / 5))
                 }
             }
+            // A network that no longer serves an ad's class: no viewer may be shown it.
+            effects += endUnservedClasses(in: config.id, now: now)
             // A smaller buffer: the ads closest to expiry go first (a demand-aware slot keeps
             // what it holds up to its new maximum, to be shown as demand comes).
             let valid = ads.inSlot(config.id, .ready).filter { $0.isValid(at: now) }

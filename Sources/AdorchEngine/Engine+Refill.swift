@@ -10,33 +10,51 @@ extension Engine {
         ads.wanting.insert(config.id)
     }
 
-    /// docs/rules.md, "Preloading": keep the slot's target of fresh ads (docs/scheduler.md), starting at most
-    /// `maxLoads` loads. An ad inside its refresh margin still counts as valid for Show but
-    /// no longer as fresh, so its replacement is already on the way.
+    /// docs/rules.md, "Preloading": keep the slot's target of fresh ads (docs/scheduler.md), each
+    /// privacy class its share (docs/privacy.md, "Inventory"), starting at most `maxLoads`
+    /// loads. An ad inside its refresh margin still counts as valid for Show but no longer as
+    /// fresh, so its replacement is already on the way.
     mutating func refill(_ slotID: String, now: Moment, maxLoads: Int = .max) -> [Effect] {
         guard let slot = slots[slotID], slot.config.format.isPreloaded else {
             if let rank = slotRank[slotID] { wanting.remove(rank) }
             return []
         }
         let closed = slot.config.hasCaps ? entriesClosedToAll(slot, now: now) : []
-        let fresh = ads.count(in: slotID, .ready) { $0.isValid(at: now) && $0.refreshAt > now && !closed.contains($0.entryIndex) }
-        let loading = ads.count(in: slotID, .loading)
+        let fresh = ads.countByClass(in: slotID, .ready) { $0.isValid(at: now) && $0.refreshAt > now && !closed.contains($0.entryIndex) }
+        let loading = ads.countByClass(in: slotID, .loading) { _ in true }
         let capFill = slot.config.hasCaps ? capHoldOfBuffer(slot, now: now)?.fillFrom : nil
-        var deficit = targetCount(of: slot, capFill: capFill, now: now) - fresh - loading
+        let shares = classShares(of: slot, now: now)
+        // Per class: the ads it still wants, its share less those it holds or awaits.
+        var deficits = classTargets(of: slot, total: targetCount(of: slot, capFill: capFill, now: now), now: now)
+        var holding: [PrivacyClass: Int] = [:]
+        for privacyClass in PrivacyClass.allCases { holding[privacyClass] = fresh[privacyClass, default: 0] + loading[privacyClass, default: 0] }
+        for (privacyClass, target) in deficits { deficits[privacyClass] = target - holding[privacyClass]! }
         var effects: [Effect] = []
-        if deficit > 0, slot.config.parallel > 1 {
+        if slot.config.parallel > 1 {
             // One round: the first N usable entries at once, each a distinct network offer.
-            for entryIndex in usableEntries(slot, now: now).prefix(max(slot.config.parallel, deficit)) {
-                effects.append(startLoad(slotID, entryIndex: entryIndex, now: now))
+            for privacyClass in PrivacyClass.preference where deficits[privacyClass, default: 0] > 0 {
+                for (entryIndex, privacy) in usableEntries(slot, for: privacyClass, now: now).prefix(max(slot.config.parallel, deficits[privacyClass]!)) {
+                    effects.append(startLoad(slotID, entryIndex: entryIndex, privacy: privacy, now: now))
+                }
+                deficits[privacyClass] = 0
             }
-            deficit = 0
         }
-        while deficit > 0, effects.count < maxLoads,
-              let entryIndex = pickEntry(slot, holding: fresh + loading + effects.count, now: now) {
-            effects.append(startLoad(slotID, entryIndex: entryIndex, now: now))
-            deficit -= 1
+        // The class furthest below its share loads first; one no entry may load for waits.
+        var open = Set(deficits.keys)
+        while effects.count < maxLoads,
+              let privacyClass = PrivacyClass.preference.filter({ open.contains($0) && deficits[$0]! > 0 }).max(by: { deficits[$0]! < deficits[$1]! }) {
+            let share = shares[privacyClass, default: 0]
+            guard let (entryIndex, privacy) = pickEntry(slot, for: privacyClass, share: share, holding: holding[privacyClass]!, now: now) else {
+                open.remove(privacyClass)
+                continue
+            }
+            effects.append(startLoad(slotID, entryIndex: entryIndex, privacy: privacy, now: now))
+            deficits[privacyClass]! -= 1
+            holding[privacyClass]! += 1
         }
-        if fresh > 0 || ads.count(in: slotID, .ready, where: { $0.isValid(at: now) }) > 0 { slots[slotID]!.dry = false }
+        let short = Set(deficits.filter { $0.value > 0 }.keys)
+        let deficit = deficits.values.reduce(0) { $0 + max($1, 0) }
+        if fresh.values.reduce(0, +) > 0 || ads.count(in: slotID, .ready, where: { $0.isValid(at: now) }) > 0 { slots[slotID]!.dry = false }
         if deficit > 0 {
             // Short because a network is pacing itself: look again when it admits a load.
             for plugin in Set(slot.config.waterfall.map(\.plugin)) {
@@ -53,27 +71,32 @@ extension Engine {
         }
         // A slot still short (backoffs, pauses, network caps) is looked at again on every input.
         if deficit <= 0, let rank = slotRank[slotID] { wanting.remove(rank) }
-        noteWaiting(slots[slotID]!, short: deficit > 0, now: now)
+        noteWaiting(slots[slotID]!, short: short, now: now)
         return effects
     }
 
-    /// The waterfall: the first entry whose plugin is there and that is not backing off; for
-    /// a demand-aware slot, the first whose ad is likely to be shown before it expires.
-    func pickEntry(_ slot: SlotState, holding: Int, now: Moment) -> Int? {
-        let usable = usableEntries(slot, now: now)
-        return slot.config.isDemandAware ? lastingEntry(of: slot, among: usable, holding: holding, now: now) : usable.first
+    /// The waterfall, for a load of `privacyClass`: the first entry whose plugin is there, that
+    /// is not backing off and may load the class; for a demand-aware slot, the first whose ad
+    /// is likely to be shown before it expires, the class having `share` of the slot's demand.
+    func pickEntry(_ slot: SlotState, for privacyClass: PrivacyClass, share: Double, holding: Int, now: Moment) -> (Int, LoadPrivacy)? {
+        let usable = usableEntries(slot, for: privacyClass, now: now)
+        guard slot.config.isDemandAware else { return usable.first }
+        let index = lastingEntry(of: slot, share: share, among: usable.map(\.0), holding: holding, now: now)
+        return usable.first { $0.0 == index }
     }
 
-    /// Entries in waterfall order that may be asked now and whose network may take one more
-    /// load from this slot (docs/rules.md, "Loads in flight per network").
-    func usableEntries(_ slot: SlotState, now: Moment) -> [Int] {
+    /// Entries in waterfall order that may be asked now for a load of `privacyClass`, with
+    /// the privacy it carries, and whose network may take one more load from this slot
+    /// (docs/rules.md, "Loads in flight per network").
+    func usableEntries(_ slot: SlotState, for privacyClass: PrivacyClass, now: Moment) -> [(Int, LoadPrivacy)] {
         var planned: [String: Int] = [:]
-        return slot.config.waterfall.indices.filter { index in
+        return slot.config.waterfall.indices.compactMap { index in
             let plugin = slot.config.waterfall[index].plugin
-            guard mayAsk(slot, index, now: now), mayStartLoad(to: plugin, for: slot.config.id, planned: planned[plugin, default: 0])
-            else { return false }
+            guard mayAsk(slot, index, now: now), let privacy = loadPrivacy(slot, index, privacyClass, now: now),
+                  mayStartLoad(to: plugin, for: slot.config.id, planned: planned[plugin, default: 0])
+            else { return nil }
             planned[plugin, default: 0] += 1
-            return true
+            return (index, privacy)
         }
     }
 
@@ -135,7 +158,7 @@ extension Engine {
 
     /// docs/rules.md, "Fresh object per load": every load is a new object with a new id, loaded
     /// once; and "Deadlines": every load has one.
-    mutating func startLoad(_ slotID: String, entryIndex: Int, now: Moment) -> Effect {
+    mutating func startLoad(_ slotID: String, entryIndex: Int, privacy: LoadPrivacy, now: Moment) -> Effect {
         let config = slots[slotID]!.config
         let entry = config.waterfall[entryIndex]
         let id = nextID
@@ -143,26 +166,29 @@ extension Engine {
         let deadline = now + entry.timeout
         ads[id] = AdRecord(
             id: id, slot: slotID, format: config.format, plugin: entry.plugin, entryIndex: entryIndex,
-            ttl: config.ttl, state: .loading(deadline: deadline), startedAt: now
+            ttl: config.ttl, state: .loading(deadline: deadline), privacy: privacy, startedAt: now
         )
         slots[slotID]!.counters.loads += 1
         slots[slotID]!.entries[entryIndex].loads += 1
         paces[entry.plugin, default: NetworkPace()].noteStart(at: now)
-        return .load(LoadOrder(
+        var order = LoadOrder(
             adID: id, plugin: entry.plugin, slotID: slotID, format: config.format, entry: entry,
             deadline: deadline, reward: config.format == .rewarded ? config.reward : nil,
             testMode: config.testMode, targetingJSON: config.targetingJSON
-        ))
+        )
+        order.privacy = privacy
+        return .load(order)
     }
 
-    /// A replacement arrived while the ad it replaces is still valid: the slot now holds one
-    /// more than its buffer, so the one closest to expiry goes.
-    mutating func retireSurplus(in slotID: String, now: Moment) -> [Effect] {
+    /// A replacement of `privacyClass` arrived while the ad it replaces is still valid: the
+    /// class now holds one more than its share of the buffer, so its ad closest to expiry goes.
+    mutating func retireSurplus(in slotID: String, of privacyClass: PrivacyClass, now: Moment) -> [Effect] {
         guard let slot = slots[slotID] else { return [] }
-        let buffer = targetCount(of: slot, now: now)
+        let buffer = classTargets(of: slot, total: targetCount(of: slot, now: now), now: now)[privacyClass, default: 0]
+        func counts(_ ad: AdRecord) -> Bool { ad.isValid(at: now) && ad.privacy.privacyClass == privacyClass }
         // Every loaded ad passes here: count first, collect only when there is a surplus.
-        guard ads.count(in: slotID, .ready, where: { $0.isValid(at: now) }) > buffer else { return [] }
-        let valid = ads.inSlot(slotID, .ready).filter { $0.isValid(at: now) }
+        guard ads.count(in: slotID, .ready, where: counts) > buffer else { return [] }
+        let valid = ads.inSlot(slotID, .ready).filter(counts)
         let doomed = valid.filter { $0.refreshAt <= now }.sorted { ($0.expiresAt!, $0.id) < ($1.expiresAt!, $1.id) }
         var effects: [Effect] = []
         for ad in doomed.prefix(valid.count - buffer) {

@@ -14,10 +14,12 @@ extension Engine {
     /// and `.show` asks its plugin to present it. A Show call goes through `requestShow`,
     /// which also follows the plugin's answer. The ad is `holder`'s until it ends, and
     /// counts against its open-ads budget. `rewardsWaiting`: the holder's rewards waiting in
-    /// the ledger for its AckReward, which bound its rewarded Shows.
-    public mutating func show(slot slotID: String, userID: String?, reward: RewardModel? = nil, holder: UInt32? = nil,
+    /// the ledger for its AckReward, which bound its rewarded Shows. `privacy`: the viewer's
+    /// signals, nil when they set none; only an ad of a class they allow is taken
+    /// (docs/privacy.md, "Inventory").
+    public mutating func show(slot slotID: String, userID: String?, privacy: ViewerPrivacy?, reward: RewardModel? = nil, holder: UInt32? = nil,
                               rewardsWaiting: Int = 0, now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
-        var (result, effects) = takeForShow(slot: slotID, userID: userID, reward: reward, holder: holder,
+        var (result, effects) = takeForShow(slot: slotID, userID: userID, privacy: privacy, reward: reward, holder: holder,
                                             rewardsWaiting: rewardsWaiting, now: now)
         if case .success(let ad) = result {
             if slots[slotID]?.config.capCounting == .show { effects += countAgainstCaps(ad.id, now: now) }
@@ -27,7 +29,7 @@ extension Engine {
     }
 
     /// A Show's ad, taken; counted against the slot's rules once its plugin presented it.
-    private mutating func takeForShow(slot slotID: String, userID: String?, reward: RewardModel?, holder: UInt32?,
+    private mutating func takeForShow(slot slotID: String, userID: String?, privacy: ViewerPrivacy?, reward: RewardModel?, holder: UInt32?,
                                       rewardsWaiting: Int, now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
         guard let slot = slots[slotID] else { return (.failure(.slotNotFound(slotID)), []) }
         guard slot.config.format.isPreloaded else {
@@ -46,22 +48,23 @@ extension Engine {
         if let hold = capHold(slot: slotID, user: user, now: now) {
             return (.failure(.capped(slot: slotID, rule: hold.ruleName, retryAfter: hold.retryAfter)), [])
         }
-        // Demand is every Show asked, found or not.
+        // Demand is every Show asked, found or not; its class's too.
         slots[slotID]!.demand.noteShow(at: now)
+        noteViewer(privacy, user: user, of: slotID, now: now)
         let effects = advance(to: now)
-        let (result, taken) = take(from: slotID, userID: userID, reward: reward, holder: holder, now: now)
+        let (result, taken) = take(from: slotID, userID: userID, privacy: privacy, reward: reward, holder: holder, now: now)
         return (result, effects + taken)
     }
 
     /// A Show call: like `show`, and its answer comes as one `.completeShow(request, …)`:
     /// the ad its plugin presented, or why there is none. `.show` is the last effect, so
     /// whatever its answer sets off comes after the call's own events.
-    public mutating func requestShow(slot slotID: String, userID: String?, reward: RewardModel? = nil, holder: UInt32? = nil,
+    public mutating func requestShow(slot slotID: String, userID: String?, privacy: ViewerPrivacy?, reward: RewardModel? = nil, holder: UInt32? = nil,
                                      rewardsWaiting: Int = 0, request: RequestID, now: Moment) -> [Effect] {
-        var (result, effects) = takeForShow(slot: slotID, userID: userID, reward: reward, holder: holder,
+        var (result, effects) = takeForShow(slot: slotID, userID: userID, privacy: privacy, reward: reward, holder: holder,
                                             rewardsWaiting: rewardsWaiting, now: now)
         guard case .success(let ad) = result else { return effects + [.completeShow(request, result)] }
-        return awaitAnswer(PendingShow(request: request, userID: userID, reward: reward, holder: holder, tries: 1, ad: ad,
+        return awaitAnswer(PendingShow(request: request, userID: userID, privacy: privacy, reward: reward, holder: holder, tries: 1, ad: ad,
                                        deadline: now + Self.showAnswerTimeout),
                            effects: &effects, now: now)
     }
@@ -116,7 +119,8 @@ extension Engine {
             return [.completeShow(pending.request, .failure(.displayFailed(slot: slotID, tries: pending.tries)))]
         }
         // The ad that failed has ended, so the next one fits the holder's budget in its place.
-        var (result, effects) = take(from: slotID, userID: pending.userID, reward: pending.reward, holder: pending.holder, now: now)
+        var (result, effects) = take(from: slotID, userID: pending.userID, privacy: pending.privacy, reward: pending.reward,
+                                     holder: pending.holder, now: now)
         // Ads were handed out and none presented: that is why the call has none, not a miss.
         guard case .success(let ad) = result else {
             return effects + [.completeShow(pending.request, .failure(.displayFailed(slot: slotID, tries: pending.tries)))]
@@ -137,19 +141,23 @@ extension Engine {
         return effects
     }
 
-    /// Takes the best valid ad of the slot: out of validity at once (docs/rules.md,
-    /// "adValid"), before anything else can pick it again.
-    private mutating func take(from slotID: String, userID: String?, reward: RewardModel?, holder: UInt32?,
+    /// Takes the best valid ad of the slot the viewer may be shown: out of validity at once
+    /// (docs/rules.md, "adValid"), before anything else can pick it again.
+    private mutating func take(from slotID: String, userID: String?, privacy: ViewerPrivacy?, reward: RewardModel?, holder: UInt32?,
                                now: Moment) -> (Result<ShownAd, ShowError>, [Effect]) {
-        // Ads of networks whose own rules hold this user are skipped (docs/caps.md).
+        // Ads of networks whose own rules hold this user are skipped (docs/caps.md), and ads
+        // of a class the viewer does not allow from their network, as the config says now.
         let held = slots[slotID]!.config.hasCaps ? entryHolds(slots[slotID]!, user: CapUser(uid: holder, id: userID), now: now) : [:]
-        // The highest price, then the earliest expiry (the one that would be wasted first).
-        guard let pick = ads.first(in: slotID, .ready, where: { $0.isValid(at: now) && held[$0.entryIndex] == nil }, by: { a, b in
-            (-a.price, a.expiresAt!, a.id) < (-b.price, b.expiresAt!, b.id)
+        let allowed = allowedClasses(privacy, in: slots[slotID]!)
+        let wanted = wantedClass(allowed)
+        // The viewer's own class first, leaving the others to viewers who may take only those;
+        // then the highest price, then the earliest expiry (the one that would be wasted first).
+        guard let pick = ads.first(in: slotID, .ready, where: { $0.isValid(at: now) && held[$0.entryIndex] == nil && mayShow($0, to: allowed) }, by: { a, b in
+            (a.privacy.privacyClass == wanted ? 0 : 1, -a.price, a.expiresAt!, a.id) < (b.privacy.privacyClass == wanted ? 0 : 1, -b.price, b.expiresAt!, b.id)
         }) else {
             // The Show raised the slot's demand: its target may have risen with it.
             let error = missingPlugins(of: slotID).map { ShowError.unservable(slot: slotID, missingPlugins: $0) } ?? .noAdReady(slot: slotID)
-            return (.failure(error), markDry(slotID) + refill(slotID, now: now) + loadForHeldUser(slotID, held: held, now: now))
+            return (.failure(error), markDry(slotID) + refill(slotID, now: now) + loadForHeldUser(slotID, held: held, wanted: wanted, now: now))
         }
         // Refused without a refill: the held ads are already part of the slot's target.
         if fairShareRefuses(slotID, holder: holder, ready: ads.count(in: slotID, .ready, where: { $0.isValid(at: now) }), now: now) {
@@ -183,6 +191,7 @@ extension Engine {
 struct PendingShow: Sendable {
     var request: RequestID
     var userID: String?
+    var privacy: ViewerPrivacy?
     var reward: RewardModel?
     var holder: UInt32?
     /// Ads handed to plugins so far in this call, this one included.

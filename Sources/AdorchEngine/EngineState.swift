@@ -16,6 +16,9 @@ struct SlotState: Sendable {
     /// Which uids asked lately and what each took: what a uid must leave for the others
     /// (docs/rules.md, "Fair share").
     var fairShare = FairShare()
+    /// Per privacy class, the Shows that counted as demand for it (docs/privacy.md, "Inventory"):
+    /// its share of the slot's ads. A restart forgets them: the slot is cold again.
+    var classDemand: [PrivacyClass: DemandEstimate] = [:]
 }
 
 struct EntryState: Sendable {
@@ -25,6 +28,8 @@ struct EntryState: Sendable {
     var fills = 0
     var lastError: AdErrorCode?
     var estimate: EntryEstimate
+    /// Per class, the last viewer who allowed it from this entry: the signals its loads carry.
+    var viewers: [PrivacyClass: ClassViewer] = [:]
 
     init(_ entry: WaterfallEntry, of config: SlotConfig) {
         estimate = EntryEstimate(timeout: entry.timeout, ttl: config.ttl)
@@ -53,6 +58,9 @@ struct AdRecord: Sendable {
     var entryIndex: Int
     var ttl: Duration
     var state: State
+    /// The class it was loaded under and the signals its plugin was given: it goes only to
+    /// viewers who allow that class from its network.
+    var privacy: LoadPrivacy
     var payloadJSON = ""
     var price = 0.0
     var refreshAt = Moment.zero
@@ -108,6 +116,8 @@ struct LoadRequest: Sendable {
     var targetingJSON: String?
     /// Who asked: its ads go to this uid, and count against its open ads while they load.
     var holder: UInt32?
+    /// The viewer's signals (nil: they set none): which class each entry is asked for.
+    var privacy: ViewerPrivacy?
     var nextEntry = 0
     var attempts: [LoadFailure.Attempt] = []
 }

@@ -193,7 +193,7 @@ final class ConfigBoundsTests: XCTestCase {
                 }
                 if let report { next += engine.pluginReported(report, for: order.adID, from: "sim", now: now) }
             }
-            if step % 3 == 0 { next += engine.show(slot: "r", userID: "u", now: now).1 }
+            if step % 3 == 0 { next += engine.show(slot: "r", userID: "u", privacy: nil, now: now).1 }
             effects = next
             backoffs += engine.slotStatuses(at: now).flatMap { $0.entries.map(\.backoff) }
             guard let wake = engine.nextWakeup(after: now), wake > now else { break }

@@ -44,7 +44,7 @@ private struct Day {
     /// A Show, closing the ad at once as a viewer would; true if it found an ad.
     @discardableResult
     mutating func show(_ slot: String = "s") -> Bool {
-        let (result, effects) = engine.show(slot: slot, userID: "u", now: now)
+        let (result, effects) = engine.show(slot: slot, userID: "u", privacy: nil, now: now)
         take(effects)
         guard case .success(let ad) = result else { return false }
         take(engine.report(.close, for: ad.id, now: now).1)

@@ -41,7 +41,7 @@ private struct Harness {
     }
 
     mutating func show(_ slot: String, user: String? = "u1") -> Result<ShownAd, ShowError> {
-        let (result, out) = engine.show(slot: slot, userID: user, now: now)
+        let (result, out) = engine.show(slot: slot, userID: user, privacy: nil, now: now)
         effects += out
         return result
     }
@@ -593,7 +593,7 @@ final class RewardTests: XCTestCase {
         guard case .success(let first) = h.show("r", user: "u1") else { return XCTFail("no ad") }
         XCTAssertNil(refusal(h.reportViewer(.complete, first.id)))
         XCTAssertNotNil(refusal(h.reportViewer(.complete, first.id)), "complete is reported once")
-        let (result, effects) = h.engine.show(slot: "r", userID: "u2", reward: RewardModel(name: "gems", amount: 3, extra: "x"), now: h.now)
+        let (result, effects) = h.engine.show(slot: "r", userID: "u2", privacy: nil, reward: RewardModel(name: "gems", amount: 3, extra: "x"), now: h.now)
         h.effects += effects
         guard case .success(let second) = result else { return XCTFail("no ad") }
         XCTAssertNil(refusal(h.reportViewer(.complete, second.id)))

@@ -38,7 +38,7 @@ final class FairShareTests: XCTestCase {
     }
 
     private func show(_ uid: UInt32) -> Result<ShownAd, ShowError> {
-        let (result, effects) = engine.show(slot: "s", userID: nil, holder: uid, now: now)
+        let (result, effects) = engine.show(slot: "s", userID: nil, privacy: nil, holder: uid, now: now)
         note(effects)
         return result
     }

@@ -46,7 +46,7 @@ final class FrequencyCapTests: XCTestCase {
     /// A Show for `user`, and on success the app's impression report.
     @discardableResult
     private func watch(_ user: String?, slot: String = "s", impression: Bool = true) -> Result<ShownAd, ShowError> {
-        let (result, shown) = engine.show(slot: slot, userID: user, now: now)
+        let (result, shown) = engine.show(slot: slot, userID: user, privacy: nil, now: now)
         run(shown)
         if impression, case .success(let ad) = result {
             let (reported, more) = engine.report(.impression, for: ad.id, now: now)
@@ -158,7 +158,7 @@ final class FrequencyCapTests: XCTestCase {
         start([slot(caps: [.cap(1, per: .seconds(60))])])
         assertShown(watch("u"))
         let before = engine.slotStatuses(at: now)[0]
-        let (result, capped) = engine.show(slot: "s", userID: "u", now: now)
+        let (result, capped) = engine.show(slot: "s", userID: "u", privacy: nil, now: now)
         XCTAssertEqual(result.failure, .capped(slot: "s", rule: "1 per 1m per user", retryAfter: .seconds(60)))
         XCTAssertEqual(capped, [])
         let after = engine.slotStatuses(at: now)[0]
@@ -170,7 +170,7 @@ final class FrequencyCapTests: XCTestCase {
     func testShowsInFlightTogetherPassARuleOnlyAsOftenAsItAllows() {
         // Plugins answer ad_show later (an isolated plugin): every Show waits on its answer.
         start([slot(caps: [.cap(1, per: .seconds(3600))], counting: .show, buffer: 20)])
-        for request in 1...20 { run(engine.requestShow(slot: "s", userID: "racer", request: RequestID(request), now: now)) }
+        for request in 1...20 { run(engine.requestShow(slot: "s", userID: "racer", privacy: nil, request: RequestID(request), now: now)) }
         let taken = effects.compactMap { if case .show(let id, _, _) = $0 { id } else { nil } }
         XCTAssertEqual(taken.count, 1, "the first Show's ad counts from the moment it is taken")
         let capped = effects.filter { if case .completeShow(_, .failure(.capped)) = $0 { true } else { false } }
@@ -194,7 +194,7 @@ final class FrequencyCapTests: XCTestCase {
     func testUsersOfDifferentAppsAreApartAndIDsAreBytes() {
         start([slot(caps: [.cap(1, per: .seconds(60))], counting: .show, buffer: 4)])
         func show(_ user: String, _ app: UInt32) -> Result<ShownAd, ShowError> {
-            let (result, shown) = engine.show(slot: "s", userID: user, holder: app, now: now)
+            let (result, shown) = engine.show(slot: "s", userID: user, privacy: nil, holder: app, now: now)
             run(shown)
             return result
         }
@@ -300,7 +300,7 @@ final class FrequencyCapTests: XCTestCase {
 
     func testASlotThatCountsOnShowCountsTheAdItsPluginPresentedOnce() {
         start([slot(caps: [.cap(1, per: .seconds(60))], counting: .show)])
-        run(engine.requestShow(slot: "s", userID: "u", request: 1, now: now))
+        run(engine.requestShow(slot: "s", userID: "u", privacy: nil, request: 1, now: now))
         let first = effects.compactMap { if case .show(let id, _, _) = $0 { id } else { nil } }.last!
         XCTAssertEqual(recorded, [], "not before the plugin presented it")
         // Not presented: the call takes the next ad, and only the one presented counts.

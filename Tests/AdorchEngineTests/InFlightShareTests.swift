@@ -37,7 +37,7 @@ final class InFlightShareTests: XCTestCase {
 
     /// The greedy app's next Load on `slot`: it calls again the moment one is answered.
     private func load(_ slot: String) {
-        effects += engine.load(slot: slot, LoadParameters(), request: nextRequest, now: now).1
+        effects += engine.load(slot: slot, LoadParameters(), privacy: nil, request: nextRequest, now: now).1
         nextRequest += 1
     }
 
@@ -48,7 +48,7 @@ final class InFlightShareTests: XCTestCase {
     }
 
     private func show(_ slot: String) -> Bool {
-        let (result, out) = engine.show(slot: slot, userID: "polite", now: now)
+        let (result, out) = engine.show(slot: slot, userID: "polite", privacy: nil, now: now)
         effects += out
         if case .success = result { return true }
         return false

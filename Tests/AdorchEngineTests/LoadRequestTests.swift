@@ -41,13 +41,13 @@ final class LoadRequestTests: XCTestCase {
     func testNothingIsPreloadedForOnDemandFormats() {
         start([slot("b", .banner, entries: [("a", .seconds(1))]), slot("n", .native, entries: [("a", .seconds(1))])])
         XCTAssertEqual(loads.count, 0)
-        XCTAssertEqual(engine.show(slot: "b", userID: nil, now: now).0,
+        XCTAssertEqual(engine.show(slot: "b", userID: nil, privacy: nil, now: now).0,
                        .failure(.invalidParameter(name: "slot", reason: "b is a banner slot: its ads are loaded on demand with Load")))
     }
 
     func testAnAttemptCutByTheRequestsDeadlineTellsThePluginTheTimeItHas() {
         start([slot("b", .banner, entries: [("a", .seconds(2)), ("b", .seconds(2))], timeout: .seconds(3))])
-        effects += engine.load(slot: "b", LoadParameters(), request: 7, now: now).1
+        effects += engine.load(slot: "b", LoadParameters(), privacy: nil, request: 7, now: now).1
         XCTAssertEqual(loads[0].entry.timeout, .seconds(2), "the entry's own timeout, within the request's")
         advance(.seconds(2))
         XCTAssertEqual(loads.map(\.plugin), ["a", "b"])
@@ -61,7 +61,7 @@ final class LoadRequestTests: XCTestCase {
     func testALoadsOwnShortTimeoutDoesNotBackOffTheEntryEveryAppShares() {
         start([slot("b", .banner, entries: [("a", .seconds(2))], timeout: .seconds(5))])
         for request in 1...5 as ClosedRange<RequestID> {
-            effects += engine.load(slot: "b", LoadParameters(timeout: .milliseconds(1)), request: request, now: now).1
+            effects += engine.load(slot: "b", LoadParameters(timeout: .milliseconds(1)), privacy: nil, request: request, now: now).1
             advance(.milliseconds(1))
         }
         XCTAssertEqual(loads.count, 5, "every Load reached the entry")
@@ -71,7 +71,7 @@ final class LoadRequestTests: XCTestCase {
         XCTAssertEqual(entry.backoff, .zero)
         XCTAssertNil(entry.lastError)
 
-        effects += engine.load(slot: "b", LoadParameters(), request: 6, now: now).1
+        effects += engine.load(slot: "b", LoadParameters(), privacy: nil, request: 6, now: now).1
         XCTAssertEqual(loads.count, 6, "another app's Load is still sent to it")
         advance(.seconds(2))  // the entry's own timeout: the network did not answer
         let timedOut = engine.slotStatuses(at: now)[0].entries[0]
@@ -81,7 +81,7 @@ final class LoadRequestTests: XCTestCase {
 
     func testTheWaterfallMovesOnAfterNoFillAndTimeoutAndFillsWithinTheDeadline() {
         start([slot("b", .banner, entries: [("a", .seconds(1)), ("b", .seconds(1)), ("c", .seconds(1))], timeout: .seconds(5))])
-        let (accepted, out) = engine.load(slot: "b", LoadParameters(), request: 7, now: now)
+        let (accepted, out) = engine.load(slot: "b", LoadParameters(), privacy: nil, request: 7, now: now)
         XCTAssertNoThrow(try accepted.get())
         effects += out
         XCTAssertEqual(loads.map(\.plugin), ["a"])
@@ -102,7 +102,7 @@ final class LoadRequestTests: XCTestCase {
 
     func testASplashWhoseEntriesAreAllTooSlowFailsAtItsDeadline() {
         start([slot("sp", .splash, entries: [("a", .seconds(3)), ("b", .seconds(3))])])
-        effects += engine.load(slot: "sp", LoadParameters(), request: 1, now: now).1
+        effects += engine.load(slot: "sp", LoadParameters(), privacy: nil, request: 1, now: now).1
         XCTAssertEqual(loads[0].deadline, now + .seconds(2), "the attempt may not outlive the splash's 2 s")
         advance(.milliseconds(1999))
         XCTAssertTrue(completions.isEmpty)
@@ -115,7 +115,7 @@ final class LoadRequestTests: XCTestCase {
 
     func testNativeLoadsSeveralAdsEachWithItsOwnIdAndOneObject() {
         start([slot("n", .native, entries: [("a", .seconds(1))])])
-        effects += engine.load(slot: "n", LoadParameters(count: 3), request: 2, now: now).1
+        effects += engine.load(slot: "n", LoadParameters(count: 3), privacy: nil, request: 2, now: now).1
         XCTAssertEqual(loads[0].count, 3)
         let object = loads[0].adID
         report(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil, tracksItself: false, items: [item("x"), item("y"), item("z")]), object)
@@ -136,20 +136,20 @@ final class LoadRequestTests: XCTestCase {
         start([slot("n", .native, entries: [("a", .seconds(1))]), slot("b", .banner, entries: [("a", .seconds(1))]),
                SlotConfig(id: "i", format: .interstitial, waterfall: [WaterfallEntry(plugin: "a")])])
         for count in [0, 11] {
-            guard case .failure(.invalidParameter(name: "count", _)) = engine.load(slot: "n", LoadParameters(count: count), request: 1, now: now).0
+            guard case .failure(.invalidParameter(name: "count", _)) = engine.load(slot: "n", LoadParameters(count: count), privacy: nil, request: 1, now: now).0
             else { return XCTFail("count \(count) accepted") }
         }
-        guard case .failure(.invalidParameter(name: "count", _)) = engine.load(slot: "b", LoadParameters(count: 2), request: 1, now: now).0
+        guard case .failure(.invalidParameter(name: "count", _)) = engine.load(slot: "b", LoadParameters(count: 2), privacy: nil, request: 1, now: now).0
         else { return XCTFail("a banner of 2") }
-        guard case .failure(.invalidParameter(name: "slot", _)) = engine.load(slot: "i", LoadParameters(), request: 1, now: now).0
+        guard case .failure(.invalidParameter(name: "slot", _)) = engine.load(slot: "i", LoadParameters(), privacy: nil, request: 1, now: now).0
         else { return XCTFail("Load of a preloaded slot") }
-        guard case .failure(.slotNotFound("zz")) = engine.load(slot: "zz", LoadParameters(), request: 1, now: now).0
+        guard case .failure(.slotNotFound("zz")) = engine.load(slot: "zz", LoadParameters(), privacy: nil, request: 1, now: now).0
         else { return XCTFail("unknown slot") }
     }
 
     func testANativeAdWithoutAHeadlineIsAPluginFaultAndTheNextEntryServes() {
         start([slot("n", .native, entries: [("a", .seconds(1)), ("b", .seconds(1))])])
-        effects += engine.load(slot: "n", LoadParameters(count: 1), request: 4, now: now).1
+        effects += engine.load(slot: "n", LoadParameters(count: 1), privacy: nil, request: 4, now: now).1
         report(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil, tracksItself: false, items: [item(nil)]), loads[0].adID)
         XCTAssertEqual(engine.slotStatuses(at: now)[0].counters.contractViolations, 1)
         XCTAssertEqual(loads.last?.plugin, "b")

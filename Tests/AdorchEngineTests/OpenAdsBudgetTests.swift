@@ -25,7 +25,7 @@ final class OpenAdsBudgetTests: XCTestCase {
         }
     }
 
-    private func show(_ uid: UInt32) -> Result<ShownAd, ShowError> { engine.show(slot: "s", userID: nil, holder: uid, now: now).0 }
+    private func show(_ uid: UInt32) -> Result<ShownAd, ShowError> { engine.show(slot: "s", userID: nil, privacy: nil, holder: uid, now: now).0 }
 
     func testShowsStopAtTheBudgetUntilOneOfTheUidsAdsEnds() throws {
         startShows(ready: 8, maxOpenAds: 2)
@@ -58,7 +58,7 @@ final class OpenAdsBudgetTests: XCTestCase {
 
     func testAnAdThatFailsToDisplayIsReplacedWithinTheBudget() throws {
         startShows(ready: 4, maxOpenAds: 1)
-        var effects = engine.requestShow(slot: "s", userID: nil, holder: app, request: 7, now: now)
+        var effects = engine.requestShow(slot: "s", userID: nil, privacy: nil, holder: app, request: 7, now: now)
         guard case .show(let failing, _, _)? = effects.last else { return XCTFail("\(effects)") }
         effects = engine.showAnswered(failing, presented: false, now: now)
         guard case .show(let next, _, _)? = effects.last else { return XCTFail("the call takes the next ad: \(effects)") }
@@ -73,20 +73,20 @@ final class OpenAdsBudgetTests: XCTestCase {
                                 count: 3)
         engine = Engine(slots: [config], plugins: ["a"], settings: settings(maxOpenAds: 4), seed: 3)
         _ = engine.advance(to: now)
-        let (accepted, effects) = engine.load(slot: "n", LoadParameters(), holder: app, request: 1, now: now)
+        let (accepted, effects) = engine.load(slot: "n", LoadParameters(), holder: app, privacy: nil, request: 1, now: now)
         XCTAssertNoThrow(try accepted.get())
-        XCTAssertEqual(engine.load(slot: "n", LoadParameters(), holder: app, request: 2, now: now).0.failureValue,
+        XCTAssertEqual(engine.load(slot: "n", LoadParameters(), holder: app, privacy: nil, request: 2, now: now).0.failureValue,
                        .tooManyOpenAds(uid: app, open: 0, loading: 3, limit: 4), "what is loading counts")
-        XCTAssertNoThrow(try engine.load(slot: "n", LoadParameters(count: 1), holder: app, request: 3, now: now).0.get(), "one more fits")
+        XCTAssertNoThrow(try engine.load(slot: "n", LoadParameters(count: 1), holder: app, privacy: nil, request: 3, now: now).0.get(), "one more fits")
         guard case .load(let order)? = effects.first else { return XCTFail("\(effects)") }
         let items = (1...3).map { PayloadItem(json: #"{"headline":"h\#($0)"}"#, hasHeadline: true) }
         let filled = engine.pluginReported(.loaded(payloadJSON: "{}", expiresIn: nil, price: 1, items: items), for: order.adID, from: "a", now: now)
         guard case .completeLoad(1, .success(let ads))? = filled.last else { return XCTFail("\(filled)") }
         XCTAssertEqual(ads.map { engine.holder(of: $0.id) }, [app, app, app])
-        XCTAssertEqual(engine.load(slot: "n", LoadParameters(count: 1), holder: app, request: 4, now: now).0.failureValue,
+        XCTAssertEqual(engine.load(slot: "n", LoadParameters(count: 1), holder: app, privacy: nil, request: 4, now: now).0.failureValue,
                        .tooManyOpenAds(uid: app, open: 3, loading: 1, limit: 4))
-        XCTAssertNoThrow(try engine.load(slot: "n", LoadParameters(count: 3), holder: 0, request: 5, now: now).0.get(), "root is exempt")
+        XCTAssertNoThrow(try engine.load(slot: "n", LoadParameters(count: 3), holder: 0, privacy: nil, request: 5, now: now).0.get(), "root is exempt")
         _ = engine.report(.close, for: ads[0].id, now: now)
-        XCTAssertNoThrow(try engine.load(slot: "n", LoadParameters(count: 1), holder: app, request: 6, now: now).0.get())
+        XCTAssertNoThrow(try engine.load(slot: "n", LoadParameters(count: 1), holder: app, privacy: nil, request: 6, now: now).0.get())
     }
 }

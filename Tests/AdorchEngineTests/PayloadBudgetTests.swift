@@ -61,7 +61,7 @@ final class PayloadBudgetTests: XCTestCase {
         XCTAssertEqual(engine.ads.payloadBytes(of: "b"), eighth)
 
         // A shown ad still open holds its payload; once it ends, its bytes are free again.
-        let shown = try engine.show(slot: "s", userID: nil, now: now).0.get()
+        let shown = try engine.show(slot: "s", userID: nil, privacy: nil, now: now).0.get()
         XCTAssertEqual(engine.ads.payloadBytes(of: "a"), Engine.payloadBytesPerPlugin)
         effects += engine.report(.close, for: shown.id, now: now).1
         XCTAssertEqual(engine.ads.payloadBytes(of: "a"), Engine.payloadBytesPerPlugin - eighth)
@@ -73,7 +73,7 @@ final class PayloadBudgetTests: XCTestCase {
 
     func testALoadWhoseAdsTogetherPassTheBudgetFailsAsThePluginsFault() throws {
         start([slot("n", .native, plugin: "a")], plugins: ["a"])
-        let (accepted, out) = engine.load(slot: "n", LoadParameters(), request: 1, now: now)
+        let (accepted, out) = engine.load(slot: "n", LoadParameters(), privacy: nil, request: 1, now: now)
         XCTAssertNoThrow(try accepted.get())
         guard case .load(let order) = out.first else { return XCTFail("no load started") }
         let items = (0..<9).map { _ in PayloadItem(json: payload(eighth), hasHeadline: true) }

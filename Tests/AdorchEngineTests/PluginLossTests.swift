@@ -28,7 +28,7 @@ final class PluginLossTests: XCTestCase {
         XCTAssertEqual(ofB.count, 1)
         _ = engine.pluginReported(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil), for: ofA[0].adID, from: "a", now: start)
         _ = engine.pluginReported(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil), for: ofB[0].adID, from: "b", now: start)
-        let shown = engine.show(slot: "crashy", userID: "u", now: start)
+        let shown = engine.show(slot: "crashy", userID: "u", privacy: nil, now: start)
         guard case .success(let open) = shown.0 else { return XCTFail("a's ready ad is shown before the crash: \(shown.0)") }
         _ = engine.pluginReported(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil), for: loads(shown.1)[0].adID, from: "a", now: start)
 
@@ -45,9 +45,9 @@ final class PluginLossTests: XCTestCase {
         let statuses = engine.slotStatuses(at: at)
         XCTAssertEqual(statuses.first { $0.config.id == "crashy" }?.ready, 0, "its ready ad ended")
         XCTAssertEqual(statuses.first { $0.config.id == "crashy" }?.counters.errors, 1)
-        XCTAssertEqual(engine.show(slot: "crashy", userID: "u", now: at).0, .failure(.noAdReady(slot: "crashy")), "never shown")
+        XCTAssertEqual(engine.show(slot: "crashy", userID: "u", privacy: nil, now: at).0, .failure(.noAdReady(slot: "crashy")), "never shown")
         XCTAssertEqual(statuses.first { $0.config.id == "steady" }?.ready, 1, "b's ad is untouched")
-        guard case .success(let other) = engine.show(slot: "steady", userID: "u", now: at).0 else { return XCTFail("b still serves") }
+        guard case .success(let other) = engine.show(slot: "steady", userID: "u", privacy: nil, now: at).0 else { return XCTFail("b still serves") }
         XCTAssertEqual(other.id, ofB[0].adID)
 
         // Late reports for the dead host's ads are not held against the new one.

@@ -29,7 +29,7 @@ final class ShowRequestTests: XCTestCase {
 
     func testAPresentedAdAnswersTheCallAndNothingElseIsAsked() {
         let ids = start(ready: 3)
-        effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
+        effects = engine.requestShow(slot: "s", userID: "u", privacy: nil, request: 7, now: now)
         XCTAssertEqual(shows, [ids[0]])
         XCTAssertTrue(answers.isEmpty, "the call waits for the plugin's answer")
         if case .show = effects.last {} else { XCTFail("ad_show is the call's last effect, after its own events: \(effects)") }
@@ -40,7 +40,7 @@ final class ShowRequestTests: XCTestCase {
 
     func testAnAdThePluginCannotPresentEndsAndTheNextValidOneIsTriedInTheSameCall() {
         let ids = start(ready: 3)
-        effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
+        effects = engine.requestShow(slot: "s", userID: "u", privacy: nil, request: 7, now: now)
         effects = engine.showAnswered(ids[0], presented: false, now: now)
         XCTAssertTrue(effects.contains(.destroy(ids[0], plugin: "a")), "the failed ad's object ends")
         XCTAssertEqual(shows, [ids[1]])
@@ -55,7 +55,7 @@ final class ShowRequestTests: XCTestCase {
 
     func testTheCallGivesUpAfterShowAttemptsAdsAndNeverAnswersSuccessForAnAdNotPresented() {
         let ids = start(ready: Engine.showAttempts + 2)
-        effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
+        effects = engine.requestShow(slot: "s", userID: "u", privacy: nil, request: 7, now: now)
         var asked: [AdID] = []
         while let id = shows.last, answers.isEmpty {
             asked.append(id)
@@ -68,7 +68,7 @@ final class ShowRequestTests: XCTestCase {
 
     func testWhenTheLastValidAdFailsTheCallAnswersDisplayFailedNotAMiss() {
         let ids = start(ready: 1)
-        effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
+        effects = engine.requestShow(slot: "s", userID: "u", privacy: nil, request: 7, now: now)
         effects = engine.showAnswered(ids[0], presented: false, now: now)
         XCTAssertEqual(answers, [.failure(.displayFailed(slot: "s", tries: 1))], "an ad was tried: the metrics count display_failed")
         XCTAssertEqual(engine.slotStatuses(at: now)[0].loading, 1, "the slot is refilling")
@@ -76,7 +76,7 @@ final class ShowRequestTests: XCTestCase {
 
     func testAPluginThatDoesNotAnswerInTimeCostsItsAdAndTheCallMovesOn() {
         let ids = start(ready: 2)
-        effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
+        effects = engine.requestShow(slot: "s", userID: "u", privacy: nil, request: 7, now: now)
         XCTAssertEqual(engine.nextWakeup(after: now), now + Engine.showAnswerTimeout)
         now = now + Engine.showAnswerTimeout - .milliseconds(1)
         effects = engine.advance(to: now)
@@ -94,10 +94,10 @@ final class ShowRequestTests: XCTestCase {
 
     func testACallWithNothingReadyOrABadSlotIsAnsweredAtOnce() {
         _ = start(ready: 1)
-        effects = engine.requestShow(slot: "nope", userID: "u", request: 7, now: now)
+        effects = engine.requestShow(slot: "nope", userID: "u", privacy: nil, request: 7, now: now)
         XCTAssertEqual(answers, [.failure(.slotNotFound("nope"))])
-        effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
-        effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
+        effects = engine.requestShow(slot: "s", userID: "u", privacy: nil, request: 7, now: now)
+        effects = engine.requestShow(slot: "s", userID: "u", privacy: nil, request: 7, now: now)
         XCTAssertEqual(answers, [.failure(.noAdReady(slot: "s"))])
     }
 
@@ -111,7 +111,7 @@ final class ShowRequestTests: XCTestCase {
         // A plugin called on the engine's own thread that blocked past the deadline: no timer
         // could fire meanwhile, its late "presented" must not answer the call.
         let ids = start(ready: 2)
-        effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
+        effects = engine.requestShow(slot: "s", userID: "u", privacy: nil, request: 7, now: now)
         now = now + Engine.showAnswerTimeout + .seconds(5)
         effects = engine.showAnswered(ids[0], presented: true, now: now)
         XCTAssertTrue(answers.isEmpty)
@@ -121,7 +121,7 @@ final class ShowRequestTests: XCTestCase {
 
     func testShowsWaitingWhenTheDaemonStopsAreAnsweredShuttingDown() {
         let ids = start(ready: 2)
-        effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
+        effects = engine.requestShow(slot: "s", userID: "u", privacy: nil, request: 7, now: now)
         effects = engine.shutdown(now: now)
         XCTAssertEqual(answers, [.failure(.shuttingDown)])
         XCTAssertTrue(effects.contains(.withdrawShow(ids[0], plugin: "a")))
@@ -130,7 +130,7 @@ final class ShowRequestTests: XCTestCase {
 
     func testAShowWhoseAdAReloadRemovesIsAnsweredAtOnce() {
         let ids = start(ready: 2)
-        effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
+        effects = engine.requestShow(slot: "s", userID: "u", privacy: nil, request: 7, now: now)
         effects = engine.reconfigure(slots: [], settings: engine.settings, now: now)
         XCTAssertEqual(answers, [.failure(.interrupted(slot: "s", reason: "removed"))])
         XCTAssertTrue(effects.contains(.withdrawShow(ids[0], plugin: "a")))
@@ -138,7 +138,7 @@ final class ShowRequestTests: XCTestCase {
 
     func testAReportOnAnAdWhoseShowHasNotAnsweredIsRefused() {
         let ids = start(ready: 1)
-        effects = engine.requestShow(slot: "s", userID: "u", request: 7, now: now)
+        effects = engine.requestShow(slot: "s", userID: "u", privacy: nil, request: 7, now: now)
         for event in [ViewerEvent.impression, .close] {
             guard case .failure(.adNotValid(let reason)) = engine.report(event, for: ids[0], now: now).0 else { return XCTFail("\(event) accepted") }
             XCTAssertTrue(reason.contains("still being presented"), reason)

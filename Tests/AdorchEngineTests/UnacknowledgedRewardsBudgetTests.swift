@@ -26,7 +26,7 @@ final class UnacknowledgedRewardsBudgetTests: XCTestCase {
     }
 
     private func show(_ slot: String, _ uid: UInt32, waiting: Int) -> Result<ShownAd, ShowError> {
-        engine.show(slot: slot, userID: "viewer", holder: uid, rewardsWaiting: waiting, now: now).0
+        engine.show(slot: slot, userID: "viewer", privacy: nil, holder: uid, rewardsWaiting: waiting, now: now).0
     }
 
     private func status(_ slot: String) -> SlotStatus { engine.slotStatuses(at: now).first { $0.config.id == slot }! }
@@ -41,7 +41,7 @@ final class UnacknowledgedRewardsBudgetTests: XCTestCase {
         XCTAssertEqual(status("r").counters.shows, before.counters.shows)
 
         // The same call through requestShow answers at once, with nothing for a plugin to present.
-        let effects = engine.requestShow(slot: "r", userID: "viewer", holder: app, rewardsWaiting: bound, request: 9, now: now)
+        let effects = engine.requestShow(slot: "r", userID: "viewer", privacy: nil, holder: app, rewardsWaiting: bound, request: 9, now: now)
         XCTAssertEqual(effects, [.completeShow(9, .failure(.tooManyUnacknowledgedRewards(uid: app, waiting: bound, limit: bound)))])
     }
 

@@ -19,11 +19,11 @@ final class UnservableSlotTests: XCTestCase {
         XCTAssertEqual(engine.missingPlugins(of: "dead"), ["ghost", "gone"])
         XCTAssertNil(engine.missingPlugins(of: "nowhere"))
         XCTAssertEqual(engine.slotStatuses(at: now).map(\.missingPlugins), [nil, ["ghost", "gone"]])
-        XCTAssertEqual(engine.show(slot: "dead", userID: nil, now: now).0, .failure(.unservable(slot: "dead", missingPlugins: ["ghost", "gone"])))
-        XCTAssertEqual(engine.show(slot: "ok", userID: nil, now: now).0, .failure(.noAdReady(slot: "ok")), "loading: only not ready yet")
+        XCTAssertEqual(engine.show(slot: "dead", userID: nil, privacy: nil, now: now).0, .failure(.unservable(slot: "dead", missingPlugins: ["ghost", "gone"])))
+        XCTAssertEqual(engine.show(slot: "ok", userID: nil, privacy: nil, now: now).0, .failure(.noAdReady(slot: "ok")), "loading: only not ready yet")
 
         _ = engine.setAvailablePlugins(["a", "gone"], now: now)
         XCTAssertNil(engine.missingPlugins(of: "dead"))
-        XCTAssertEqual(engine.show(slot: "dead", userID: nil, now: now).0, .failure(.noAdReady(slot: "dead")))
+        XCTAssertEqual(engine.show(slot: "dead", userID: nil, privacy: nil, now: now).0, .failure(.noAdReady(slot: "dead")))
     }
 }

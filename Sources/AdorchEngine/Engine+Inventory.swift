@@ -1,0 +1,124 @@
+// Inventory partitioned by privacy class (docs/privacy.md, "Inventory"): every preloaded ad
+// is loaded under one class; a Show hands a viewer only ads of a class their signals allow
+// for the ad's network, under the config as it is now; each class is preloaded for the
+// viewers that asked for it, with the signals of the last of them.
+
+/// The most recent viewer of a slot whose signals allowed a class from one waterfall entry:
+/// whose signals that entry's loads of the class carry.
+struct ClassViewer: Sendable {
+    /// nil: a viewer who set nothing.
+    var privacy: ViewerPrivacy?
+    /// Who it was: a later Show of theirs that no longer allows the class withdraws it.
+    var user: CapUser
+    var at: Moment
+}
+
+extension Engine {
+    /// How long a class stays asked for after its last Show, and a viewer's signals stay the
+    /// ones its loads carry: the demand's longest window.
+    static var classMemory: Duration { DemandEstimate.windows.last! }
+
+    /// The classes `viewer` may be shown from each of the slot's entries, in waterfall order.
+    func allowedClasses(_ viewer: ViewerPrivacy?, in slot: SlotState) -> [Set<PrivacyClass>] {
+        slot.config.waterfall.map { settings.privacy.allowedClasses(viewer, for: $0.privacy) }
+    }
+
+    /// The class a Show of `viewer` counts as demand for: the best one they allow from any
+    /// entry of the slot; nil when they allow none.
+    func wantedClass(_ allowed: [Set<PrivacyClass>]) -> PrivacyClass? {
+        let any = allowed.reduce(into: Set<PrivacyClass>()) { $0.formUnion($1) }
+        return PrivacyClass.preference.first(where: any.contains)
+    }
+
+    /// A Show of `viewer` asked the slot: demand for their class, and, per entry, theirs are
+    /// the signals the loads of each class they allow there carry from now. A class they
+    /// allowed there before and no longer do is withdrawn, so their old consent is not sent.
+    mutating func noteViewer(_ viewer: ViewerPrivacy?, user: CapUser, of slotID: String, now: Moment) {
+        guard let slot = slots[slotID] else { return }
+        let allowed = allowedClasses(viewer, in: slot)
+        for (index, classes) in allowed.enumerated() {
+            for privacyClass in PrivacyClass.allCases {
+                if classes.contains(privacyClass) {
+                    slots[slotID]!.entries[index].viewers[privacyClass] = ClassViewer(privacy: viewer, user: user, at: now)
+                } else if slot.entries[index].viewers[privacyClass]?.user == user {
+                    slots[slotID]!.entries[index].viewers[privacyClass] = nil
+                }
+            }
+        }
+        if let wanted = wantedClass(allowed) { slots[slotID]!.classDemand[wanted, default: DemandEstimate()].noteShow(at: now) }
+    }
+
+    /// Each class's share of the slot's demand: among the classes asked for within
+    /// `classMemory`, in proportion to their rates. Before any is (a slot no Show with a class
+    /// reached yet), the unset viewer's class has it all, so that apps that set no privacy
+    /// find their ads as before; with `unsetViewer` nil, none has any.
+    func classShares(of slot: SlotState, now: Moment) -> [PrivacyClass: Double] {
+        var rates: [PrivacyClass: Double] = [:]
+        for (privacyClass, demand) in slot.classDemand {
+            guard let last = demand.lastShow, last + Self.classMemory > now else { continue }
+            rates[privacyClass] = max(demand.longRate(at: now), demand.shortRate(at: now))
+        }
+        guard !rates.isEmpty else { return settings.privacy.unsetViewer.map { [$0: 1] } ?? [:] }
+        let total = rates.values.reduce(0, +)
+        return rates.mapValues { $0 / total }
+    }
+
+    /// How many of the slot's `total` ads each class keeps: `BufferTarget.shares` of its
+    /// demand. A class asked for keeps at least one while the slot keeps any, so its next
+    /// Show finds one; in a demand-aware slot only while that one is likely to be shown
+    /// before it expires (the ½ test of every ad held).
+    func classTargets(of slot: SlotState, total: Int, now: Moment) -> [PrivacyClass: Int] {
+        let shares = classShares(of: slot, now: now)
+        let classes = PrivacyClass.preference.filter { shares[$0] != nil }
+        var floor: [Bool] = classes.map { _ in true }
+        if slot.config.isDemandAware, classes.count > 1 {
+            let target = demandTarget(of: slot, now: now)
+            let rate = target.demandPerMinute / 60
+            floor = classes.map { BufferTarget.largestCount(mean: rate * shares[$0]! * target.lifetimeSeconds, tailAtLeast: BufferTarget.useChance, upTo: 1) >= 1 }
+        }
+        let counts = BufferTarget.shares(of: total, weights: classes.map { shares[$0]! }, floor: floor)
+        return Dictionary(uniqueKeysWithValues: zip(classes, counts))
+    }
+
+    /// The privacy a load of `privacyClass` from entry `index` carries, or nil when that entry
+    /// may not be asked for one: its network, as configured now, does not serve the class for
+    /// the viewer whose signals the load would carry; no viewer asked within `classMemory`
+    /// (but the unset viewer's class while the slot is cold); or its plugin cannot receive the
+    /// signals the load needs.
+    func loadPrivacy(_ slot: SlotState, _ index: Int, _ privacyClass: PrivacyClass, now: Moment) -> LoadPrivacy? {
+        let network = slot.config.waterfall[index].privacy
+        let privacy: LoadPrivacy
+        if let last = slot.entries[index].viewers[privacyClass], last.at + Self.classMemory > now,
+           settings.privacy.allowedClasses(last.privacy, for: network).contains(privacyClass) {
+            privacy = LoadPrivacy(privacyClass, for: last.privacy?.signals)
+        } else if privacyClass == settings.privacy.unsetViewer, isCold(slot, now: now), network.servedClasses.contains(privacyClass) {
+            privacy = LoadPrivacy(privacyClass, for: nil)
+        } else {
+            return nil
+        }
+        return network.receivesSignals || !privacy.needsSignals ? privacy : nil
+    }
+
+    /// No Show with a class reached the slot within `classMemory`.
+    func isCold(_ slot: SlotState, now: Moment) -> Bool {
+        !slot.classDemand.values.contains { $0.lastShow.map { $0 + Self.classMemory > now } ?? false }
+    }
+
+    /// Whether `viewer` may be shown `ad`: its class is one their signals allow for its
+    /// entry's network as the config says now.
+    func mayShow(_ ad: AdRecord, to allowed: [Set<PrivacyClass>]) -> Bool {
+        allowed.indices.contains(ad.entryIndex) && allowed[ad.entryIndex].contains(ad.privacy.privacyClass)
+    }
+
+    /// After a reload: ready and loading ads whose network no longer serves their class end,
+    /// as removed (no viewer may be shown them).
+    mutating func endUnservedClasses(in slotID: String, now: Moment) -> [Effect] {
+        guard let slot = slots[slotID] else { return [] }
+        return ads.inSlot(slotID).flatMap { ad -> [Effect] in
+            if case .shown = ad.state { return [] }
+            let served = slot.config.waterfall.indices.contains(ad.entryIndex)
+                && slot.config.waterfall[ad.entryIndex].privacy.servedClasses.contains(ad.privacy.privacyClass)
+            return served ? [] : end(ad.id, as: .removed, now: now)
+        }
+    }
+}
