@@ -226,6 +226,25 @@ final class ConfigTests: XCTestCase {
                        "test.toml: key slots[0].waterfall[0].serves_non_personalized: expected true or false, got integer")
     }
 
+    /// [privacy] (docs/privacy.md, "Inventory"): what a viewer who said nothing or little
+    /// allows; defaults, each value, and bad values refused by name.
+    func testThePrivacyTableSaysWhatAViewerWhoSetNothingAllows() throws {
+        XCTAssertEqual(try DaemonConfig.parse(toml: minimal, source: "test.toml").scheduler.privacy,
+                       PrivacySettings(unsetViewer: .nonPersonalized, gdprWhenUnknown: true))
+        for (name, expected) in [("personalized", PrivacyClass.personalized), ("non_personalized", .nonPersonalized),
+                                 ("child_directed", .childDirected), ("none", nil)] {
+            let config = try DaemonConfig.parse(toml: "[privacy]\nunset_viewer = \"\(name)\"\ngdpr_when_unknown = false\n" + minimal, source: "test.toml")
+            XCTAssertEqual(config.scheduler.privacy, PrivacySettings(unsetViewer: expected, gdprWhenUnknown: false), name)
+        }
+        XCTAssertEqual(refusal("[privacy]\nunset_viewer = \"ads\"\n" + minimal)?.description,
+                       "test.toml: key privacy.unset_viewer: expected one of \"personalized\", \"non_personalized\", \"child_directed\", \"none\", got \"ads\"")
+        XCTAssertEqual(refusal("[privacy]\nunset_viewer = 1\n" + minimal)?.description,
+                       "test.toml: key privacy.unset_viewer: expected a string, got integer")
+        XCTAssertEqual(refusal("[privacy]\ngdpr_when_unknown = \"yes\"\n" + minimal)?.description,
+                       "test.toml: key privacy.gdpr_when_unknown: expected true or false, got string")
+        XCTAssertEqual(refusal("[privacy]\nunset = \"none\"\n" + minimal)?.location, "key privacy.unset")
+    }
+
     func testDropInsOverrideKeysAndSlotsByID() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-config-\(UUID())")
         try FileManager.default.createDirectory(at: dir.appendingPathComponent("main.toml.d"), withIntermediateDirectories: true)

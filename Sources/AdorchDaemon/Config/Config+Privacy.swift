@@ -11,3 +11,24 @@ extension TableReader {
         return privacy
     }
 }
+
+extension TableReader {
+    /// The names `unset_viewer` takes: a class's, or `none`.
+    static let unsetViewerNames = PrivacyClass.allCases.map(\.rawValue) + ["none"]
+
+    /// The `[privacy]` table (docs/privacy.md, "Inventory"): `unset_viewer`, what a viewer who
+    /// set no signals may be shown; `gdpr_when_unknown`, whether the GDPR applies to a viewer
+    /// whose signals do not say. An absent key keeps `PrivacySettings`' default.
+    func privacySettings() throws(ConfigError) -> PrivacySettings {
+        try only(["unset_viewer", "gdpr_when_unknown"])
+        var settings = PrivacySettings()
+        if let name = try string("unset_viewer") {
+            guard Self.unsetViewerNames.contains(name) else {
+                throw error("unset_viewer", "expected one of \(Self.unsetViewerNames.map { "\"\($0)\"" }.joined(separator: ", ")), got \"\(name)\"")
+            }
+            settings.unsetViewer = PrivacyClass(rawValue: name)
+        }
+        if let v = try bool("gdpr_when_unknown") { settings.gdprWhenUnknown = v }
+        return settings
+    }
+}

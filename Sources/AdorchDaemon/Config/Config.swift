@@ -134,7 +134,7 @@ extension DaemonConfig {
 
     private static func decode(_ root: TOMLTable, source: String) throws(ConfigError) -> DaemonConfig {
         let r = TableReader(root, path: "", source: source)
-        try r.only(["daemon", "scheduler", "targeting", "rewards", "plugins", "slots", "access", "limits", "metrics", "frequency"])
+        try r.only(["daemon", "scheduler", "targeting", "rewards", "plugins", "slots", "access", "limits", "metrics", "frequency", "privacy"])
         let frequencyDefault = try r.table("frequency")
         try frequencyDefault?.only(FrequencySettings.keys)
         let defaultRules = try frequencyDefault?.frequency() ?? FrequencySettings()
@@ -214,6 +214,7 @@ extension DaemonConfig {
             if let v = try s.int("max_loads_in_flight_per_network", in: ConfigBounds.maxLoadsInFlightPerNetwork) { scheduler.maxLoadsInFlightPerNetwork = Int(v) }
         }
         scheduler.budgets = budgets
+        scheduler.privacy = try r.table("privacy")?.privacySettings() ?? PrivacySettings()
 
         var plugins: [PluginConfig] = []
         if let p = try r.table("plugins") {
