@@ -1,0 +1,211 @@
+import XCTest
+
+@testable import AdorchEngine
+
+/// Inventory partitioned by privacy class (docs/privacy.md, "Inventory"), rule by rule, on a
+/// manual clock.
+final class InventoryTests: XCTestCase {
+    private let everything = NetworkPrivacy(gvlID: 1, servesChildren: true, servesNonPersonalized: true)
+
+    // MARK: What a load carries
+
+    func testAColdSlotLoadsTheUnsetViewersClassWithOnlyItsFlag() {
+        var inventory = Inventory([classedSlot([("a", everything)])])
+        XCTAssertEqual(inventory.loads.map(\.privacy), [LoadPrivacy(privacyClass: .nonPersonalized, signals: PrivacySignals(nonPersonalized: true))])
+        inventory.answer()
+        XCTAssertNotNil(inventory.show(by: nil), "a viewer who set nothing may be shown a non-personalised ad")
+    }
+
+    func testWithNothingForTheUnsetViewerAColdSlotLoadsNothing() {
+        let inventory = Inventory([classedSlot([("a", everything)])], privacy: PrivacySettings(unsetViewer: nil))
+        XCTAssertEqual(inventory.loads, [], "no class is asked for: none holds an ad")
+    }
+
+    func testALoadCarriesTheLastAllowingViewersSignalsWithTheClassFlagForced() throws {
+        var inventory = Inventory([classedSlot([("a", everything)])], privacy: PrivacySettings(unsetViewer: nil))
+        let viewer = try ViewerPrivacy(PrivacySignals(gdprApplies: .no, usPrivacy: "1YYN"))  // opted out of sale: not personalised
+        XCTAssertNil(inventory.show(by: viewer))
+        var expected = viewer.signals
+        expected.nonPersonalized = true
+        XCTAssertEqual(inventory.loads.map(\.privacy), [LoadPrivacy(privacyClass: .nonPersonalized, signals: expected)])
+        XCTAssertEqual(LoadPrivacy(.childDirected, for: viewer.signals).signals.childDirected, true)
+        XCTAssertEqual(LoadPrivacy(.personalized, for: viewer.signals).signals, viewer.signals, "personalised adds nothing")
+    }
+
+    // MARK: Show
+
+    func testAShowHandsAViewerOnlyAnAdOfAClassTheyAllow() {
+        var inventory = Inventory([classedSlot([("a", everything)])])
+        inventory.answer()
+        let noConsentString = try! ViewerPrivacy(PrivacySignals(gdprApplies: .yes))
+        XCTAssertNil(inventory.show(by: noConsentString), "under the GDPR without a TC string nothing may be shown")
+        XCTAssertNil(inventory.show(by: outsideGDPR(child: true)), "a child may not be shown a non-personalised ad")
+        XCTAssertEqual(inventory.engine.slotStatuses(at: inventory.now)[0].ready, 1, "the ad is still there for others")
+        XCTAssertNotNil(inventory.show(by: outsideGDPR()))
+    }
+
+    func testAChildIsShownOnlyChildDirectedAdsOfANetworkThatServesChildren() {
+        let notForChildren = NetworkPrivacy(gvlID: 1, servesChildren: false)
+        var inventory = Inventory([classedSlot([("a", notForChildren), ("b", everything)])],
+                                  privacy: PrivacySettings(unsetViewer: .childDirected))
+        XCTAssertEqual(inventory.loads.map(\.plugin), ["b"], "only b may load child-directed ads")
+        inventory.answer()
+        let ad = inventory.show(by: outsideGDPR(child: true))
+        XCTAssertEqual(ad?.network, "b")
+        XCTAssertEqual(ad.map { inventory.order(of: $0).privacy.privacyClass }, .childDirected)
+    }
+
+    func testAShowTakesItsOwnClassFirst() {
+        var inventory = Inventory([classedSlot(buffer: 2, [("a", everything)])], privacy: PrivacySettings(unsetViewer: nil))
+        inventory.show(by: outsideGDPR(), user: "p")
+        inventory.show(by: outsideGDPR(nonPersonalized: true), user: "n")
+        inventory.answer()
+        XCTAssertEqual(Set(inventory.loads.map(\.privacy.privacyClass)), [.personalized, .nonPersonalized])
+        let ad = inventory.show(by: outsideGDPR())
+        XCTAssertEqual(ad.map { inventory.order(of: $0).privacy.privacyClass }, .personalized,
+                       "the non-personalised ad is left to the viewer who may take only that")
+    }
+
+    func testAReloadThatChangesTheVendorIDLeavesNoAdShowableToAViewerWithoutConsent() {
+        var inventory = Inventory([classedSlot([("a", NetworkPrivacy(gvlID: 1))])], privacy: PrivacySettings(unsetViewer: nil))
+        let viewer = consenting([1])
+        XCTAssertNil(inventory.show(by: viewer))
+        XCTAssertEqual(inventory.loads.last?.privacy.privacyClass, .personalized)
+        inventory.answer()
+        inventory.reconfigure([classedSlot([("a", NetworkPrivacy(gvlID: 2))])])
+        XCTAssertEqual(inventory.engine.slotStatuses(at: inventory.now)[0].ready, 1, "the network still serves the class: the ad stays")
+        XCTAssertNil(inventory.show(by: viewer), "the viewer never consented to vendor 2")
+        XCTAssertNotNil(inventory.show(by: consenting([2])))
+    }
+
+    func testAReloadThatChangesTheUnsetViewersClassAppliesToAdsAlreadyLoaded() {
+        var inventory = Inventory([classedSlot([("a", everything)])])
+        inventory.answer()
+        inventory.reconfigure(inventory.slots, privacy: PrivacySettings(unsetViewer: .childDirected))
+        XCTAssertNil(inventory.show(by: nil), "the ad is non-personalised, and the unset viewer now gets child-directed ads only")
+    }
+
+    func testAReloadEndsAdsOfAClassTheirNetworkNoLongerServes() {
+        var inventory = Inventory([classedSlot(buffer: 2, [("a", everything)])])
+        inventory.answer()
+        let held = inventory.loads.map(\.adID)
+        XCTAssertEqual(held.count, 2)
+        var changed = everything
+        changed.servesNonPersonalized = false
+        inventory.reconfigure([classedSlot(buffer: 2, [("a", changed)])])
+        XCTAssertEqual(Set(inventory.destroyed), Set(held), "no viewer may be shown them any more")
+        XCTAssertEqual(inventory.engine.slotStatuses(at: inventory.now)[0].ready, 0)
+        XCTAssertEqual(inventory.pending, [], "and the slot loads no class the network cannot serve")
+    }
+
+    // MARK: Demand per class
+
+    func testBufferSharesFollowDemandAndEveryAskedClassKeepsOne() {
+        XCTAssertEqual(BufferTarget.shares(of: 4, weights: [3, 1], floor: [true, true]), [3, 1])
+        XCTAssertEqual(BufferTarget.shares(of: 1, weights: [0.5, 0.5], floor: [true, true]), [1, 1])
+        XCTAssertEqual(BufferTarget.shares(of: 1, weights: [0.9, 0.1], floor: [true, false]), [1, 0])
+        XCTAssertEqual(BufferTarget.shares(of: 5, weights: [1, 1, 1], floor: [false, false, false]), [2, 2, 1], "ties to the earlier")
+        XCTAssertEqual(BufferTarget.shares(of: 0, weights: [1, 1], floor: [true, true]), [0, 0], "a slot that keeps none keeps none")
+    }
+
+    func testAFixedBufferIsSharedByTheClassesAskedFor() {
+        var inventory = Inventory([classedSlot(buffer: 4, [("a", everything)])], privacy: PrivacySettings(unsetViewer: nil))
+        // Three Shows of personalised viewers, one of a non-personalised one, every ad loaded
+        // at once to expire at the same moment: their replacements are the shares.
+        for (user, viewer) in [("p1", outsideGDPR()), ("p2", outsideGDPR()), ("p3", outsideGDPR()), ("n", outsideGDPR(nonPersonalized: true))] {
+            inventory.show(by: viewer, user: user)
+            inventory.answer(expiresIn: .seconds(60))
+        }
+        let before = inventory.loads.count
+        inventory.advance(.seconds(50))
+        let classes = inventory.loads(since: before).map(\.privacy.privacyClass)
+        XCTAssertEqual(classes.count { $0 == .personalized }, 3)
+        XCTAssertEqual(classes.count { $0 == .nonPersonalized }, 1)
+        XCTAssertFalse(classes.contains(.childDirected), "no child asked: no child-directed ad is held")
+    }
+
+    func testAClassIsForgottenWhenNobodyAskedForItWithinTheMemory() {
+        var inventory = Inventory([classedSlot([("a", everything)])])
+        inventory.show(by: outsideGDPR(child: true))
+        inventory.answer()
+        XCTAssertEqual(inventory.loads.last?.privacy.privacyClass, .childDirected)
+        inventory.advance(Engine.classMemory + .seconds(1))
+        inventory.answer(expiresIn: .seconds(60))
+        let before = inventory.loads.count
+        inventory.advance(.seconds(700))  // the ad expires; nothing replaces it
+        let after = inventory.loads(since: before)
+        XCTAssertFalse(after.isEmpty)
+        XCTAssertTrue(after.allSatisfy { $0.privacy.privacyClass == .nonPersonalized }, "cold again: the unset viewer's class only")
+    }
+
+    // MARK: Consent
+
+    func testAVendorWithoutConsentIsNeverAskedForAPersonalisedLoadForTheViewer() {
+        var inventory = Inventory([classedSlot([("a", NetworkPrivacy(gvlID: 1)), ("b", NetworkPrivacy(gvlID: 2))])],
+                                  privacy: PrivacySettings(unsetViewer: nil))
+        inventory.show(by: consenting([2]))
+        XCTAssertEqual(inventory.loads.map(\.plugin), ["b"], "a has no consent: b is asked though it comes second")
+        inventory.answer(fill: false)
+        inventory.advance(.seconds(30))
+        XCTAssertFalse(inventory.loads.contains { $0.plugin == "a" })
+    }
+
+    func testAViewerWhoWithdrewConsentIsNoLongerWhomLoadsAreMadeFor() {
+        var inventory = Inventory([classedSlot([("a", NetworkPrivacy(gvlID: 1))])], privacy: PrivacySettings(unsetViewer: nil))
+        inventory.show(by: consenting([1]), user: "v")
+        XCTAssertEqual(inventory.loads.map(\.privacy.privacyClass), [.personalized])
+        inventory.answer()
+        inventory.show(by: consenting([]), user: "v")  // the same viewer, consent withdrawn
+        let before = inventory.loads.count
+        inventory.advance(.seconds(700))  // the ad expires while the slot still wants a personalised one
+        XCTAssertEqual(inventory.loads(since: before).count, 0, "v's old consent is sent nowhere")
+        inventory.show(by: consenting([1]), user: "w")
+        XCTAssertEqual(inventory.loads(since: before).map(\.privacy.signals.tcString), [consenting([1]).signals.tcString])
+    }
+
+    // MARK: Plugins built for ABI 1.3
+
+    func testOnlyAPersonalisedLoadWithoutAnySignalNeedsNoSignals() {
+        XCTAssertFalse(LoadPrivacy(.personalized, for: nil).needsSignals)
+        XCTAssertFalse(LoadPrivacy(.personalized, for: PrivacySignals(gdprApplies: .no)).needsSignals)
+        XCTAssertTrue(LoadPrivacy(.personalized, for: PrivacySignals(gdprApplies: .yes)).needsSignals)
+        XCTAssertTrue(LoadPrivacy(.personalized, for: PrivacySignals(gdprApplies: .no, usPrivacy: "1NNN")).needsSignals)
+        XCTAssertTrue(LoadPrivacy(.personalized, for: PrivacySignals(maxContentRating: .pg)).needsSignals)
+        XCTAssertTrue(LoadPrivacy(.nonPersonalized, for: nil).needsSignals)
+        XCTAssertTrue(LoadPrivacy(.childDirected, for: nil).needsSignals)
+    }
+
+    func testAPluginThatCannotReceiveSignalsIsAskedOnlyForLoadsThatNeedNone() {
+        let slots = [classedSlot([("a", everything.deaf()), ("b", everything)])]
+        var inventory = Inventory(slots)
+        XCTAssertEqual(inventory.loads.map(\.plugin), ["b"], "non-personalised needs its flag")
+        inventory = Inventory(slots, privacy: PrivacySettings(unsetViewer: .personalized))
+        XCTAssertEqual(inventory.loads.map(\.plugin), ["a"])
+        inventory.answer()
+        inventory.show(by: consenting([1]))
+        inventory.advance(.seconds(1))
+        XCTAssertEqual(inventory.loads.dropFirst().map(\.plugin), ["b"], "a TC string is a signal a cannot be given")
+    }
+
+    // MARK: Load
+
+    func testALoadAsksEachEntryForTheBestClassTheViewerAllowsThere() {
+        let banner = SlotConfig(id: "b", format: .banner, waterfall: [
+            WaterfallEntry(plugin: "a", adUnitID: "a", privacy: NetworkPrivacy(gvlID: 1)),
+            WaterfallEntry(plugin: "b", adUnitID: "b", privacy: NetworkPrivacy(gvlID: 2)),
+        ])
+        var inventory = Inventory([banner])
+        let viewer = try! ViewerPrivacy(PrivacySignals(gdprApplies: .yes, tcString: tcString(purposes: [1, 2], vendors: [1, 2])))
+        let (accepted, effects) = inventory.engine.load(slot: "b", LoadParameters(width: 320, height: 50), privacy: viewer, request: 1,
+                                                         now: inventory.now)
+        XCTAssertNoThrow(try accepted.get())
+        inventory.take(effects)
+        XCTAssertEqual(inventory.loads.map(\.privacy.privacyClass), [.nonPersonalized], "no profile consent: not personalised")
+        inventory.answer(fill: false)
+        XCTAssertEqual(inventory.loads.map(\.plugin), ["a", "b"])
+        let (_, refused) = inventory.engine.load(slot: "b", LoadParameters(width: 320, height: 50), privacy: consenting([]), request: 2,
+                                                 now: inventory.now)
+        guard case .completeLoad(2, .failure(let failure)) = refused.last else { return XCTFail("\(refused)") }
+        XCTAssertEqual(failure.attempts, [], "no entry may serve a viewer who consented to no vendor")
+    }
+}

@@ -1,0 +1,1 @@
+../AdorchPrivacyTests/TCStringEncoder.swift
