@@ -35,7 +35,7 @@ extension EngineRuntime {
                 if ShowStats.result(of: result) != nil { showStats[slot, default: ShowStats()].note(result, took: now() - started) }
                 completion(result.map { ($0, wallTime($0.expiresAt)) })
             }
-            apply(engine.requestShow(slot: slot, userID: userID, privacy: nil, reward: reward, holder: holder, rewardsWaiting: waiting,
+            apply(engine.requestShow(slot: slot, userID: userID, privacy: privacy, reward: reward, holder: holder, rewardsWaiting: waiting,
                                      request: request, now: now()))
         }
     }
@@ -69,7 +69,7 @@ extension EngineRuntime {
             }
             let request = issueRequest()
             pendingLoads[request] = { [self] result in completion(result.map { $0.map { ($0, wallTime($0.expiresAt)) } }) }
-            let (result, effects) = engine.load(slot: slot, parameters, holder: holder, privacy: nil, request: request, now: now())
+            let (result, effects) = engine.load(slot: slot, parameters, holder: holder, privacy: privacy, request: request, now: now())
             if case .failure(let error) = result {
                 pendingLoads[request] = nil
                 refused(error)
