@@ -149,9 +149,9 @@ final class PrivacySignalsTests: XCTestCase {
         XCTAssertEqual(uids.count, 2 * Self.privacies.count, "every load its own load_uid")
     }
 
-    /// sim's default shares: a non-personalised load fills 0.8 of what a personalised one
-    /// does, a child-directed one 0.7; a personalised one (or one from an older host) exactly
-    /// as before. Its random stream is seeded, so the counts are the same every run.
+    /// sim's shares, set: a non-personalised load fills 0.8 of what a personalised one does,
+    /// a child-directed one 0.7; a personalised one (or one from an older host) exactly as
+    /// before. Its random stream is seeded, so the counts are the same every run.
     func testSimFillsLessForLoadsThatAreNotPersonalisedAndAsBeforeForPersonalisedOnes() throws {
         let reports = Reports()
         let sim = try LoadedPlugin(name: "sim", path: productsDirectory.appendingPathComponent("libadorch-plugin-sim.so").path, configJSON: "{}",
@@ -161,7 +161,7 @@ final class PrivacySignalsTests: XCTestCase {
         for (c, privacyClass) in PrivacyClass.allCases.enumerated() {
             for i in 0..<perClass {
                 let id = AdID(c * perClass + i + 1)
-                sim.load(order(id, plugin: "sim", serverParameter: "latency_ms=0 seed=\(c)", privacy: LoadPrivacy(privacyClass: privacyClass, signals: PrivacySignals())))
+                sim.load(order(id, plugin: "sim", serverParameter: "latency_ms=0 seed=\(c) non_personalized_fill=0.8 child_directed_fill=0.7", privacy: LoadPrivacy(privacyClass: privacyClass, signals: PrivacySignals())))
             }
         }
         try reports.wait(for: PrivacyClass.allCases.count * perClass)

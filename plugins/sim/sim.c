@@ -17,10 +17,13 @@
  *   price=1.5                the eCPM reported in the payload (default 1.0)
  *   non_personalized_fill=0.8   ABI 1.4: a non-personalised load (request.privacy's class) fills
  *                            this share of what a personalised one does, as networks fill less
- *                            without a profile (default 0.8); personalised loads are unchanged
- *   non_personalized_price=0.6  its price, as a share of price= (default 0.6)
- *   child_directed_fill=0.7  the same for a child-directed load (default 0.7)
- *   child_directed_price=0.5 (default 0.5)
+ *                            without a profile (default 1: as personalised, so a config that
+ *                            says nothing of privacy runs as it did before 1.4, when every
+ *                            viewer who set nothing is non-personalised); personalised loads
+ *                            are never changed
+ *   non_personalized_price=0.6  its price, as a share of price= (default 1)
+ *   child_directed_fill=0.7  the same for a child-directed load (default 1)
+ *   child_directed_price=0.5 (default 1)
  *   seed=42                  random seed, for repeatable runs (default 1)
  *   misbehave=never|twice|after_destroy|empty_payload|leak   break the contract (default none);
  *                            leak keeps every destroyed object's memory, as an SDK that
@@ -392,10 +395,6 @@ static void parse_config(sim_config *c, const char *text) {
     c->ttl_s = 3600;
     c->price = 1.0;
     for (int k = 0; k < 4; k++) c->class_fill[k] = c->class_price[k] = 1.0;
-    c->class_fill[ADORCH_PRIVACY_NON_PERSONALIZED] = 0.8;
-    c->class_price[ADORCH_PRIVACY_NON_PERSONALIZED] = 0.6;
-    c->class_fill[ADORCH_PRIVACY_CHILD_DIRECTED] = 0.7;
-    c->class_price[ADORCH_PRIVACY_CHILD_DIRECTED] = 0.5;
     c->seed = 1;
     c->script = SCRIPTS[0].name;
     c->steps = SCRIPTS[0].steps;
