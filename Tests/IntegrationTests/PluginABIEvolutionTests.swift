@@ -45,7 +45,12 @@ final class PluginABIEvolutionTests: XCTestCase {
             XCTAssertTrue(stdout.contains("ABI 1.0, formats"), stdout)
         }
 
+        // A plugin older than 1.4 gets only loads that need no privacy signal: personalised
+        // ones for viewers who set nothing, once the operator says such viewers allow that.
         let daemon = try DaemonProcess(config: """
+        [privacy]
+        unset_viewer = "personalized"
+
         [plugins.oldexample]
         path = "\(example)"
         [plugins.minor]
