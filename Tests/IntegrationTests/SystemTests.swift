@@ -59,7 +59,10 @@ final class SystemTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(loaded.count, 1)
         XCTAssertEqual(shown.count, 1)
         XCTAssertEqual(shown.first?["AD_ID"]?.stringValue, shownAd)
-        XCTAssertEqual(shown.first?["USER_ID"]?.stringValue, "u-journal")
+        // The user id is personal data: the journal has a tag in its place, and nowhere the id.
+        XCTAssertNil(shown.first?["USER_ID"])
+        XCTAssertEqual(shown.first?["USER_TAG"]?.stringValue?.count, 16)
+        XCTAssertFalse(slot.contains { JSONValue.object($0).jsonString.contains("u-journal") }, "the user id reached the journal")
         XCTAssertTrue(loaded.contains { $0["AD_ID"]?.stringValue == shownAd }, "the shown ad's load is there too")
         for entry in loaded + shown {
             XCTAssertEqual(entry["NETWORK"]?.stringValue, "sim")

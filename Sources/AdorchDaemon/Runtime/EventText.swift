@@ -1,4 +1,5 @@
 import AdorchEngine
+import AdorchPrivacy
 import AdorchVarlink
 import Foundation
 import Logging
@@ -26,7 +27,8 @@ extension EngineEvent {
         if kind == .session, terminal { metadata["ad_free_pod"] = "\(adFreePod)" }
         if let errorCode { metadata["error_code"] = "\(errorCode.rawValue)" }
         if let networkCode { metadata["network_code"] = "\(networkCode)" }
-        if let userID, !userID.isEmpty { metadata["user_id"] = "\(userID)" }
+        // A user id is personal data: the journal has its tag, never the id.
+        if let userID, !userID.isEmpty { metadata["user_tag"] = "\(UserTag.of(userID))" }
         if let id = MessageID(self) { metadata["message_id"] = "\(id.rawValue)" }
         return metadata
     }
@@ -52,7 +54,7 @@ extension EngineEvent {
         case .session:
             let end = terminal ? " (session ended\(adFreePod ? ", ad-free pod earned" : ""))" : ""
             return "session\(ad)\(slot)\(network): \(sessionEvent ?? "?")\(message.map { ": \($0)" } ?? "")\(end)"
-        case .rewardGranted: return "reward granted to \(userID ?? "?") for ad\(ad)\(slot)\(network): \(message ?? "")"
+        case .rewardGranted: return "reward granted to user \(userID.map(UserTag.of) ?? "?") for ad\(ad)\(slot)\(network): \(message ?? "")"
         }
     }
 
