@@ -183,7 +183,8 @@ final class SwiftClientTests: XCTestCase {
         }
         let after = try await client.getPrivacy(userID: "u1")
         XCTAssertEqual(after.privacy, user.privacy, "the refused call changed nothing")
-        _ = try await client.load(slot: "b", privacy: Privacy(childDirected: true))
+        // One call's own privacy: outside the GDPR, non-personalised, which sim serves (no children).
+        _ = try await client.load(slot: "b", privacy: Privacy(gdprApplies: false, nonPersonalized: true))
         try await client.setPrivacy(nil, userID: "u1")
         let cleared = try await client.getPrivacy(userID: "u1")
         XCTAssertEqual(cleared.source, .app)

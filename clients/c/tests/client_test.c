@@ -402,7 +402,10 @@ static void privacy(void) {
     CHECK(strcmp(source, "app") == 0, "cleared: %s", source);
     adorch_string_free(given);
     adorch_string_free(source);
-    adorch_load_request request = {.size = sizeof request, .slot = "banner_main", .privacy = "{\"child_directed\":true}"};
+    /* One call's own privacy: a viewer outside the GDPR who asked for non-personalised ads, whom
+     * sim serves (it serves no children unless its entry says serves_children). */
+    adorch_load_request request = {.size = sizeof request, .slot = "banner_main",
+                                   .privacy = "{\"gdpr_applies\":false,\"non_personalized\":true}"};
     adorch_ad_list *ads = NULL;
     OK(adorch_client_load(client, &request, &ads, error));
     adorch_ad_list_free(ads);

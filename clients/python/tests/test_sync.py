@@ -123,7 +123,8 @@ class SyncClientTests(unittest.TestCase):
         self.assertEqual(self.client.get_privacy(user), applied, "a refused call changes nothing")
         with self.assertRaises(TypeError):
             self.client.set_privacy(adorch.Privacy(gpp_sid=["2"]), user)  # type: ignore[list-item]
-        self.client.load(BANNER, privacy=adorch.Privacy(child_directed=True))
+        # One call's own privacy: outside the GDPR, non-personalised, which sim serves (no children).
+        self.client.load(BANNER, privacy=adorch.Privacy(gdpr_applies=False, non_personalized=True))
         self.client.set_privacy(None, user)
         self.assertNotEqual(self.client.get_privacy(user).source, "user")
 
