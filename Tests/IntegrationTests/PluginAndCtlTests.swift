@@ -60,7 +60,7 @@ final class PluginAndCtlTests: XCTestCase {
         XCTAssertTrue(badCount.stderr.contains("io.adorch.Ads.InvalidParameter: a native load takes 1 to 10 ads"), badCount.stderr)
 
         let status = try runCommand(ctl, ["status"], environment: env)
-        XCTAssertTrue(status.stdout.contains("sim     loaded  1.1.0    \(PluginABI.major).\(PluginABI.minor)"), status.stdout)
+        XCTAssertTrue(status.stdout.contains("sim     loaded  1.2.0    \(PluginABI.major).\(PluginABI.minor)"), status.stdout)
         XCTAssertTrue(status.stdout.contains("contract_violations=0"), status.stdout)
 
         let unreachable = try runCommand(ctl, ["slots", "--socket", daemon.dir.appendingPathComponent("nope.sock").path])
