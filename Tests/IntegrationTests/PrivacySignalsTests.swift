@@ -119,8 +119,8 @@ final class PrivacySignalsTests: XCTestCase {
         defer { hosted.shutdown() }
 
         // Every load fills, so each class's price is seen: non-personalised and child-directed
-        // loads are paid sim's default shares of price= (0.6 and 0.5).
-        let parameter = "latency_ms=0 price=2 non_personalized_fill=1 child_directed_fill=1"
+        // loads are paid the shares of price= set here (0.6 and 0.5).
+        let parameter = "latency_ms=0 price=2 non_personalized_price=0.6 child_directed_price=0.5"
         for (plugin, reports) in [(inProcess as any PluginInstance, inProcessReports), (hosted, hostedReports)] {
             for (i, privacy) in Self.privacies.enumerated() {
                 plugin.load(order(AdID(i + 1), plugin: "sim", serverParameter: parameter, privacy: privacy))
