@@ -124,6 +124,7 @@ public struct Engine: Sendable {
                 config: slot.config,
                 ready: valid.count,
                 readyAds: valid.map(\.id),
+                readyByClass: valid.reduce(into: [:]) { $0[$1.privacy.privacyClass, default: 0] += 1 },
                 loading: ads.count(in: id, .loading),
                 shownOpen: ads.count(in: id, .shown),
                 counters: slot.counters,

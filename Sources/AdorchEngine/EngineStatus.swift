@@ -19,6 +19,8 @@ public struct SlotStatus: Sendable, Equatable {
     public var ready: Int
     /// Their ids, oldest first.
     public var readyAds: [AdID]
+    /// How many of them each privacy class holds (docs/privacy.md, "Inventory").
+    public var readyByClass: [PrivacyClass: Int]
     public var loading: Int
     /// Shown ads still open for viewer reports.
     public var shownOpen: Int

@@ -61,6 +61,8 @@ final class InventoryTests: XCTestCase {
         inventory.show(by: outsideGDPR(nonPersonalized: true), user: "n")
         inventory.answer()
         XCTAssertEqual(Set(inventory.loads.map(\.privacy.privacyClass)), [.personalized, .nonPersonalized])
+        XCTAssertEqual(inventory.engine.slotStatuses(at: inventory.now)[0].readyByClass, [.personalized: 2, .nonPersonalized: 1],
+                       "operators see what each class holds")
         let ad = inventory.show(by: outsideGDPR())
         XCTAssertEqual(ad.map { inventory.order(of: $0).privacy.privacyClass }, .personalized,
                        "the non-personalised ad is left to the viewer who may take only that")

@@ -240,6 +240,13 @@ extension VarlinkInterface {
             )
             """),
         .type("""
+            type ReadyByClass (
+              personalized: int,
+              non_personalized: int,
+              child_directed: int
+            )
+            """),
+        .type("""
             type Slot (
               id: string,
               format: string,
@@ -253,6 +260,8 @@ extension VarlinkInterface {
               shown_open: int,
               # the ids of the ready ads, oldest first
               ready_ads: []string,
+              # how many of them each privacy class holds (docs/privacy.md, "Inventory")
+              ready_by_class: ReadyByClass,
               ttl_s: int,
               # how many waterfall entries a refill asks at once (1: one after the other)
               parallel: int,

@@ -158,6 +158,7 @@ struct StatusJSON {
             "id": .string(s.config.id), "format": .string(s.config.format.rawValue),
             "ready": .int(Int64(s.ready)), "loading": .int(Int64(s.loading)), "shown_open": .int(Int64(s.shownOpen)),
             "ready_ads": .array(s.readyAds.map { .string(ids.external($0)) }),
+            "ready_by_class": .object(Dictionary(uniqueKeysWithValues: PrivacyClass.allCases.map { ($0.rawValue, .int(Int64(s.readyByClass[$0, default: 0]))) })),
             "ttl_s": .int(s.config.ttl.nanosecondsClamped / 1_000_000_000), "parallel": .int(Int64(s.config.parallel)),
             "waterfall": .array(zip(s.config.waterfall, s.entries).map { entry, state in
                 var object: [String: JSONValue] = [
