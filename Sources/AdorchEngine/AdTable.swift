@@ -61,14 +61,20 @@ struct AdTable: Sendable {
         return n
     }
 
-    /// `count(in:_:where:)` per privacy class, in one pass.
+    /// `count(in:_:where:)` per privacy class, in one pass: counted in place, not in a
+    /// dictionary, since refill asks on every input of slots that may hold a hundred ads.
     func countByClass(in slot: String, _ phase: AdRecord.Phase, where test: (AdRecord) -> Bool) -> [PrivacyClass: Int] {
-        var counts: [PrivacyClass: Int] = [:]
+        var (personalized, nonPersonalized, childDirected) = (0, 0, 0)
         for id in bySlot[slot]?[phase] ?? [] {
             let ad = records[id]!
-            if test(ad) { counts[ad.privacy.privacyClass, default: 0] += 1 }
+            guard test(ad) else { continue }
+            switch ad.privacy.privacyClass {
+            case .personalized: personalized += 1
+            case .nonPersonalized: nonPersonalized += 1
+            case .childDirected: childDirected += 1
+            }
         }
-        return counts
+        return [.personalized: personalized, .nonPersonalized: nonPersonalized, .childDirected: childDirected]
     }
 
     /// The slot's ad in one state that passes `test` and comes first by `isBefore`.
