@@ -62,7 +62,7 @@ extension Engine {
             // viewer no class its plugin can be asked for.
             guard canLoad(from: entry.plugin), slot.entries[index].backoffUntil <= now,
                   paces[entry.plugin]?.admits(at: now) ?? true, mayStartLoad(to: entry.plugin, for: request.slot),
-                  let privacy = loadPrivacy(for: request.privacy, from: entry.privacy)
+                  let privacy = settings.privacy.loadPrivacy(for: request.privacy, from: entry.privacy)
             else { continue }
             requests[rid] = request
             guard case .load(var order) = startLoad(request.slot, entryIndex: index, privacy: privacy, now: now) else { return [] }
@@ -133,14 +133,6 @@ extension Engine {
         // The load freed its place in the network, kept for the slots waiting for one: they
         // take it now, as after any other load's end, not at the next input.
         return effects + finish(rid, .success(shown)) + refillWanting(now: now)
-    }
-
-    /// A Load's privacy from one network: the best class `viewer` allows from it that its
-    /// plugin can be asked for, with their signals; nil when there is none.
-    func loadPrivacy(for viewer: ViewerPrivacy?, from network: NetworkPrivacy) -> LoadPrivacy? {
-        let allowed = settings.privacy.allowedClasses(viewer, for: network)
-        return PrivacyClass.preference.lazy.filter(allowed.contains).map { LoadPrivacy($0, for: viewer?.signals) }
-            .first { network.receivesSignals || !$0.needsSignals }
     }
 
     mutating func finish(_ rid: RequestID, _ result: Result<[ShownAd], LoadFailure>) -> [Effect] {

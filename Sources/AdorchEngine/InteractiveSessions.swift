@@ -19,6 +19,8 @@ public struct InteractiveSessions: Sendable {
     public let maxLife: Duration
     /// What one uid may hold: live sessions, and how long one may wait unstarted.
     public var budgets = UIDBudgets()
+    /// What a viewer who said little or nothing allows: a session's class (docs/privacy.md, "Inventory").
+    public var privacy = PrivacySettings()
 
     public init(memory: Duration = .seconds(600), maxLive: Int = 1000, maxLife: Duration = .seconds(3600)) {
         self.memory = memory
@@ -40,7 +42,9 @@ public struct InteractiveSessions: Sendable {
     /// InitInteractive: a fresh plugin object that starts fetching at once. `plugin` is the
     /// first loaded plugin of the slot's waterfall that runs interactive sessions, if any.
     /// The session is `owner`'s: only it (and root) may start, pause, resume or stop it.
-    public mutating func initiate(_ id: AdID, slot: SlotConfig, plugin: WaterfallEntry?, request: InteractiveRequest,
+    /// `viewer`: their privacy signals (nil: they set none); the session is fetched under the
+    /// best class they allow from the plugin's network, and refused when they allow none.
+    public mutating func initiate(_ id: AdID, slot: SlotConfig, plugin: WaterfallEntry?, viewer: ViewerPrivacy?, request: InteractiveRequest,
                                   owner: UInt32?, now: Moment) -> Result<[Effect], SessionError> {
         guard slot.format == .interactive else {
             return .failure(.invalidParameter(name: "slot", reason: "\(slot.id) is \(slot.format.slotInWords): \(slot.format.howToUse)"))
@@ -55,6 +59,9 @@ public struct InteractiveSessions: Sendable {
         guard live.count < maxLive else {
             return .failure(.unavailable(slot: slot.id, reason: "\(maxLive) sessions are live already: stop one first"))
         }
+        guard let classed = privacy.loadPrivacy(for: viewer, from: entry.privacy) else {
+            return .failure(.unavailable(slot: slot.id, reason: "\(entry.plugin) may serve this viewer no ad their privacy signals allow"))
+        }
         live[id] = Session(slot: slot.id, plugin: entry.plugin, owner: owner, fetchTimeout: slot.fetchTimeout, startTimeout: slot.startTimeout,
                            fetchDeadline: now + slot.fetchTimeout, unstartedDeadline: now + budgets.unstartedSessionTimeout,
                            endsAt: now + maxLife)
@@ -64,7 +71,7 @@ public struct InteractiveSessions: Sendable {
         return .success([.load(LoadOrder(
             adID: id, plugin: entry.plugin, slotID: slot.id, format: .interactive, entry: fetching,
             deadline: now + slot.fetchTimeout, reward: nil, testMode: slot.testMode, targetingJSON: slot.targetingJSON,
-            interactive: request
+            interactive: request, privacy: classed
         ))])
     }
 

@@ -18,6 +18,15 @@ public struct PrivacySettings: Sendable, Equatable {
         guard let viewer else { return unsetViewer.map { Set([$0]).intersection(network.servedClasses) } ?? [] }
         return viewer.state.allowedClasses(for: network, gdprWhenUnknown: gdprWhenUnknown)
     }
+
+    /// A load made for `viewer` alone (a Load, an interactive session): the best class they
+    /// allow from `network` that its plugin can be asked for, with their signals; nil when
+    /// there is none.
+    public func loadPrivacy(for viewer: ViewerPrivacy?, from network: NetworkPrivacy) -> LoadPrivacy? {
+        let allowed = allowedClasses(viewer, for: network)
+        return PrivacyClass.preference.lazy.filter(allowed.contains).map { LoadPrivacy($0, for: viewer?.signals) }
+            .first { network.receivesSignals || !$0.needsSignals }
+    }
 }
 
 extension PrivacyClass {

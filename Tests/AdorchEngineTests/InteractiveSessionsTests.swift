@@ -15,7 +15,7 @@ final class InteractiveSessionsTests: XCTestCase {
     private let request = InteractiveRequest(creativeURL: "https://x.invalid/c.js", adParametersJSON: #"{"k":1}"#, slotType: .midroll)
 
     private func initiate(_ id: AdID) throws {
-        effects += try sessions.initiate(id, slot: slot, plugin: slot.waterfall[0], request: request, owner: app, now: now).get()
+        effects += try sessions.initiate(id, slot: slot, plugin: slot.waterfall[0], viewer: nil, request: request, owner: app, now: now).get()
     }
 
     private func report(_ report: PluginReport, _ id: AdID) {
@@ -200,13 +200,13 @@ final class InteractiveSessionsTests: XCTestCase {
 
     func testRefusalsBeforeAnySession() {
         let banner = SlotConfig(id: "b", format: .banner, waterfall: slot.waterfall)
-        XCTAssertEqual(sessions.initiate(1, slot: banner, plugin: banner.waterfall[0], request: request, owner: app, now: now).failureValue,
+        XCTAssertEqual(sessions.initiate(1, slot: banner, plugin: banner.waterfall[0], viewer: nil, request: request, owner: app, now: now).failureValue,
                        .invalidParameter(name: "slot", reason: "b is a banner slot: its ads are loaded on demand with Load"))
-        XCTAssertEqual(sessions.initiate(1, slot: slot, plugin: nil, request: request, owner: app, now: now).failureValue,
+        XCTAssertEqual(sessions.initiate(1, slot: slot, plugin: nil, viewer: nil, request: request, owner: app, now: now).failureValue,
                        .unavailable(slot: "i", reason: "no plugin of i's waterfall that runs interactive sessions is loaded"))
         var small = InteractiveSessions(maxLive: 1)
-        XCTAssertNotNil(try? small.initiate(1, slot: slot, plugin: slot.waterfall[0], request: request, owner: app, now: now).get())
-        XCTAssertEqual(small.initiate(2, slot: slot, plugin: slot.waterfall[0], request: request, owner: app, now: now).failureValue,
+        XCTAssertNotNil(try? small.initiate(1, slot: slot, plugin: slot.waterfall[0], viewer: nil, request: request, owner: app, now: now).get())
+        XCTAssertEqual(small.initiate(2, slot: slot, plugin: slot.waterfall[0], viewer: nil, request: request, owner: app, now: now).failureValue,
                        .unavailable(slot: "i", reason: "1 sessions are live already: stop one first"))
     }
 
@@ -224,7 +224,7 @@ final class InteractiveSessionsTests: XCTestCase {
 
     func testARendererThatNeverEndsIsEndedAfterTheMaximumLife() throws {
         var bounded = InteractiveSessions(maxLife: .seconds(100))
-        effects += try bounded.initiate(1, slot: slot, plugin: slot.waterfall[0], request: request, owner: app, now: now).get()
+        effects += try bounded.initiate(1, slot: slot, plugin: slot.waterfall[0], viewer: nil, request: request, owner: app, now: now).get()
         effects += bounded.pluginReported(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil), for: 1, from: "p", now: now)
         effects += try bounded.start(1, by: app, now: now).get()
         effects += bounded.pluginReported(.other(name: "started", detailJSON: nil), for: 1, from: "p", now: now)
@@ -250,12 +250,12 @@ final class InteractiveSessionsTests: XCTestCase {
         sessions.budgets.maxSessions = 2
         try initiate(1)
         try initiate(2)
-        XCTAssertEqual(sessions.initiate(3, slot: slot, plugin: slot.waterfall[0], request: request, owner: app, now: now).failureValue,
+        XCTAssertEqual(sessions.initiate(3, slot: slot, plugin: slot.waterfall[0], viewer: nil, request: request, owner: app, now: now).failureValue,
                        .tooManySessions(uid: app, live: 2, limit: 2))
         XCTAssertEqual(sessions.liveCount(in: "i"), 2, "the refused session was never made")
-        XCTAssertNoThrow(try sessions.initiate(3, slot: slot, plugin: slot.waterfall[0], request: request, owner: app + 1, now: now).get())
+        XCTAssertNoThrow(try sessions.initiate(3, slot: slot, plugin: slot.waterfall[0], viewer: nil, request: request, owner: app + 1, now: now).get())
         for id: AdID in 4...6 {
-            XCTAssertNoThrow(try sessions.initiate(id, slot: slot, plugin: slot.waterfall[0], request: request, owner: 0, now: now).get())
+            XCTAssertNoThrow(try sessions.initiate(id, slot: slot, plugin: slot.waterfall[0], viewer: nil, request: request, owner: 0, now: now).get())
         }
         effects += try sessions.stop(1, by: app, now: now).get()
         try initiate(7)

@@ -210,4 +210,21 @@ final class InventoryTests: XCTestCase {
         guard case .completeLoad(2, .failure(let failure)) = refused.last else { return XCTFail("\(refused)") }
         XCTAssertEqual(failure.attempts, [], "no entry may serve a viewer who consented to no vendor")
     }
+
+    // MARK: Interactive sessions
+
+    func testASessionIsFetchedUnderTheBestClassTheViewerAllowsOrRefused() throws {
+        let slot = SlotConfig(id: "i", format: .interactive, buffer: 0,
+                              waterfall: [WaterfallEntry(plugin: "p", adUnitID: "u", privacy: NetworkPrivacy(gvlID: 1))])
+        let request = InteractiveRequest(creativeURL: "https://x.invalid/c.js", adParametersJSON: "{}", slotType: .midroll)
+        var sessions = InteractiveSessions()
+        func privacy(_ effects: [Effect]) -> LoadPrivacy? { effects.compactMap { if case .load(let o) = $0 { o.privacy } else { nil } }.first }
+        let unset = try sessions.initiate(1, slot: slot, plugin: slot.waterfall[0], viewer: nil, request: request, owner: 7, now: .zero).get()
+        XCTAssertEqual(privacy(unset), LoadPrivacy(.nonPersonalized, for: nil))
+        let consented = try sessions.initiate(2, slot: slot, plugin: slot.waterfall[0], viewer: consenting([1]), request: request, owner: 7, now: .zero).get()
+        XCTAssertEqual(privacy(consented), LoadPrivacy(.personalized, for: consenting([1]).signals))
+        XCTAssertEqual(sessions.initiate(3, slot: slot, plugin: slot.waterfall[0], viewer: consenting([2]), request: request, owner: 7, now: .zero).failureValue,
+                       .unavailable(slot: "i", reason: "p may serve this viewer no ad their privacy signals allow"))
+        XCTAssertEqual(sessions.liveCount(in: "i"), 2, "the refusal changed nothing")
+    }
 }

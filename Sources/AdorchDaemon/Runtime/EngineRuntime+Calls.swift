@@ -143,7 +143,7 @@ extension EngineRuntime {
             guard let slot = config.slots.first(where: { $0.id == slotID }) else { return completion(.failure(.slotNotFound(slotID))) }
             let entry = slot.waterfall.first { plugins[$0.plugin]?.info.formats.contains(.interactive) == true }
             let id = engine.issueID()
-            switch sessions.initiate(id, slot: slot, plugin: entry, request: request, owner: owner, now: now()) {
+            switch sessions.initiate(id, slot: slot, plugin: entry, viewer: nil, request: request, owner: owner, now: now()) {
             case .success(let effects):
                 logger.info("session \(ids.external(id)) initialized in \(slotID) (\(request.slotType.rawValue)) with \(entry?.plugin ?? "?")",
                             metadata: ["slot": "\(slotID)", "session_id": "\(ids.external(id))"])

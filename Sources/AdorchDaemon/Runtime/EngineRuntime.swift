@@ -230,6 +230,7 @@ final class EngineRuntime: Sendable {
         // Back after the new slots are in place: their first loads use the new waterfalls.
         for name in plugins.loaded.keys.sorted() where engine.isDown(name) { apply(engine.pluginRestored(name, now: now())) }
         sessions.budgets = next.scheduler.budgets
+        sessions.privacy = next.scheduler.privacy
         let interactive = Set(next.slots.filter { $0.format == .interactive }.map(\.id))
         apply(sessions.endAll(where: { slot, plugin in !interactive.contains(slot) || removed.contains(plugin) },
                               reason: "the reload removed its slot or its plugin", now: now()))

@@ -46,6 +46,7 @@ final class RuntimeState {
         self.config = config
         engine = Engine(slots: [], plugins: [], settings: config.scheduler)
         sessions.budgets = config.scheduler.budgets
+        sessions.privacy = config.scheduler.privacy
         estimatesFile = EstimatesFile(stateDir: stateDir)
         feed = EventFeed(logger: logger, ids: ids)
         plugins = PluginRegistry(logger: logger, options: options)
