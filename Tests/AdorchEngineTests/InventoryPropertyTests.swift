@@ -11,8 +11,8 @@ import XCTest
 /// needs them; and no class is loaded that no viewer of the slot asked for, but the unset
 /// viewer's while the slot is cold. Seeded: a failure names its seed.
 final class InventoryPropertyTests: XCTestCase {
-    private static let seeds: ClosedRange<UInt64> = 1...150
-    private static let steps = 250
+    private static let seeds: ClosedRange<UInt64> = 1...300
+    private static let steps = 125
     static let plugins = ["n0", "n1", "n2", "n3"]
 
     func testNoAdOrLoadEverBreaksAViewersSignals() {
