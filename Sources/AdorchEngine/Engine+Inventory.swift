@@ -34,13 +34,14 @@ extension Engine {
     /// the signals the loads of each class they allow there carry from now. A class they
     /// allowed there before and no longer do is withdrawn, so their old consent is not sent.
     mutating func noteViewer(_ viewer: ViewerPrivacy?, user: CapUser, of slotID: String, now: Moment) {
-        guard let slot = slots[slotID] else { return }
-        let allowed = allowedClasses(viewer, in: slot)
+        // No copy of the slot is held while it is written: each write would copy its entries.
+        guard slots[slotID] != nil else { return }
+        let allowed = allowedClasses(viewer, in: slots[slotID]!)
         for (index, classes) in allowed.enumerated() {
             for privacyClass in PrivacyClass.allCases {
                 if classes.contains(privacyClass) {
                     slots[slotID]!.entries[index].viewers[privacyClass] = ClassViewer(privacy: viewer, user: user, at: now)
-                } else if slot.entries[index].viewers[privacyClass]?.user == user {
+                } else if slots[slotID]!.entries[index].viewers[privacyClass]?.user == user {
                     slots[slotID]!.entries[index].viewers[privacyClass] = nil
                 }
             }
@@ -53,12 +54,12 @@ extension Engine {
     /// reached yet), the unset viewer's class has it all, so that apps that set no privacy
     /// find their ads as before; with `unsetViewer` nil, none has any.
     func classShares(of slot: SlotState, now: Moment) -> [PrivacyClass: Double] {
-        var rates: [PrivacyClass: Double] = [:]
-        for (privacyClass, demand) in slot.classDemand {
-            guard let last = demand.lastShow, last + Self.classMemory > now else { continue }
-            rates[privacyClass] = max(demand.longRate(at: now), demand.shortRate(at: now))
+        let asked = slot.classDemand.filter { $0.value.lastShow.map { $0 + Self.classMemory > now } ?? false }
+        // One class, the common case (every app that sets no signals): no rate to work out.
+        guard asked.count > 1 else {
+            return asked.first.map { [$0.key: 1] } ?? settings.privacy.unsetViewer.map { [$0: 1] } ?? [:]
         }
-        guard !rates.isEmpty else { return settings.privacy.unsetViewer.map { [$0: 1] } ?? [:] }
+        let rates = asked.mapValues { max($0.longRate(at: now), $0.shortRate(at: now)) }
         let total = rates.values.reduce(0, +)
         return rates.mapValues { $0 / total }
     }
@@ -69,6 +70,7 @@ extension Engine {
     /// before it expires (the ½ test of every ad held).
     func classTargets(of slot: SlotState, total: Int, now: Moment) -> [PrivacyClass: Int] {
         let shares = classShares(of: slot, now: now)
+        if shares.count == 1, let only = shares.first { return [only.key: total] }
         let classes = PrivacyClass.preference.filter { shares[$0] != nil }
         var floor: [Bool] = classes.map { _ in true }
         if slot.config.isDemandAware, classes.count > 1 {
