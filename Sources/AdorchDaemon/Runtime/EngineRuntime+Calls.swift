@@ -136,14 +136,16 @@ extension EngineRuntime {
     }
 
     /// InitInteractive: a new session in the slot, fetching at once; answers its id. The
-    /// session is `owner`'s, within its sessions budget.
+    /// session is `owner`'s, within its sessions budget, and fetched under the privacy `owner`
+    /// set for its app (InitInteractive names no user).
     func initInteractive(slot slotID: String, _ request: InteractiveRequest, owner: UInt32?,
                          completion: @escaping @Sendable (Result<String, SessionCallError>) -> Void) {
         queue.async { [self] in
             guard let slot = config.slots.first(where: { $0.id == slotID }) else { return completion(.failure(.slotNotFound(slotID))) }
             let entry = slot.waterfall.first { plugins[$0.plugin]?.info.formats.contains(.interactive) == true }
             let id = engine.issueID()
-            switch sessions.initiate(id, slot: slot, plugin: entry, viewer: nil, request: request, owner: owner, now: now()) {
+            let viewer = privacyBook?.resolve(call: nil, uid: owner, userID: nil).privacy
+            switch sessions.initiate(id, slot: slot, plugin: entry, viewer: viewer, request: request, owner: owner, now: now()) {
             case .success(let effects):
                 logger.info("session \(ids.external(id)) initialized in \(slotID) (\(request.slotType.rawValue)) with \(entry?.plugin ?? "?")",
                             metadata: ["slot": "\(slotID)", "session_id": "\(ids.external(id))"])
