@@ -154,7 +154,11 @@ final class PrivacySignalsTests: XCTestCase {
     /// before. Its random stream is seeded, so the counts are the same every run.
     func testSimFillsLessForLoadsThatAreNotPersonalisedAndAsBeforeForPersonalisedOnes() throws {
         let reports = Reports()
-        let sim = try LoadedPlugin(name: "sim", path: productsDirectory.appendingPathComponent("libadorch-plugin-sim.so").path, configJSON: "{}",
+        // A copy of its own: a process holds one library once, and the test after this one
+        // loads sim's file in process before this test's instance may be gone.
+        let copy = scratch.appendingPathComponent("sim-fills.so")
+        try FileManager.default.copyItem(at: productsDirectory.appendingPathComponent("libadorch-plugin-sim.so"), to: copy)
+        let sim = try LoadedPlugin(name: "sim", path: copy.path, configJSON: "{}",
                                    logger: Logger(label: "test"), onReport: reports.handler)
         defer { sim.shutdown() }
         let perClass = 400
