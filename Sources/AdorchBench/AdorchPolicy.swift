@@ -3,7 +3,9 @@ import AdorchEngine
 /// adorch: the daemon's own engine, unchanged, driven by the simulator's clock. On a capped
 /// day the engine holds the day's rules itself, and the app asks it for every request; or,
 /// as the control that tells what the engine's handling of caps changes, the app checks
-/// them itself and the engine knows nothing of them, as for the references.
+/// them itself and the engine knows nothing of them, as for the references. On the privacy
+/// day (`DayPrivacy`) each Show carries its viewer's privacy and each network its declaration;
+/// on any other day, none and the defaults, as a daemon whose apps set nothing.
 public final class AdorchPolicy: PreloadPolicy {
     public let name: String
     private let capsInEngine: Bool
@@ -33,7 +35,10 @@ public final class AdorchPolicy: PreloadPolicy {
         let w = sim.workload
         networkIndex = Dictionary(uniqueKeysWithValues: w.networks.enumerated().map { ($1.name, $0) })
         slotIDs = w.slots.map(\.id)
-        let waterfall = w.networks.map { WaterfallEntry(plugin: $0.name, timeout: .milliseconds(Int64($0.timeoutSeconds * 1000))) }
+        let waterfall = w.networks.enumerated().map { index, network in
+            WaterfallEntry(plugin: network.name, timeout: .milliseconds(Int64(network.timeoutSeconds * 1000)),
+                           privacy: sim.privacy?.networks[index] ?? NetworkPrivacy())
+        }
         // As a user would run it: the workload's buffer is the floor of a demand-aware buffer.
         let slots = w.slots.enumerated().map { index, slot in
             var config = SlotConfig(id: slot.id, format: slot.format, buffer: slot.buffer, bufferMax: SlotConfig.defaultBufferMax,
@@ -50,7 +55,8 @@ public final class AdorchPolicy: PreloadPolicy {
         for effect in effects {
             switch effect {
             case .load(let order):
-                let load = sim.load(slot: slotIDs.firstIndex(of: order.slotID)!, network: networkIndex[order.plugin]!)
+                let load = sim.load(slot: slotIDs.firstIndex(of: order.slotID)!, network: networkIndex[order.plugin]!,
+                                    privacyClass: order.privacy.privacyClass)
                 engineIDForLoad[load] = order.adID
             case .destroy(let id, _):
                 if let ad = simAd.removeValue(forKey: id) { sim.drop(ad) }
@@ -67,7 +73,7 @@ public final class AdorchPolicy: PreloadPolicy {
     }
 
     public func show(slot: Int, user: Int, _ sim: DaySimulator) -> Int? {
-        switch requestShow(slot: slotIDs[slot], userID: Audience.id(user), sim) {
+        switch requestShow(slot: slotIDs[slot], user: user, sim) {
         case .success(let shown):
             // Taken from the map first: the close destroys the ad, which must not drop it as unshown.
             let ad = simAd.removeValue(forKey: shown.id)
@@ -88,18 +94,18 @@ public final class AdorchPolicy: PreloadPolicy {
     /// hand out an ad the check refused. The Capped answer then missing from `cappedAt` tells.
     public func refused(slot: Int, user: Int, _ sim: DaySimulator) {
         guard capsInEngine else { return }
-        let (id, userID, now) = (slotIDs[slot], Audience.id(user), Self.moment(sim.now))
-        guard engine.capHold(slot: id, user: CapUser(uid: nil, id: userID), now: now) != nil else { return }
-        if case .failure(.capped) = requestShow(slot: id, userID: userID, sim) { cappedAt[slot].append(sim.now) }
+        let (id, now) = (slotIDs[slot], Self.moment(sim.now))
+        guard engine.capHold(slot: id, user: CapUser(uid: nil, id: Audience.id(user)), now: now) != nil else { return }
+        if case .failure(.capped) = requestShow(slot: id, user: user, sim) { cappedAt[slot].append(sim.now) }
     }
 
     /// A Show as the daemon makes it (EngineRuntime.show): `requestShow`, the ad's plugin asked
     /// to present it and answering at once that it did (the day's networks always can), until
-    /// the call's `.completeShow`.
-    private func requestShow(slot: String, userID: String, _ sim: DaySimulator) -> Result<ShownAd, ShowError> {
+    /// the call's `.completeShow`. The user's privacy is the day's, or none.
+    private func requestShow(slot: String, user: Int, _ sim: DaySimulator) -> Result<ShownAd, ShowError> {
         let (request, now) = (nextRequest, Self.moment(sim.now))
         nextRequest += 1
-        var effects = engine.requestShow(slot: slot, userID: userID, privacy: nil, request: request, now: now)
+        var effects = engine.requestShow(slot: slot, userID: Audience.id(user), privacy: sim.privacy?.viewer[user], request: request, now: now)
         var outcome: Result<ShownAd, ShowError>?
         while !effects.isEmpty {
             var others: [Effect] = [], answers: [Effect] = []

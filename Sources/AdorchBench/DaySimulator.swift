@@ -1,3 +1,4 @@
+import AdorchEngine
 import Foundation
 
 /// What a network load ended with, as a policy sees it.
@@ -45,12 +46,21 @@ public struct DayResult: Sendable {
     public var slotFills: [Int] = []
     public var slotWasted: [Int] = []
     public var slotMisses: [Int] = []
+    /// On a day with a privacy mix (`DayPrivacy`), per group of viewers: requests, hits, and
+    /// misses per slot; and the ads a policy handed to a viewer their class is not allowed
+    /// for (a miss, not a hit). Empty and 0 on a day without one.
+    public var groupRequests: [Int] = []
+    public var groupHits: [Int] = []
+    public var groupSlotMisses: [[Int]] = []
+    public var wrongClass = 0
 
     /// The requests the policy was asked to serve.
     public var letIn: Int { requests - capped }
     public var hitRate: Double { letIn == 0 ? 0 : Double(hits) / Double(letIn) }
     public var waste: Double { fills == 0 ? 0 : Double(wasted) / Double(fills) }
     public var requestsPerShow: Double { hits == 0 ? .infinity : Double(loadCalls) / Double(hits) }
+    /// Group `g`'s hit rate; nil when it asked nothing.
+    public func groupHitRate(_ g: Int) -> Double? { groupRequests[g] == 0 ? nil : Double(groupHits[g]) / Double(groupRequests[g]) }
 
     /// The simulated wait of a request that found nothing (0 for hits), at percentile p.
     public func waitPercentile(_ p: Double) -> Double {
@@ -67,6 +77,9 @@ public final class DaySimulator {
     public let trace: Trace
     /// The app-side frequency check the day runs behind, if any.
     public let caps: DayCaps?
+    /// The viewers' privacy and the networks' declarations, on the privacy day only: nil,
+    /// every viewer set nothing and every network declares the config's defaults.
+    public let privacy: DayPrivacy?
     /// The times of the requests a policy is asked to serve, per slot: the trace's, less
     /// those the day's caps refuse (what an oracle may know ahead).
     public let letIn: [[Double]]
@@ -86,27 +99,38 @@ public final class DaySimulator {
 
     private struct Ad {
         var slot: Int
+        var network: Int
+        /// The class the policy loaded it under, if it says.
+        var privacyClass: PrivacyClass?
         var expiresAt: Double
         var shown = false
         var droppedAt: Double?
     }
 
-    public init(workload: Workload, trace: Trace, caps: DayCaps?, policy name: String) {
+    public init(workload: Workload, trace: Trace, caps: DayCaps?, privacy: DayPrivacy? = nil, policy name: String) {
         self.workload = workload
         self.trace = trace
         self.caps = caps
+        self.privacy = privacy
         refused = caps?.refused(in: trace) ?? trace.requests.map { $0.map { _ in false } }
         letIn = zip(trace.requests, refused).map { times, refused in zip(times, refused).filter { !$0.1 }.map(\.0) }
         outcomes = trace.outcomes()
         result = DayResult(policy: name, slotFills: workload.slots.map { _ in 0 }, slotMisses: workload.slots.map { _ in 0 })
+        if let privacy {
+            result.groupRequests = privacy.mix.groups.map { _ in 0 }
+            result.groupHits = result.groupRequests
+            result.groupSlotMisses = privacy.mix.groups.map { _ in workload.slots.map { _ in 0 } }
+        }
         recentLoads = workload.networks.map { _ in [] }
         limitedUntil = workload.networks.map { _ in 0 }
         pendingMisses = workload.slots.map { _ in [] }
     }
 
-    /// Runs the day, behind the app-side check of `caps` if given, and returns what happened.
-    public static func run(_ policy: PreloadPolicy, workload: Workload, trace: Trace, caps: DayCaps? = nil) -> DayResult {
-        let sim = DaySimulator(workload: workload, trace: trace, caps: caps, policy: policy.name)
+    /// Runs the day, behind the app-side check of `caps` if given, with the viewers' and
+    /// networks' `privacy` if given, and returns what happened.
+    public static func run(_ policy: PreloadPolicy, workload: Workload, trace: Trace, caps: DayCaps? = nil,
+                           privacy: DayPrivacy? = nil) -> DayResult {
+        let sim = DaySimulator(workload: workload, trace: trace, caps: caps, privacy: privacy, policy: policy.name)
         for (slot, times) in trace.requests.enumerated() {
             for (i, t) in times.enumerated() { sim.events.push(t, .request(slot, i)) }
         }
@@ -125,9 +149,10 @@ public final class DaySimulator {
 
     // MARK: For policies
 
-    /// Starts one network load for a slot; its result arrives through `loadFinished`.
+    /// Starts one network load for a slot, under `privacyClass` if the policy has classes;
+    /// its result arrives through `loadFinished`.
     @discardableResult
-    public func load(slot: Int, network: Int) -> Int {
+    public func load(slot: Int, network: Int, privacyClass: PrivacyClass? = nil) -> Int {
         loadCount += 1
         result.loadCalls += 1
         let n = workload.networks[network]
@@ -148,7 +173,7 @@ public final class DaySimulator {
             let answer: LoadResult
             switch outcome.kind {
             case .fill:
-                ads.append(Ad(slot: slot, expiresAt: done + n.ttlSeconds))
+                ads.append(Ad(slot: slot, network: network, privacyClass: privacyClass, expiresAt: done + n.ttlSeconds))
                 answer = .fill(ad: ads.count - 1, expiresAt: done + n.ttlSeconds)
             case .noFill: answer = .noFill
             case .error: answer = .error
@@ -172,16 +197,30 @@ public final class DaySimulator {
     private func request(_ slot: Int, _ i: Int, _ policy: PreloadPolicy) {
         result.requests += 1
         let user = trace.users[slot][i]
+        let group = privacy?.group[user]
+        if let group { result.groupRequests[group] += 1 }
         if refused[slot][i] {
             result.capped += 1
             policy.refused(slot: slot, user: user, self)
-        } else if let ad = policy.show(slot: slot, user: user, self), ads.indices.contains(ad), ads[ad].slot == slot, isValid(ad) {
+        } else if let ad = policy.show(slot: slot, user: user, self), ads.indices.contains(ad), ads[ad].slot == slot, isValid(ad),
+                  allowed(ad, to: user) {
             ads[ad].shown = true
             result.hits += 1
+            if let group { result.groupHits[group] += 1 }
         } else {
             result.slotMisses[slot] += 1
+            if let group { result.groupSlotMisses[group][slot] += 1 }
             pendingMisses[slot].append(now)
         }
+    }
+
+    /// On a privacy day, an ad goes only to a viewer its class is allowed for from its
+    /// network; one handed to any other is counted, and its request is a miss.
+    private func allowed(_ ad: Int, to user: Int) -> Bool {
+        guard let privacy, let privacyClass = ads[ad].privacyClass else { return true }
+        if privacy.allows(privacyClass, from: ads[ad].network, to: user) { return true }
+        result.wrongClass += 1
+        return false
     }
 
     private func finish(_ load: Int, _ slot: Int, _ network: Int, _ outcome: LoadResult, _ policy: PreloadPolicy) {
