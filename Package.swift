@@ -14,7 +14,7 @@ let staticSwiftRuntime = [
     "-use-ld=lld",
 ]
 
-// adorchd's release link, for its idle footprint (BENCHMARKS.md, 3. Footprint; scripts/footprint.py
+// adorchd's release link, for its idle footprint (BENCHMARKS.md, 4. Footprint; scripts/footprint.py
 // shows where the memory is). With the Swift runtime, Foundation and ICU as shared objects, an
 // idle daemon held 30 MB of their pages: dynamic symbol tables and relocations (2 MB a library),
 // and 64 KB of code around every function the start-up touches (the kernel's fault-around).

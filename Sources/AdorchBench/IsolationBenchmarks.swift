@@ -28,7 +28,7 @@ public struct RecoveryTrial: Sendable {
     public var toShown: Duration
 }
 
-// MARK: 6. Plugin isolation
+// MARK: 7. Plugin isolation
 
 extension ServiceBenchmarks {
     /// Issue 22's targets are at these concurrencies.
@@ -175,7 +175,7 @@ extension ServiceBenchmarks {
             targets.append(("a crashed host is replaced and serving again within \(Self.recoveryTarget.components.seconds) s (median \(ms(medianShown.seconds * 1000)) ms, " +
                             "max \(ms(maxShown.seconds * 1000)) ms, host \(slowest.killedPID) → \(slowest.newPID))", maxShown <= Self.recoveryTarget))
         }
-        return BenchSection(title: "6. Plugin isolation", text: text, targets: targets, rows: rows.map(\.figures),
+        return BenchSection(title: "7. Plugin isolation", text: text, targets: targets, rows: rows.map(\.figures),
                             measures: ["recovery_median_ms": shown.isEmpty ? 0 : shown[shown.count / 2].seconds * 1000])
     }
 }

@@ -173,7 +173,7 @@ public struct ServiceBenchmarks {
             + "\n\n" + Self.showReportPath
     }
 
-    // MARK: 3. Footprint
+    // MARK: 4. Footprint
 
     public func footprint() throws -> BenchSection {
         // Idle on the default config: the embedded one, plugins found next to the binary.
@@ -229,7 +229,7 @@ public struct ServiceBenchmarks {
             \(table)
 
             """
-        return BenchSection(title: "3. Footprint", text: text, targets: [
+        return BenchSection(title: "4. Footprint", text: text, targets: [
             ("idle RSS ≤ 20 MB (peak \(mib(idleMemory.peak)))", idleMemory.peak <= 20 * 1_000_000),
             ("exec → READY=1 ≤ 50 ms on the default config (median \(ms(medianReady.seconds * 1000)) ms)", medianReady <= .milliseconds(50)),
             ("idle CPU ≤ 0.1 % of a core (\(String(format: "%.4f", idleShare * 100)) %)", idleShare <= 0.001),
@@ -237,7 +237,7 @@ public struct ServiceBenchmarks {
                       "bytes_per_ad": perAd, "ready_ms": medianReady.seconds * 1000, "idle_cpu_share": idleShare])
     }
 
-    // MARK: 4. Scale
+    // MARK: 5. Scale
 
     public func scaling() throws -> BenchSection {
         func showLatency(slots: Int, subscribers: Int) throws -> LatencyFigures {
@@ -272,7 +272,7 @@ public struct ServiceBenchmarks {
 
             """
         let ratio = many.p50 / few.p50
-        return BenchSection(title: "4. Scale", text: text, targets: [
+        return BenchSection(title: "5. Scale", text: text, targets: [
             ("\(scale.manySlots) slots cost Show at most 2 × what \(scale.fewSlots) slots cost (p50 \(String(format: "%.2f", ratio)) ×)",
              ratio <= 2 && many.errors == 0 && few.errors == 0),
         ], rows: [few, many, one, crowd])

@@ -49,7 +49,7 @@ public struct WireBenchmark {
         text += String(format: "\nDecoding is %.1f× and encoding %.1f× as fast as through Foundation.", decodeSpeedup, encodeSpeedup)
         if !counting { text += " Allocations are not counted in a sanitizer build." }
         text += "\n"
-        return BenchSection(title: "5. The wire", text: text, targets: [], measures: [
+        return BenchSection(title: "6. The wire", text: text, targets: [], measures: [
             "decode_foundation_ns": rows[0].nanoseconds, "decode_ns": rows[1].nanoseconds,
             "encode_foundation_ns": rows[2].nanoseconds, "encode_ns": rows[3].nanoseconds,
         ])

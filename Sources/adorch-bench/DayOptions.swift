@@ -2,8 +2,9 @@ import AdorchBench
 import ArgumentParser
 import Foundation
 
-/// The day benchmark's options and its section: the standard day, then the family of
-/// generated days (or one day of the family, in full).
+/// The day benchmark's options and its sections: the standard day, then the family of
+/// generated days (or one day of the family, in full); and the privacy day, adorch alone on
+/// the same days with the viewers' privacy mix.
 struct DayOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The standard day's workload file.", valueName: "PATH")) var workload = "bench/workload.toml"
     @Option(help: "Simulate this many hours a day instead of the files' (a smoke run).") var hours: Double?
@@ -26,10 +27,19 @@ struct DayOptions: ParsableArguments {
         if let day, day < 1 { throw ValidationError("--day counts from 1") }
     }
 
-    func section() throws -> BenchSection {
-        if let day { return try oneDay(day) }
+    /// The day's section, the privacy day's, or both (what `day` and `all` print).
+    func sections(day wantsDay: Bool = true, privacy wantsPrivacy: Bool = true) throws -> [BenchSection] {
+        if let day {
+            let (w, origin) = try familyDay(day)
+            return (wantsDay ? [oneDay(day, w, origin)] : []) + (wantsPrivacy ? [privacySection([w], title: "Day \(day) of the family, with the privacy mix")] : [])
+        }
         var w = try Workload.load(path: workload)
         if let hours { w.hours = hours }
+        let (days, origin, file) = try familyDays()
+        return (wantsDay ? [daySection(w, days, origin, file)] : []) + (wantsPrivacy ? [privacySection([w] + days, title: "3. The privacy day")] : [])
+    }
+
+    private func daySection(_ w: Workload, _ days: [Workload], _ origin: String, _ file: String) -> BenchSection {
         let started = ContinuousClock.now
         let standard = DayBenchmark.run(w)
         var text = """
@@ -43,7 +53,6 @@ struct DayOptions: ParsableArguments {
             text += "\n" + capped.text
             targets += capped.targets
         }
-        let (days, origin, file) = try familyDays()
         if !days.isEmpty {
             let family = FamilyBenchmark.run(days)
             text += "\nThe family: \(origin), kept in `\(file)`.\n\n" + family.report(file: file)
@@ -82,18 +91,41 @@ struct DayOptions: ParsableArguments {
         return w
     }
 
-    /// One day of the family, in full: to look into a day the summary singles out.
-    private func oneDay(_ k: Int) throws -> BenchSection {
-        let w: Workload, origin: String
-        if let familyFile {
-            (w, origin) = (withHours(try Workload.load(path: familyFile, day: k)), "From `\(familyFile)`")
-        } else {
-            var ranges = try DayFamily.load(path: familyRanges)
-            if let familySeed { ranges.seed = familySeed }
-            if let hours { ranges.hours = hours }
-            ranges.count = k
-            (w, origin) = (ranges.days()[k - 1], "Drawn from `\(familyRanges)` with seed \(ranges.seed)")
+    /// The privacy day: adorch alone on the first of `days` with the mix, then on the rest
+    /// (the family) if any.
+    private func privacySection(_ days: [Workload], title: String) -> BenchSection {
+        let first = PrivacyDay.run(days[0])
+        let baseline = DaySimulator.run(AdorchPolicy(), workload: days[0], trace: Trace(days[0]))
+        var text = """
+            adorch alone on the day with each of its \(Audience.size) users' apps setting their privacy \
+            (`Sources/AdorchBench/AudiencePrivacy.swift`): \(first.groups.map { "\(Int(($0.share * 100).rounded())) % \($0.name)" }.joined(separator: ", ")) \
+            of the users, dealt by the day's seed. Each network serves non-personalised ads and every other one, from the first, \
+            serves children. The reference policies know nothing of privacy, so they are not run on the privacy day. A hit is an \
+            ad the viewer's class allows from its network, checked by the simulator against the rules (docs/privacy.md).
+
+            \(first.table(baseline: baseline))
+            """
+        var targets = first.targets
+        if days.count > 1 {
+            let family = PrivacyFamily.run(Array(days.dropFirst()))
+            text += "\n" + family.report
+            targets += family.targets
         }
+        return BenchSection(title: title, text: text.trimmingCharacters(in: .newlines), targets: targets)
+    }
+
+    /// Day `k` of the family, kept or drawn, and where it comes from.
+    private func familyDay(_ k: Int) throws -> (Workload, String) {
+        if let familyFile { return (withHours(try Workload.load(path: familyFile, day: k)), "From `\(familyFile)`") }
+        var ranges = try DayFamily.load(path: familyRanges)
+        if let familySeed { ranges.seed = familySeed }
+        if let hours { ranges.hours = hours }
+        ranges.count = k
+        return (ranges.days()[k - 1], "Drawn from `\(familyRanges)` with seed \(ranges.seed)")
+    }
+
+    /// One day of the family, in full: to look into a day the summary singles out.
+    private func oneDay(_ k: Int, _ w: Workload, _ origin: String) -> BenchSection {
         let run = DayBenchmark.run(w)
         return BenchSection(title: "Day \(k) of the family", text: """
             \(origin): \(DayFamily.describe(w)).

@@ -8,8 +8,8 @@ struct AdorchBenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "adorch-bench",
         abstract: "adorch's benchmarks: they print numbers beside the targets; they never fail on a slow machine.",
-        discussion: "`all` runs the six parts in order (what `make bench` does); each part also runs on its own.",
-        subcommands: [All.self, Control.self, Day.self, Footprint.self, Scale.self, Wire.self, Isolation.self, Load.self, Subscribe.self, SoakCommand.self, CyclesCommand.self]
+        discussion: "`all` runs the seven parts in order (what `make bench` does); each part also runs on its own.",
+        subcommands: [All.self, Control.self, Day.self, PrivacyDayCommand.self, Footprint.self, Scale.self, Wire.self, Isolation.self, Load.self, Subscribe.self, SoakCommand.self, CyclesCommand.self]
     )
 }
 
@@ -33,14 +33,15 @@ func emit(_ section: BenchSection) {
 }
 
 struct All: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Every part: redis, the day and its family, the footprint, the scale, the wire, plugin isolation.")
+    static let configuration = CommandConfiguration(
+        abstract: "Every part: redis, the day and its family, the privacy day, the footprint, the scale, the wire, plugin isolation.")
     @OptionGroup var daemon: DaemonOptions
     @OptionGroup var day: DayOptions
 
     func run() throws {
         let benchmarks = daemon.benchmarks
         emit(try benchmarks.controlAPI())
-        emit(try day.section())
+        try day.sections().forEach(emit)
         emit(try benchmarks.footprint())
         emit(try benchmarks.scaling())
         emit(WireBenchmark(iterations: daemon.smoke ? 2_000 : 200_000).run())
@@ -60,11 +61,22 @@ struct Day: ParsableCommand {
         discussion: """
             The standard day (--workload), then a family of days generated from the ranges of --family-ranges: \
             the summary over the family, adorch against each reference, its worst days and the targets. \
-            The family is written to a file first; --family-file replays it, --day K runs one of its days in full.
+            The family is written to a file first; --family-file replays it, --day K runs one of its days in full. \
+            Then the privacy day: adorch alone on the same days with the viewers' privacy mix.
             """
     )
     @OptionGroup var day: DayOptions
-    func run() throws { emit(try day.section()) }
+    func run() throws { try day.sections().forEach(emit) }
+}
+
+struct PrivacyDayCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "privacy-day",
+        abstract: "Only the privacy day: adorch alone on the standard day and the family with the viewers' privacy mix.",
+        discussion: "Takes the options of `day`; --day K runs day K of the family alone with the mix."
+    )
+    @OptionGroup var day: DayOptions
+    func run() throws { try day.sections(day: false).forEach(emit) }
 }
 
 struct Footprint: ParsableCommand {
