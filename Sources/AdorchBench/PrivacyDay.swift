@@ -101,13 +101,16 @@ public struct PrivacyFamily: Sendable {
     /// Group `g`'s hit rate on each day it asked anything.
     func hitRates(_ g: Int) -> [Double] { days.compactMap { $0.result.groupHitRate(g) } }
 
-    public var report: String {
-        var rows = [["day", "requests"] + groups.map { "\($0.name) hit (requests)" } + ["waste", "wasted / fills", "waste ≤ \(whole(PrivacyDay.wasteTarget))"]]
+    /// `baseline`: adorch on each day without the mix (the day section's runs), when at hand.
+    public func report(baseline: [DayResult]?) -> String {
+        let without: [String] = baseline == nil ? [] : ["without the mix: hit, waste"]
+        var rows = [["day", "requests"] + groups.map { "\($0.name) hit (requests)" } + ["waste", "wasted / fills", "waste ≤ \(whole(PrivacyDay.wasteTarget))"] + without]
         for (k, day) in days.enumerated() {
             let r = day.result
-            rows.append(["\(k + 1)", "\(r.requests)"] + groups.indices.map { g in
-                r.groupHitRate(g).map { "\(percent($0)) (\(r.groupRequests[g]))" } ?? "— (0)"
-            } + [percent(r.waste), "\(r.wasted) / \(r.fills)", r.waste <= PrivacyDay.wasteTarget ? "met" : "MISSED"])
+            let hits: [String] = groups.indices.map { g in r.groupHitRate(g).map { "\(percent($0)) (\(r.groupRequests[g]))" } ?? "— (0)" }
+            let waste: [String] = [percent(r.waste), "\(r.wasted) / \(r.fills)", r.waste <= PrivacyDay.wasteTarget ? "met" : "MISSED"]
+            let before: [String] = baseline.map { ["\(percent($0[k].hitRate)), \(percent($0[k].waste))"] } ?? []
+            rows.append(["\(k + 1)", "\(r.requests)"] + hits + waste + before)
         }
         var summary = [["viewers", "hit median", "hit p10", "hit min", "days with requests"]]
         for g in groups.indices {

@@ -36,10 +36,13 @@ struct DayOptions: ParsableArguments {
         var w = try Workload.load(path: workload)
         if let hours { w.hours = hours }
         let (days, origin, file) = try familyDays()
-        return (wantsDay ? [daySection(w, days, origin, file)] : []) + (wantsPrivacy ? [privacySection([w] + days, title: "3. The privacy day")] : [])
+        let (section, family) = wantsDay ? daySection(w, days, origin, file) : (nil, nil)
+        return [section].compactMap { $0 }
+            + (wantsPrivacy ? [privacySection([w] + days, title: "3. The privacy day", familyWithoutMix: family?.results("adorch"))] : [])
     }
 
-    private func daySection(_ w: Workload, _ days: [Workload], _ origin: String, _ file: String) -> BenchSection {
+    /// The day's section, and the family's runs for the privacy day's comparison.
+    private func daySection(_ w: Workload, _ days: [Workload], _ origin: String, _ file: String) -> (BenchSection, FamilyBenchmark?) {
         let started = ContinuousClock.now
         let standard = DayBenchmark.run(w)
         var text = """
@@ -53,12 +56,12 @@ struct DayOptions: ParsableArguments {
             text += "\n" + capped.text
             targets += capped.targets
         }
-        if !days.isEmpty {
-            let family = FamilyBenchmark.run(days)
+        let family = days.isEmpty ? nil : FamilyBenchmark.run(days)
+        if let family {
             text += "\nThe family: \(origin), kept in `\(file)`.\n\n" + family.report(file: file)
             targets += family.targets
         }
-        return BenchSection(title: "2. A day of traffic", text: text.trimmingCharacters(in: .newlines), targets: targets)
+        return (BenchSection(title: "2. A day of traffic", text: text.trimmingCharacters(in: .newlines), targets: targets), family)
     }
 
     /// The family's days (a kept one, or drawn and written out), what they are, and their file.
@@ -93,7 +96,7 @@ struct DayOptions: ParsableArguments {
 
     /// The privacy day: adorch alone on the first of `days` with the mix, then on the rest
     /// (the family) if any.
-    private func privacySection(_ days: [Workload], title: String) -> BenchSection {
+    private func privacySection(_ days: [Workload], title: String, familyWithoutMix: [DayResult]? = nil) -> BenchSection {
         let first = PrivacyDay.run(days[0])
         let baseline = DaySimulator.run(AdorchPolicy(), workload: days[0], trace: Trace(days[0]))
         var text = """
@@ -108,7 +111,7 @@ struct DayOptions: ParsableArguments {
         var targets = first.targets
         if days.count > 1 {
             let family = PrivacyFamily.run(Array(days.dropFirst()))
-            text += "\n" + family.report
+            text += "\n" + family.report(baseline: familyWithoutMix)
             targets += family.targets
         }
         return BenchSection(title: title, text: text.trimmingCharacters(in: .newlines), targets: targets)
