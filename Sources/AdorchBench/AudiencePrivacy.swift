@@ -9,9 +9,15 @@ public struct AudiencePrivacy: Sendable {
         public var name: String
         public var share: Double
         public var signals: PrivacySignals
+
+        public init(name: String, share: Double, signals: PrivacySignals) {
+            (self.name, self.share, self.signals) = (name, share, signals)
+        }
     }
 
     public var groups: [Group]
+
+    public init(groups: [Group]) { self.groups = groups }
 
     /// 60 % consented (personalised), 30 % not (non-personalised), 10 % child-directed. No
     /// TC string: outside the GDPR, so consent is the absence of an opt-out, and the
