@@ -102,12 +102,15 @@ let package = Package(
         // The plugin host's confinement (docs/confinement.md): rlimits, no_new_privs, Landlock,
         // and a seccomp filter through Debian's libseccomp (libseccomp-dev).
         .target(name: "CAdorchSandbox", linkerSettings: [.linkedLibrary("seccomp")]),
+        // The plugin host's answer to libdispatch's /proc/TID/stat in a box (worker_stat.c says
+        // why): its own `open`, so linked into adorch-plugin-host alone.
+        .target(name: "CAdorchWorkerStat"),
         // Holds a plugin to plugin.h's contract: adorch-plugin-validate's checks.
         .target(name: "AdorchPluginValidator", dependencies: ["AdorchPluginHost", "AdorchLocking", "CAdorchPlugin", "AdorchEngine"]),
         // An isolated plugin's process (docs/isolation.md): adorchd starts one per plugin.
         .executableTarget(
             name: "adorch-plugin-host",
-            dependencies: ["AdorchPluginHost", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["AdorchPluginHost", "CAdorchWorkerStat", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             linkerSettings: toolReleaseLink
         ),
         .executableTarget(

@@ -3,6 +3,7 @@
  * plugin.h and knows it runs isolated, every road it knows to the daemon and the other
  * plugins' hosts, found by name in /proc. One log line per try, "boxbreaker: TRY: RESULT",
  * where RESULT is "done" if the call succeeded or "refused (ERRNO)", then
+ * "boxbreaker: open /proc/TID/stat of its own thread: RESULT" (as libdispatch does),
  * "boxbreaker: stderr: N lines written" (a flood on its stderr), "boxbreaker: threads: N made"
  * (it stops at 2000) and "boxbreaker: finished". The threads it made sleep until
  * the host ends. Compiled by the integration test with plain cc against the header. */
@@ -204,6 +205,57 @@ static void output(void) {
     host->log(host, ADORCH_LOG_WARNING, line);
 }
 
+/* A thread of its own that waits on `release`, for own_thread_stat. */
+static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+static pid_t waiting_tid;
+static int release;
+
+static void *waiter(void *unused) {
+    (void)unused;
+    pthread_mutex_lock(&held);
+    waiting_tid = gettid();
+    pthread_cond_broadcast(&changed);
+    while (!release) pthread_cond_wait(&changed, &held);
+    pthread_mutex_unlock(&held);
+    return NULL;
+}
+
+/* What libdispatch's thread pool does once a second under load: open /proc/TID/stat of a
+ * thread of its own, TID as gettid() numbers it in the box, here one for which the machine's
+ * /proc has no entry (threads are started and ended until the box's next number is such a one). */
+static void own_thread_stat(void) {
+    for (int tries = 0; tries < 3000; tries++) {
+        pthread_t thread;
+        pthread_mutex_lock(&held);
+        waiting_tid = 0;
+        release = 0;
+        pthread_mutex_unlock(&held);
+        if (pthread_create(&thread, NULL, waiter, NULL) != 0) break;
+        pthread_mutex_lock(&held);
+        while (waiting_tid == 0) pthread_cond_wait(&changed, &held);
+        pid_t tid = waiting_tid;
+        pthread_mutex_unlock(&held);
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d", tid);
+        struct stat seen;
+        int unknown = stat(path, &seen) != 0;
+        if (unknown) {
+            snprintf(path, sizeof path, "/proc/%d/stat", tid);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            say("open /proc/TID/stat of its own thread", fd, errno);
+            if (fd >= 0) close(fd);
+        }
+        pthread_mutex_lock(&held);
+        release = 1;
+        pthread_cond_broadcast(&changed);
+        pthread_mutex_unlock(&held);
+        pthread_join(thread, NULL);
+        if (unknown) return;
+    }
+    host->log(host, ADORCH_LOG_WARNING, "boxbreaker: no thread number free of the machine's pids");
+}
+
 /* The file whose appearance starts the attack (config {"go":"PATH"}): the test's signal that
  * it is measuring. */
 static char go[512];
@@ -250,6 +302,7 @@ static void *attack(void *unused) {
     TRY("setpriority 19 on the process group", setpriority(PRIO_PGRP, 0, 19));
     TRY("memfd_create", syscall(SYS_memfd_create, "hoard", 0));
     TRY("shmget 1 GiB", shmget(IPC_PRIVATE, 1UL << 30, IPC_CREAT | 0600));
+    own_thread_stat();
     output();
     int made = 0;
     pthread_t thread;
