@@ -87,7 +87,8 @@
  * appends one JSON line per ad_create to that file (made 0600), with what the request said of
  * the load's privacy (ABI 1.4), as received: {"load_uid", "slot", "format", "privacy": null for
  * a host older than 1.4, else {"class", "gdpr", "tc_string", "gpp", "gpp_sid", "us_privacy",
- * "coppa", "under_age_of_consent", "non_personalized", "max_content_rating"}}. It is test
+ * "coppa", "under_age_of_consent", "non_personalized", "max_content_rating"}}; an interstitial's
+ * or a rewarded ad's payload names its load_uid, so a shown ad is found in the record. It is test
  * tooling, for the tests and benchmarks to see what reached the network: it holds consent
  * strings in full, so no production config names it. It also takes misbehave,
  * at and snoop as strings, as above, for every entry of the plugin; there at=init works too
@@ -1183,10 +1184,11 @@ static int32_t sim_ad_load(adorch_ad *opaque) {
                  "{\"network\":\"sim\",\"network_ad_id\":\"sim-%" PRIu64 "-%09" PRIu64 "\","
                  "\"format\":\"%s\",\"title\":\"Simulated ad %09" PRIu64 "\","
                  "\"media_url\":\"https://sim.invalid/media/%09" PRIu64 ".mp4\",\"duration_s\":%d,"
-                 "\"expires_in_s\":%u,\"price\":%.4f,\"tracks_impressions\":%s,\"reward_by\":\"%s\",\"test\":true}",
+                 "\"expires_in_s\":%u,\"price\":%.4f,\"tracks_impressions\":%s,\"reward_by\":\"%s\",\"test\":true,"
+                 "\"load_uid\":\"%s\"}",
                  c->seed, serial, format_name(ad->format), serial, serial,
                  ad->format == ADORCH_FORMAT_REWARDED ? 30 : 15, c->ttl_s, price, c->tracks ? "true" : "false",
-                 c->reward_by_network ? "network" : "host");
+                 c->reward_by_network ? "network" : "host", ad->load_uid);
     }
     switch (c->misbehave) {
     case MB_NEVER:
