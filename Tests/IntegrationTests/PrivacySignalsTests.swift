@@ -274,4 +274,132 @@ final class PrivacySignalsTests: XCTestCase {
             XCTAssertEqual(byClass["none"], 0, "\(name): no load without privacy")
         }
     }
+
+    /// One app's viewers, as a uid of its own: sets its state, then Shows until it has `want`
+    /// ads (on NoAdReady, waiting for the slot's next ad_loaded event, whatever its class),
+    /// closing each. Prints {"shown": [{"network", "load_uid"}], "misses": N}.
+    private static let viewerApp = #"""
+    import json, sys
+    sys.path.insert(0, sys.argv.pop(1))
+    import varlink
+    path, slot, want, privacy = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+    calls = varlink.Connection(path, timeout=20)
+    events = varlink.Connection(path, timeout=20)
+    events.send("io.adorch.Ads.Subscribe", {"slots": [slot]}, more=True)
+    assert events.receive()["parameters"]["event"]["kind"] == "subscribed"
+    reply = calls.call("io.adorch.Ads.SetPrivacy", {"privacy": privacy})
+    assert not varlink.error_of(reply), reply
+    shown, misses = [], 0
+    while len(shown) < want and misses < 300:
+        reply = calls.call("io.adorch.Ads.Show", {"slot": slot, "user_id": "viewer"})
+        error = varlink.error_of(reply)
+        if error == "io.adorch.Ads.NoAdReady":
+            misses += 1
+            while events.receive(timeout=20)["parameters"]["event"]["kind"] != "ad_loaded":
+                pass
+            continue
+        assert not error, reply
+        ad = reply["parameters"]["ad"]
+        shown.append({"network": ad["network"], "load_uid": ad["payload"].get("load_uid", "")})
+        closed = calls.call("io.adorch.Ads.Report", {"ad_id": ad["id"], "event": "close"})
+        assert not varlink.error_of(closed), closed
+    print(json.dumps({"shown": shown, "misses": misses}))
+    """#
+
+    /// Acceptance 3 of the privacy work, through the real daemon: three apps as three uids with
+    /// different states share one slot. Every ad each was shown was loaded under a class its
+    /// state allows, sim's record of every load shows the signals that class carries, and a
+    /// plugin built for ABI 1.3, first in the waterfall, is never asked for a load, as every
+    /// load here needs a signal (the unset viewer's class is non-personalised).
+    func testThreeAppsAsThreeUidsAreShownOnlyAdsLoadedUnderAClassTheirStatesAllow() throws {
+        guard getuid() == 0 else { throw XCTSkip("the three apps run as three uids: that needs root") }
+        let old = scratch.appendingPathComponent("libadorch-plugin-old.so").path
+        let cc = try runCommand("/usr/bin/env", ["cc", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-I",
+                                                 packageRoot.appendingPathComponent("Tests/IntegrationTests/Fixtures/abi-1.3").path,
+                                                 packageRoot.appendingPathComponent("Tests/IntegrationTests/Fixtures/minor_plugin.c").path, "-o", old])
+        XCTAssertEqual(cc.status, 0, cc.stderr)
+        let record = scratch.appendingPathComponent("sim.jsonl")
+        // Consented (no opt-out, the GDPR does not apply), opted out of sale, and a child.
+        let apps: [(uid: Int, privacy: JSONValue, allowed: Set<String>)] = [
+            (4341, ["gdpr_applies": false, "us_privacy": "1YNN"], ["personalized", "non_personalized"]),
+            (4342, ["gdpr_applies": false, "us_privacy": "1YYN"], ["non_personalized"]),
+            (4343, ["child_directed": true], ["child_directed"]),
+        ]
+        let daemon = try DaemonProcess(config: """
+            [access]
+            ads_users = [\(apps.map { "\"\($0.uid)\"" }.joined(separator: ", "))]
+
+            [plugins.sim]
+            config = { record_loads = "\(record.path)" }
+            [plugins.old]
+            path = "\(old)"
+
+            [[slots]]
+            id = "shared"
+            format = "interstitial"
+            buffer = 6
+              [[slots.waterfall]]
+              plugin = "old"
+              serves_children = true
+              [[slots.waterfall]]
+              plugin = "sim"
+              server_parameter = "latency_ms=1..5 non_personalized_fill=1 child_directed_fill=1"
+              serves_children = true
+            """)
+        defer { _ = daemon.stop() }
+        XCTAssertEqual(try daemon.pluginStatus("old")["receives_privacy_signals"], false)
+
+        let want = 8, socket = daemon.socket
+        let results = LockedValue<[Int: JSONValue]>([:])
+        let failures = LockedValue<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: apps.count) { i in
+            do {
+                let argv = try pythonClient(Self.viewerApp, as: apps[i].uid, [socket, "shared", "\(want)", apps[i].privacy.jsonString])
+                let run = try runCommand(argv[0], Array(argv.dropFirst()))
+                guard run.status == 0, let reply = JSONValue.parse(Data(run.stdout.utf8)) else { throw TestFailure("uid \(apps[i].uid): \(run.stderr)") }
+                results.withLock { $0[apps[i].uid] = reply }
+            } catch {
+                failures.withLock { $0.append("\(error)") }
+            }
+        }
+        XCTAssertEqual(failures.withLock { $0 }, [])
+
+        let loads = try records(record)
+        let byUID = Dictionary(loads.compactMap { line in (line["load_uid"] as? String).map { ($0, line) } }, uniquingKeysWith: { first, _ in first })
+        for app in apps {
+            let shown = try XCTUnwrap(results.withLock { $0[app.uid] }?["shown"]?.arrayValue, "uid \(app.uid)")
+            XCTAssertEqual(shown.count, want, "uid \(app.uid) was shown \(want) ads")
+            for ad in shown {
+                XCTAssertEqual(ad["network"]?.stringValue, "sim", "uid \(app.uid): the 1.3 plugin filled nothing")
+                let load = try XCTUnwrap(byUID[ad["load_uid"]?.stringValue ?? ""], "uid \(app.uid): the shown ad is in sim's record: \(ad)")
+                let privacyClass = (load["privacy"] as? [String: Any])?["class"] as? String ?? ""
+                XCTAssertTrue(app.allowed.contains(privacyClass), "uid \(app.uid), allowed \(app.allowed.sorted()), was shown an ad loaded as \(privacyClass)")
+            }
+        }
+        // What each class's loads told the network: a child-directed load says COPPA, a
+        // non-personalised one says so, and a personalised one carries the one viewer who allows it.
+        var seen: Set<String> = []
+        for load in loads {
+            let privacy = try XCTUnwrap(load["privacy"] as? [String: Any], "\(load)")
+            let privacyClass = privacy["class"] as? String ?? ""
+            seen.insert(privacyClass)
+            switch privacyClass {
+            case "child_directed": XCTAssertEqual(privacy["coppa"] as? Int, 1, "\(privacy)")
+            case "non_personalized": XCTAssertEqual(privacy["non_personalized"] as? Int, 1, "\(privacy)")
+            case "personalized":
+                XCTAssertEqual(privacy["us_privacy"] as? String, "1YNN", "\(privacy)")
+                XCTAssertEqual(privacy["gdpr"] as? Int, 0, "\(privacy)")
+                XCTAssertEqual(privacy["non_personalized"] as? Int, 0, "\(privacy)")
+            default: XCTFail("a load of no class: \(privacy)")
+            }
+        }
+        XCTAssertEqual(seen, ["personalized", "non_personalized", "child_directed"], "every app's class was loaded")
+        // The 1.3 plugin fills every load it is asked for at once: had it been asked, its ads
+        // would have loaded (and, first in the waterfall, been shown).
+        let events = try XCTUnwrap(daemon.call("io.adorch.Ads.ListEvents", ["limit": 512])["events"]?.arrayValue)
+        let loaded = events.filter { $0["kind"]?.stringValue == "ad_loaded" }
+        XCTAssertGreaterThan(loaded.count { $0["network"]?.stringValue == "sim" }, 0)
+        XCTAssertEqual(events.filter { ["ad_loaded", "ad_failed"].contains($0["kind"]?.stringValue) && $0["network"]?.stringValue == "old" }.count, 0,
+                       "the 1.3 plugin was asked for a load that needs a signal")
+    }
 }
