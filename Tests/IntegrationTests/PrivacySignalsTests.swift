@@ -205,15 +205,21 @@ final class PrivacySignalsTests: XCTestCase {
         XCTAssertEqual(impressions, ["/t/priv/1/\(Self.tcString)/1/coppa,gdpr/\(Self.gpp)/2,7/impression"])
     }
 
-    func testThroughTheDaemonEveryLoadReachesSimWithItsPrivacyInBothModesAndA13PluginIsMarked() throws {
-        // sim in process, and sim again from a copy of its file (one file is one plugin) in a host process.
-        let hostedFile = scratch.appendingPathComponent("libadorch-plugin-hosted.so")
-        try FileManager.default.copyItem(at: productsDirectory.appendingPathComponent("libadorch-plugin-sim.so"), to: hostedFile)
+    /// A plugin built against the 1.3 header (Fixtures/minor_plugin.c), which fills every load at once.
+    private func pluginBuiltFor13() throws -> String {
         let old = scratch.appendingPathComponent("libadorch-plugin-old.so").path
         let cc = try runCommand("/usr/bin/env", ["cc", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-I",
                                                  packageRoot.appendingPathComponent("Tests/IntegrationTests/Fixtures/abi-1.3").path,
                                                  packageRoot.appendingPathComponent("Tests/IntegrationTests/Fixtures/minor_plugin.c").path, "-o", old])
         XCTAssertEqual(cc.status, 0, cc.stderr)
+        return old
+    }
+
+    func testThroughTheDaemonEveryLoadReachesSimWithItsPrivacyInBothModesAndA13PluginIsMarked() throws {
+        // sim in process, and sim again from a copy of its file (one file is one plugin) in a host process.
+        let hostedFile = scratch.appendingPathComponent("libadorch-plugin-hosted.so")
+        try FileManager.default.copyItem(at: productsDirectory.appendingPathComponent("libadorch-plugin-sim.so"), to: hostedFile)
+        let old = try pluginBuiltFor13()
         let simRecord = scratch.appendingPathComponent("sim.jsonl"), hostedRecord = scratch.appendingPathComponent("hosted.jsonl")
         let daemon = try DaemonProcess(config: """
             [plugins.sim]
@@ -313,11 +319,7 @@ final class PrivacySignalsTests: XCTestCase {
     /// load here needs a signal (the unset viewer's class is non-personalised).
     func testThreeAppsAsThreeUidsAreShownOnlyAdsLoadedUnderAClassTheirStatesAllow() throws {
         guard getuid() == 0 else { throw XCTSkip("the three apps run as three uids: that needs root") }
-        let old = scratch.appendingPathComponent("libadorch-plugin-old.so").path
-        let cc = try runCommand("/usr/bin/env", ["cc", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-I",
-                                                 packageRoot.appendingPathComponent("Tests/IntegrationTests/Fixtures/abi-1.3").path,
-                                                 packageRoot.appendingPathComponent("Tests/IntegrationTests/Fixtures/minor_plugin.c").path, "-o", old])
-        XCTAssertEqual(cc.status, 0, cc.stderr)
+        let old = try pluginBuiltFor13()
         let record = scratch.appendingPathComponent("sim.jsonl")
         // Consented (no opt-out, the GDPR does not apply), opted out of sale, and a child.
         let apps: [(uid: Int, privacy: JSONValue, allowed: Set<String>)] = [
