@@ -1,11 +1,15 @@
 // What apps report their viewers did with shown ads, and the rewards those earn.
 
 extension Engine {
-    /// An app reports what its viewer did with a shown ad.
-    public mutating func report(_ event: ViewerEvent, for id: AdID, now: Moment) -> (Result<Void, ReportError>, [Effect]) {
+    /// An app reports what its viewer did with a shown ad. `caller`: the reporting app's uid;
+    /// nil for one that may report on any ad (root).
+    public mutating func report(_ event: ViewerEvent, for id: AdID, by caller: UInt32? = nil, now: Moment) -> (Result<Void, ReportError>, [Effect]) {
+        // An app learns nothing of an ad it was not handed, not even that it exists or has
+        // ended: ids are sequential, so any other answer would tell it others' ads one by one.
+        if let caller, handedTo(id) != caller { return (.failure(.adNotValid(reason: Self.unknownAd)), []) }
         guard let ad = ads[id] else {
             if promised[id] != nil { return reportPromised(event, for: id, now: now) }
-            let reason = retired[id].map { "has ended (\($0.reason.rawValue))" } ?? "is not known"
+            let reason = retired[id].map { "has ended (\($0.reason.rawValue))" } ?? Self.unknownAd
             return (.failure(.adNotValid(reason: reason)), [])
         }
         guard ad.closedAt == nil else { return (.failure(.adNotValid(reason: "has ended (\(RetiredAd.Reason.closed.rawValue))")), []) }
@@ -36,6 +40,12 @@ extension Engine {
         if event == .close { effects += closed(id, now: now) }
         return (.success(()), effects)
     }
+
+    /// What Report says of an ad id the engine does not know, or the caller was not handed.
+    public static let unknownAd = "is not known"
+
+    /// The uid `id` was handed to, while it lasts or is remembered ended.
+    func handedTo(_ id: AdID) -> UInt32? { holder(of: id) ?? retired[id]?.holder }
 
     /// How long after the app's close a network that grants rewards itself may still report
     /// one: real networks' server-side rewards often come after the viewer closed the ad.

@@ -161,7 +161,7 @@ public struct Engine: Sendable {
     mutating func end(_ id: AdID, as reason: RetiredAd.Reason, now: Moment) -> [Effect] {
         guard let ad = ads.removeValue(forKey: id) else { return [] }
         let promise = settlePromise(of: ad, endingAs: reason)
-        retire(id, RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory))
+        retire(id, RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory, holder: ad.holder))
         var effects = interruptShow(of: id, plugin: ad.plugin, slot: ad.slot, .interrupted(slot: ad.slot, reason: reason.rawValue))
         if let object = ad.objectID {
             // One of a Load's ads: the plugin's object goes with the last of them.

@@ -8,6 +8,8 @@ final class OpenAdsBudgetTests: XCTestCase {
     private var engine = Engine(slots: [], plugins: [])
     private var now = Moment(nanoseconds: 1_000_000_000)
     private let app: UInt32 = 1000
+    /// The ads `startShows` loaded.
+    private var loaded: [AdID] = []
 
     private func settings(maxOpenAds: Int) -> SchedulerSettings {
         var settings = SchedulerSettings(backoffJitter: 0, shownLifetime: .seconds(100), maxLoadsInFlightPerNetwork: 100)
@@ -22,6 +24,7 @@ final class OpenAdsBudgetTests: XCTestCase {
         engine = Engine(slots: [config], plugins: ["a"], settings: settings(maxOpenAds: maxOpenAds), seed: 3)
         for order in engine.advance(to: now).compactMap({ if case .load(let o) = $0 { o } else { nil } }) {
             _ = engine.pluginReported(.loaded(payloadJSON: "{}", expiresIn: nil, price: 1), for: order.adID, from: "a", now: now)
+            loaded.append(order.adID)
         }
     }
 
@@ -45,6 +48,33 @@ final class OpenAdsBudgetTests: XCTestCase {
         XCTAssertNil(engine.holder(of: first.id), "an ended ad is no one's")
         XCTAssertNoThrow(try show(app).get())
         XCTAssertNotNil(show(app).failureValue)
+    }
+
+    /// Another uid learns nothing of an ad it was not handed (ids are sequential): live, ended
+    /// or never handed to anyone, its Report is answered word for word as an id no ad ever
+    /// had, and changes nothing. The holder is told the truth; root may report on any ad.
+    func testAReportOnAnAdNotHandedToTheCallerAnswersAsAnUnknownId() throws {
+        startShows(ready: 4, maxOpenAds: 8)
+        let live = try show(app).get(), ended = try show(app).get()
+        XCTAssertNoThrow(try engine.report(.close, for: ended.id, by: app, now: now).0.get())
+        let ready = try XCTUnwrap(loaded.first { $0 != live.id && $0 != ended.id })
+        func answer(_ id: AdID, by uid: UInt32?) -> String {
+            switch engine.report(.impression, for: id, by: uid, now: now).0 {
+            case .success: "ok"
+            case .failure(.adNotValid(let reason)): reason
+            }
+        }
+        let other = app + 1
+        XCTAssertEqual(answer(AdID(999_999), by: other), Engine.unknownAd)
+        for id in [live.id, ended.id, ready] {
+            XCTAssertEqual(answer(id, by: other), Engine.unknownAd, "ad \(id)")
+        }
+        XCTAssertEqual(engine.slotStatuses(at: now)[0].counters.impressions, 0, "the refused reports changed nothing")
+        XCTAssertEqual(answer(ended.id, by: app), "has ended (closed)")
+        XCTAssertEqual(answer(live.id, by: app), "ok")
+        XCTAssertEqual(answer(ready, by: app), Engine.unknownAd, "a ready ad is handed to no one yet")
+        let another = try show(app).get()
+        XCTAssertEqual(answer(another.id, by: nil), "ok", "root")
     }
 
     func testAShownAdNeverClosedStopsCountingWhenItsShownLifetimeEnds() throws {

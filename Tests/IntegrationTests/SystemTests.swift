@@ -120,7 +120,7 @@ final class SystemTests: XCTestCase {
         XCTAssertEqual(probe.components(separatedBy: "EVENT subscribed").count - 1, 1, "one subscribed event: \(probe)")
         // Apps keep their own uids through the unit's sandbox: another app's report is refused.
         XCTAssertNotNil(JSONValue.parse(Data(text("app1-show.json").utf8))?["ad"]?["id"]?.stringValue, text("app1-show.err"))
-        XCTAssertTrue(text("app2-report.txt").contains("PermissionDenied"), text("app2-report.txt"))
+        XCTAssertTrue(text("app2-report.txt").contains("AdNotValid"), text("app2-report.txt"))
         // Without naming the uid the ad was handed to: another app has no business knowing it.
         XCTAssertFalse(text("app2-report.txt").contains("uid \(text("app1-uid.txt"))"), text("app2-report.txt"))
         let state = text("state-dir.txt").split(separator: "\n")

@@ -53,7 +53,7 @@ struct AdsMethods {
         routes.add(AdsMethod.report, ReportCall.self) { p, call, replier in
             // Before the id is even looked up: a flood of bad ids costs the engine queue a turn each (issue 31).
             if let refusal = gate.rateRefusal(.reportRate, call) { return replier.fail(refusal) }
-            runtime.report(p.event, adID: p.adID, caller: call.peer?.uid, denied: { replier.fail(gate.denied(call, $0)) }) { result in
+            runtime.report(p.event, adID: p.adID, caller: call.peer?.uid, refused: { gate.logRefusal(call, $0) }) { result in
                 switch result {
                 case .success: replier.reply([:])
                 case .failure(.adNotValid(let reason)):

@@ -47,16 +47,22 @@ final class CallGate: Sendable {
         return denied(call, reason)
     }
 
-    /// Logs a refusal and names it for the caller (also for refusals the engine side finds,
-    /// such as an ad handed to another uid).
-    func denied(_ call: VarlinkCall, _ reason: String) -> VarlinkError {
+    /// Logs a refusal for the operator: per method, each kind of call a uid was refused, a
+    /// line a minute each. Also for refusals the caller is not told of as such (a Report on
+    /// an ad handed to another uid answers as an unknown id).
+    func logRefusal(_ call: VarlinkCall, _ reason: String) {
         let uid = call.peer.map { "\($0.uid)" } ?? "unknown"
-        // Per method: the operator sees each kind of call a uid was refused, a line a minute each.
         if let suppressed = note("permission denied \(call.method)", call) {
             logger.warning("permission denied: uid \(uid) (pid \(call.peer.map { "\($0.pid)" } ?? "unknown")) called \(call.method): \(reason)\(RefusalLog.suffix(suppressed))",
                            metadata: ["peer_uid": "\(uid)", "peer_pid": "\(call.peer.map { "\($0.pid)" } ?? "")", "method": "\(call.method)"]
                                .merging(MessageID.permissionDenied.metadata) { $1 })
         }
+    }
+
+    /// Logs a refusal and names it for the caller.
+    func denied(_ call: VarlinkCall, _ reason: String) -> VarlinkError {
+        logRefusal(call, reason)
+        let uid = call.peer.map { "\($0.uid)" } ?? "unknown"
         let parameters: [String: JSONValue] = [
             "method": .string(call.method), "uid": .int(Int64(call.peer?.uid ?? UInt32.max)),
             "message": .string("uid \(uid) is \(reason)"),

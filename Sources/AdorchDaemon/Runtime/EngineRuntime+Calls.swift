@@ -105,19 +105,18 @@ extension EngineRuntime {
         }
     }
 
-    /// A viewer report; `denied` answers instead when the ad was handed to another uid than `caller`'s.
-    func report(_ event: ViewerEvent, adID: String, caller: UInt32?, denied: @escaping @Sendable (String) -> Void,
+    /// A viewer report by `caller` (nil or 0: root, who may report on any ad). `refused` is
+    /// told, for the operator's log, when the ad lives and was handed to another uid; the
+    /// caller's answer is then an unknown id's (`Engine.report`).
+    func report(_ event: ViewerEvent, adID: String, caller: UInt32?, refused: @escaping @Sendable (String) -> Void,
                 completion: @escaping @Sendable (Result<Void, ReportCallError>) -> Void) {
         guard let id = ids.internal(adID) else {
             return completion(.failure(.adNotValid(reason: "is not an ad id of this daemon run")))
         }
         queue.async { [self] in
-            // Root may always; an ad no one holds (already destroyed) is left to the engine to judge.
-            // The holder's uid is not said: another app has no business knowing who it is.
-            if let holder = engine.holder(of: id), let caller, caller != 0, caller != holder {
-                return denied("not the user ad \(adID) was handed to")
-            }
-            let (result, effects) = engine.report(event, for: id, now: now())
+            let reporter = caller == 0 ? nil : caller
+            if let reporter, let holder = engine.holder(of: id), holder != reporter { refused("not the user ad \(adID) was handed to") }
+            let (result, effects) = engine.report(event, for: id, by: reporter, now: now())
             apply(effects)
             switch result {
             case .failure(.adNotValid(let reason)): completion(.failure(.adNotValid(reason: reason)))
