@@ -124,6 +124,10 @@ final class PrivacyStateTests: XCTestCase {
         _ = try daemon.call("io.adorch.Ads.SetPrivacy", ["user_id": "u1", "privacy": kept])
         let before = try get(daemon, "u1")
         let oversized = String(v.tc) + String(repeating: "A", count: ConsentStringBound.maxBytes)
+        // 4,091 sections in 8 KiB, its header listing 24...4114 in one range, and a gpp_sid naming them all.
+        let packed = "DBABkcqlYA" + String(repeating: "~A", count: 4091)
+        func ids(_ range: ClosedRange<Int>) -> JSONValue { .array(range.map { .int(Int64($0)) }) }
+        let sections = ConsentStringBound.maxGPPSections
         let cases: [(what: String, privacy: JSONValue, parameter: String, says: String?)] = [
             ("malformed", ["tc_string": .string(v.malformed)], "privacy.tc_string", "not a base64url character"),
             ("truncated", ["tc_string": .string(v.truncated)], "privacy.tc_string", "truncated"),
@@ -134,6 +138,10 @@ final class PrivacyStateTests: XCTestCase {
             ("oversized GPP", ["gpp": .string(oversized)], "privacy.gpp", "at most"),
             ("gpp_sid not in the header", ["gpp": .string(v.uspv1GPP), "gpp_sid": [2]], "privacy.gpp_sid", "not in the GPP header"),
             ("gpp_sid twice", ["gpp": .string(v.uspv1GPP), "gpp_sid": [6, 6]], "privacy.gpp_sid", "twice"),
+            ("GPP sections over the bound", ["gpp": .string(packed), "gpp_sid": ids(24...4114)], "privacy.gpp",
+             "4091 sections, more than the \(sections) a GPP string may carry"),
+            ("gpp_sid over the bound", ["gpp": .string(v.uspv1GPP), "gpp_sid": ids(1...(sections + 1))], "privacy.gpp_sid",
+             "\(sections + 1) ids, more than the \(sections) sections"),
             ("gpp_sid without gpp", ["gpp_sid": [6]], "privacy.gpp_sid", "needs gpp"),
             ("US Privacy version", ["us_privacy": "2---"], "privacy.us_privacy", "version"),
             ("US Privacy case", ["us_privacy": "1y--"], "privacy.us_privacy", "must be"),
@@ -153,7 +161,7 @@ final class PrivacyStateTests: XCTestCase {
             XCTAssertEqual(after.source, before.source, c.what)
             XCTAssertEqual(after.privacy, before.privacy, "\(c.what) changed the record")
         }
-        assertLogHoldsNone(of: [v.tc, v.malformed, v.truncated, v.version1, v.badGPP, v.uspv1GPP], daemon)
+        assertLogHoldsNone(of: [v.tc, v.malformed, v.truncated, v.version1, v.badGPP, v.uspv1GPP, packed], daemon)
     }
 
     func testRecordsSurviveAKillAndACleanRestart() throws {
