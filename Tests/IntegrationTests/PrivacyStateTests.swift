@@ -210,13 +210,15 @@ final class PrivacyStateTests: XCTestCase {
         XCTAssertEqual(try get(daemon).source, "none", "the record that no longer decodes does not apply")
         XCTAssertEqual(try get(daemon, "u1").source, "user", "the others do")
         let log = daemon.log
-        XCTAssertTrue(log.contains("privacy: the record uid 0 set for the app no longer decodes (privacy.tc_string: core.version: a TCF v1.1 string"), log)
-        XCTAssertTrue(log.contains("privacy: 1 records of 1 uids read back") && log.contains("1 dropped"), log)
+        // One line for all it dropped: how many, by field, and the first's uid and reason.
+        XCTAssertTrue(log.contains("privacy: 1 records of 1 uids read back from "), log)
+        XCTAssertTrue(log.contains("; 1 dropped from the file too, as they no longer decode (1 by privacy.tc_string); the first, uid 0's record"
+            + " for the app: privacy.tc_string: core.version: a TCF v1.1 string"), log)
         assertLogHoldsNone(of: [v.tc, v.version1], daemon)
         XCTAssertEqual(daemon.stop(), 0)
         // Dropped from the file too: the next start reads only the other.
         daemon = try DaemonProcess(stateDir: state)
-        XCTAssertFalse(daemon.log.contains("no longer decodes"), daemon.log)
+        XCTAssertFalse(daemon.log.contains("no longer decode"), daemon.log)
         XCTAssertEqual(daemon.stop(), 0)
 
         // A file of another schema is moved aside with its WAL, and the daemon starts without records.
