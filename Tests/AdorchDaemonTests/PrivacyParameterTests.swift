@@ -6,7 +6,7 @@ import XCTest
 @testable import AdorchDaemon
 
 /// The `privacy` parameter of SetPrivacy, Show and Load, as their calls read it: the bound on
-/// GPP sections applies on each.
+/// GPP sections applies on each, and SetPrivacy's journal line stays short whatever it holds.
 final class PrivacyParameterTests: XCTestCase {
     /// The attack's GPP string, which decoded before the bound: its header lists 24...4114 in
     /// one range (ids without a decoder, kept as sent), then 4,091 one-character sections, 8 KiB in all.
@@ -51,5 +51,17 @@ final class PrivacyParameterTests: XCTestCase {
             XCTAssertEqual(sid?.parameters["parameter"], "privacy.gpp_sid", method.name)
             XCTAssertEqual(sid?.parameters["message"], .string("does not decode: gpp_sid: \(limit + 1) ids, more than the \(limit) sections a GPP string may carry"), method.name)
         }
+    }
+
+    func testTheSetPrivacyLineCountsGppSidAndEveryPartOfItIsBounded() {
+        let longest = String(repeating: "C", count: ConsentStringBound.maxBytes)
+        let signals = PrivacySignals(gdprApplies: .yes, tcString: longest, gpp: longest, gppSid: Array(24...4114), usPrivacy: longest,
+                                     childDirected: true, underAgeOfConsent: true, nonPersonalized: true, maxContentRating: .ma)
+        let line = signals.logDescription
+        XCTAssertTrue(line.contains("gpp_sid=4091 sections"), line)
+        XCTAssertFalse(line.contains("24, 25"), "the ids are not listed: \(line)")
+        XCTAssertFalse(line.contains("CCC"), "the strings are redacted: \(line)")
+        XCTAssertLessThan(line.utf8.count, 200, line)
+        XCTAssertTrue(PrivacySignals(gpp: "DBABTA~1YNN", gppSid: [6]).logDescription.contains("gpp=DB…(11 bytes) gpp_sid=1 sections"))
     }
 }

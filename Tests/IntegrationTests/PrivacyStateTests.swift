@@ -92,7 +92,7 @@ final class PrivacyStateTests: XCTestCase {
         // The journal has the line, the strings redacted and no user id.
         let log = daemon.log
         XCTAssertTrue(log.contains("privacy: uid 0 set the signals of the app: gdpr_applies=yes tc_string=\(ConsentRedaction.redact(v.tc))"), log)
-        XCTAssertTrue(log.contains("privacy: uid 0 set the signals of one of its users"), log)
+        XCTAssertTrue(log.contains("privacy: uid 0 set the signals of one of its users: gdpr_applies=no gpp=\(ConsentRedaction.redact(v.gpp)) gpp_sid=2 sections non_personalized"), log)
         XCTAssertTrue(log.contains("privacy: uid 0 cleared the signals of the app"), log)
         XCTAssertFalse(log.contains("\"u1\"") || log.contains(" u1 ") || log.contains("u1\n"), "SetPrivacy's lines never name the user id")
         assertLogHoldsNone(of: [v.tc, v.gpp], daemon)

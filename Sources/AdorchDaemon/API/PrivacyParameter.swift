@@ -158,11 +158,12 @@ extension PrivacySignals {
         return .object(object)
     }
 
-    /// For a log line: the flags, and each string redacted (`ConsentRedaction`).
+    /// For a log line: the flags, each string redacted (`ConsentRedaction`) and gpp_sid's
+    /// count, never its ids; so every part is bounded, whatever the signals hold.
     var logDescription: String {
         var parts = ["gdpr_applies=\(gdprApplies)"]
         if let tcString { parts.append("tc_string=\(ConsentRedaction.redact(tcString))") }
-        if let gpp { parts.append("gpp=\(ConsentRedaction.redact(gpp)) gpp_sid=\(gppSid)") }
+        if let gpp { parts.append("gpp=\(ConsentRedaction.redact(gpp)) gpp_sid=\(gppSid.count) sections") }
         if let usPrivacy { parts.append("us_privacy=\(ConsentRedaction.redact(usPrivacy))") }
         if childDirected { parts.append("child_directed") }
         if underAgeOfConsent { parts.append("under_age_of_consent") }
