@@ -207,7 +207,8 @@ let package = Package(
         // The plugin host's own units: the wire between daemon and host, the ABI's numbers.
         .testTarget(name: "AdorchPluginHostTests", dependencies: ["AdorchPluginHost", "AdorchEngine", "AdorchPrivacy", "CAdorchPlugin"]),
         .testTarget(name: "AdorchVarlinkTests", dependencies: ["AdorchVarlink", "AdorchLocking", "AdorchTestSupport", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "AdorchDaemonTests", dependencies: ["AdorchDaemon", "AdorchEngine", "AdorchPluginHost", "AdorchVarlink", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "AdorchDaemonTests", dependencies: ["AdorchDaemon", "AdorchEngine", "AdorchLocking", "AdorchPluginHost", "AdorchPrivacy",
+                                                             "AdorchPrivacyStore", "AdorchVarlink", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "AdorchSystemdTests", dependencies: ["AdorchSystemd"]),
         .testTarget(name: "AdorchRewardsTests", dependencies: ["AdorchRewards"]),
         .testTarget(name: "AdorchPrivacyStoreTests", dependencies: ["AdorchPrivacyStore", .product(name: "GRDB", package: "GRDB.swift")]),

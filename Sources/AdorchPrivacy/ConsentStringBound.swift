@@ -1,8 +1,16 @@
-/// How much consent text the decoders read at most.
+/// How much consent text the decoders read at most, and how many GPP sections.
 public enum ConsentStringBound {
     /// The longest TC or GPP string decoded, in bytes of text. A string comes from an app, so
     /// an unbounded one would let it make the daemon allocate and loop at will; real strings
     /// are a few hundred bytes (a BitField over today's ~1,000 registered vendors is ~170
     /// characters), and 8 KiB leaves room for a GPP string carrying many sections.
     public static let maxBytes = 8 * 1024
+
+    /// The most sections a GPP string may carry, and so the most ids its header may list and
+    /// a `gpp_sid` may name. The specification defines fewer than 25 section ids today (those
+    /// carrying consent are 2 and 5 to 23), and a string carries the few that apply to its
+    /// viewer; 32 leaves room for ids it adds.
+    /// Within `maxBytes` alone, a string could carry 4,000 one-character sections and a
+    /// `gpp_sid` naming them all, checked again on every call that carries them.
+    public static let maxGPPSections = 32
 }

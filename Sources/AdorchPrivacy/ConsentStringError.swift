@@ -28,11 +28,17 @@ public indirect enum ConsentStringError: Error, Equatable, Sendable, CustomStrin
     /// A Fibonacci-coded number too large for an Int, or without its terminating `11`.
     case badFibonacciNumber(field: String, atBit: Int)
     /// The GPP header lists one number of sections, the string carries another. The header's
-    /// ids are counted only up to one more than `present`: past that, `declared` is a floor.
+    /// ids are counted entry by entry until they pass `present`: past that, `declared` is a floor.
     case sectionCountMismatch(declared: Int, present: Int)
+    /// More than `ConsentStringBound.maxGPPSections` sections: carried by the string
+    /// (`sections`), or listed by its header through the entry `field` names, a range counted
+    /// by its size and never expanded.
+    case tooManySections(field: String, count: Int, limit: Int)
     /// A `gpp_sid` id the GPP header does not list, or lists once but `gpp_sid` twice.
     case sidNotInHeader(id: Int, header: [Int])
     case sidDuplicate(id: Int)
+    /// A `gpp_sid` naming more ids than a GPP string may carry sections.
+    case tooManySids(count: Int, limit: Int)
     /// The US Privacy string inside GPP section 6.
     case usPrivacy(USPrivacyError)
     /// A GPP section that failed to decode, and why.
@@ -68,10 +74,14 @@ public indirect enum ConsentStringError: Error, Equatable, Sendable, CustomStrin
             "\(field): the Fibonacci-coded number at bit \(atBit) overflows or has no terminating 11"
         case .sectionCountMismatch(let declared, let present):
             "sections: the header lists \(declared > present ? "more than \(present)" : "\(declared)") sections and the string carries \(present)"
+        case .tooManySections(let field, let count, let limit):
+            "\(field): \(count) sections, more than the \(limit) a GPP string may carry"
         case .sidNotInHeader(let id, let header):
             "gpp_sid: section \(id) is not in the GPP header's \(header)"
         case .sidDuplicate(let id):
             "gpp_sid: section \(id) listed twice"
+        case .tooManySids(let count, let limit):
+            "gpp_sid: \(count) ids, more than the \(limit) sections a GPP string may carry"
         case .usPrivacy(let error):
             error.description
         case .inSection(let id, let name, let error):

@@ -8,13 +8,19 @@ extension GPPString {
         if bytes > ConsentStringBound.maxBytes { throw .tooLong(field: "GPP string", bytes: bytes, limit: ConsentStringBound.maxBytes) }
         if bytes == 0 { throw .empty(field: "GPP string") }
 
+        // Counted before anything is split or read: each section is checked again on every
+        // call that carries the string, so their number is bounded, not only the text.
+        let present = text.utf8.reduce(0) { $1 == UInt8(ascii: "~") ? $0 + 1 : $0 }
+        let limit = ConsentStringBound.maxGPPSections
+        if present > limit { throw .tooManySections(field: "sections", count: present, limit: limit) }
+
         let parts = text.split(separator: "~", omittingEmptySubsequences: false)
         var header = try Base64URLBitReader(parts[0], segment: "header", offset: 0, wholeBytes: false)
         let type = try header.int(6, "type")
         if type != 3 { throw .unexpectedValue(field: header.qualified("type"), found: type, expected: "3 (the GPP header)") }
         let version = try header.int(6, "version")
         if version != 1 { throw .unsupportedVersion(field: header.qualified("version"), found: version, supported: [1]) }
-        let sectionIds = try header.sectionIds(present: parts.count - 1)
+        let sectionIds = try header.sectionIds(present: present)
 
         var sections: [GPPSection] = []
         var offset = parts[0].utf8.count + 1
@@ -54,8 +60,9 @@ extension Base64URLBitReader {
     /// The header's SectionIds: NumEntries (12 bits), then per entry IsARange and one or two
     /// Fibonacci-coded offsets: an id is the previous id (0 at first) plus its offset, a range's
     /// end its start plus the second. Offsets are at least 1, so ids ascend.
-    /// The ids are compared with the `present` sections as they are read: a range naming
-    /// millions of ids is refused at the first id beyond them, before it fills memory.
+    /// Each entry is counted by its size before its ids are listed, against
+    /// `ConsentStringBound.maxGPPSections` and then the `present` sections: a range naming
+    /// millions of ids is refused by its size, never expanded, and at most `present` ids are.
     mutating func sectionIds(present: Int) throws(ConsentStringError) -> [Int] {
         let count = try int(12, "sectionIds.numEntries")
         var ids: [Int] = []
@@ -71,12 +78,12 @@ extension Base64URLBitReader {
             let at = position
             let start = try add(try fibonacci("\(entry).start"), to: previous, entry, at: at)
             let end = isRange ? try add(try fibonacci("\(entry).end"), to: start, entry, at: at) : start
-            var id = start
-            while id <= end {
-                ids.append(id)
-                if ids.count > present { throw .sectionCountMismatch(declared: ids.count, present: present) }
-                id += 1
-            }
+            // end >= start >= 1, so the size is at most Int.max; the sum may overflow.
+            let (declared, overflow) = ids.count.addingReportingOverflow(end - start + 1)
+            let limit = ConsentStringBound.maxGPPSections
+            if overflow || declared > limit { throw .tooManySections(field: qualified(entry), count: overflow ? Int.max : declared, limit: limit) }
+            if declared > present { throw .sectionCountMismatch(declared: declared, present: present) }
+            ids.append(contentsOf: start...end)
             previous = end
         }
         if ids.count != present { throw .sectionCountMismatch(declared: ids.count, present: present) }

@@ -26,12 +26,19 @@ public struct GPPString: Equatable, Sendable {
     /// The sections an OpenRTB `gpp_sid` says apply to this request, in `gpp_sid`'s order.
     /// `gpp_sid` is to name sections of this string's header, each once (OpenRTB 2.6:
     /// "the section(s) of the string which should be applied"); any other id refuses it, as
-    /// an app whose `gpp_sid` and `gpp` disagree has sent a signal nobody can read.
+    /// an app whose `gpp_sid` and `gpp` disagree has sent a signal nobody can read. More ids
+    /// than `ConsentStringBound.maxGPPSections` are refused before any is looked up, and each
+    /// is looked up once, by hash: the check is linear in `gpp_sid` and the header.
     public func applicableSections(gppSid: [Int]) throws(ConsentStringError) -> [GPPSection] {
+        let limit = ConsentStringBound.maxGPPSections
+        if gppSid.count > limit { throw .tooManySids(count: gppSid.count, limit: limit) }
+        // The first of an id listed twice, as `section(_:)` finds it.
+        let byId = Dictionary(zip(sectionIds, sections), uniquingKeysWith: { first, _ in first })
         var seen: Set<Int> = []
         var applicable: [GPPSection] = []
+        applicable.reserveCapacity(gppSid.count)
         for id in gppSid {
-            guard let section = section(id) else { throw .sidNotInHeader(id: id, header: sectionIds) }
+            guard let section = byId[id] else { throw .sidNotInHeader(id: id, header: sectionIds) }
             if !seen.insert(id).inserted { throw .sidDuplicate(id: id) }
             applicable.append(section)
         }

@@ -122,9 +122,20 @@ public final class PrivacyStore: Sendable {
     /// Deletes the record of `uid` for `userID` ("" for the app's own); whether there was one.
     @discardableResult
     public func clear(uid: UInt32, userID: String) throws -> Bool {
+        try clear([(uid, userID)]) > 0
+    }
+
+    /// Deletes the records of `keys` (uid, user id) in one transaction, so one write to disk
+    /// however many there are, and all or none; how many there were.
+    @discardableResult
+    public func clear(_ keys: [(uid: UInt32, userID: String)]) throws -> Int {
         try database.write { db in
-            try db.execute(sql: "DELETE FROM privacy WHERE uid = ? AND user_id = ?", arguments: [Int64(uid), userID])
-            return db.changesCount > 0
+            var deleted = 0
+            for key in keys {
+                try db.execute(sql: "DELETE FROM privacy WHERE uid = ? AND user_id = ?", arguments: [Int64(key.uid), key.userID])
+                deleted += db.changesCount
+            }
+            return deleted
         }
     }
 

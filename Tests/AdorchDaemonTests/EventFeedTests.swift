@@ -9,30 +9,10 @@ import XCTest
 
 /// The event feed's journal lines and the events ListEvents keeps, as a plugin floods them.
 final class EventFeedTests: XCTestCase {
-    /// The lines a logger wrote.
-    private final class Lines: @unchecked Sendable {
-        private let lock = NSLock()
-        private var lines: [String] = []
-        func add(_ line: String) { lock.withLock { lines.append(line) } }
-        var all: [String] { lock.withLock { lines } }
-    }
-
-    private struct Collector: LogHandler {
-        let lines: Lines
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .info
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) { lines.add("\(event.message)") }
-    }
-
-    private let lines = Lines()
+    private let lines = LoggedLines()
 
     private func feed() -> EventFeed {
-        let lines = self.lines
-        return EventFeed(logger: Logger(label: "test") { _ in Collector(lines: lines) }, ids: ExternalIDs())
+        EventFeed(logger: lines.logger, ids: ExternalIDs())
     }
 
     /// Root, who sees every event.

@@ -83,7 +83,7 @@ final class PluginWireTests: XCTestCase {
             (loadFrame { $0.signals.gpp = over }, "privacy.gpp: \(ConsentStringBound.maxBytes + 1) bytes"),
             (loadFrame { $0.signals.usPrivacy = over }, "privacy.us_privacy: \(ConsentStringBound.maxBytes + 1) bytes"),
             (loadFrame { $0.signals.gppSid = [2, 0] }, "privacy.gpp_sid[1]: 0 is not a GPP section id"),
-            (loadFrame { $0.signals.gppSid = Array(1...(PluginWire.maxGPPSectionIDs + 1)) }, "privacy.gpp_sid: \(PluginWire.maxGPPSectionIDs + 1) ids, over"),
+            (loadFrame { $0.signals.gppSid = Array(1...(ConsentStringBound.maxGPPSections + 1)) }, "privacy.gpp_sid: \(ConsentStringBound.maxGPPSections + 1) ids, over"),
             (loadFrame(patch: { bytes in bytes[index(of: classBytes, in: bytes) + classBytes.count] = 7 }), "privacy.gdpr: 7 is not 1, 0 or -1"),
             (loadFrame(patch: { bytes in
                 let at = index(of: classBytes, in: bytes) + 4

@@ -47,6 +47,15 @@ final class PrivacyStoreTests: XCTestCase {
         XCTAssertEqual(try store.all().records, [other])
     }
 
+    func testClearingManyDeletesThoseNamedAndCountsThoseThereWere() throws {
+        let store = try PrivacyStore(path: path)
+        for user in ["", "a", "b"] { try store.set(StoredPrivacy(uid: 7, userID: user), limit: 10) }
+        try store.set(StoredPrivacy(uid: 8, userID: "a"), limit: 10)
+        XCTAssertEqual(try store.clear([(7, ""), (7, "b"), (8, "b"), (9, "")]), 2, "only those there were are counted")
+        XCTAssertEqual(try store.all().records.map { "\($0.uid)/\($0.userID)" }, ["7/a", "8/a"])
+        XCTAssertEqual(try store.clear([]), 0)
+    }
+
     func testAUidAtItsLimitMayReplaceButNotAddAndTheRefusalChangesNothing() throws {
         let store = try PrivacyStore(path: path)
         for user in ["a", "b"] { try store.set(StoredPrivacy(uid: 7, userID: user), limit: 2) }

@@ -2,7 +2,7 @@ import AdorchPrivacy
 import XCTest
 
 /// What the vector pages do not reach: the size bound, padding, segment and section rules,
-/// the `gpp_sid` check, and refusals inside GPP sections.
+/// the `gpp_sid` check, refusals inside GPP sections, and the bound on GPP sections.
 final class ConsentDecoderRefusalTests: XCTestCase {
     /// A valid core (tcf-vectors.md T2-01), the base of the segment cases.
     let core = "COtybn4PA_zT4KjACBENAPCIAEBAAECAAIAAAAAAAAAA"
@@ -53,6 +53,17 @@ final class ConsentDecoderRefusalTests: XCTestCase {
         XCTAssertEqual(refusal { try gpp.applicableSections(gppSid: [2, 2]) }, .sidDuplicate(id: 2))
     }
 
+    func testAGppSidOfMoreIdsThanTheBoundIsRefusedBeforeAnyIsLookedUp() throws {
+        let limit = ConsentStringBound.maxGPPSections
+        let full = try GPPString.decode(opaqueSections(limit))
+        XCTAssertEqual(try full.applicableSections(gppSid: Array((24...(23 + limit)).reversed())).count, limit)
+        XCTAssertEqual(refusal { try full.applicableSections(gppSid: Array(24...(24 + limit))) }, .tooManySids(count: limit + 1, limit: limit))
+        // The attack's 4,091 ids, which the header does not list either: refused by their number.
+        XCTAssertEqual(refusal { try full.applicableSections(gppSid: Array(24...4114)) }, .tooManySids(count: 4091, limit: limit))
+        XCTAssertEqual(refusal { try full.applicableSections(gppSid: Array(24...4114)) }?.description,
+                       "gpp_sid: 4091 ids, more than the \(limit) sections a GPP string may carry")
+    }
+
     func testASectionsRefusalNamesTheSection() {
         // Section 2 holding a TCF v1.1 string; section 6 a lower-case flag.
         XCTAssertEqual(refusal { try GPPString.decode("DBABMA~BONV8oqONXwgmADACHENAO7pqzAAppY") }, .inSection(id: 2, name: "tcfeuv2", .tcfVersion1))
@@ -64,17 +75,45 @@ final class ConsentDecoderRefusalTests: XCTestCase {
         XCTAssertEqual(refusal { try USNational.decode("C8AAVVVVVVRA") }, .valueOutOfRange(field: "usnat.sharingNotice", found: 3, allowed: 0...2))
     }
 
-    func testAHeaderRangeOfMillionsOfIdsStopsAtTheSectionsPresent() {
-        // One range entry from 1 to 1 + F(28), about 830,000 ids: refused at the second, as one section is present.
-        var header = BitWriter()
-        header.write(3, 6)
-        header.write(1, 6)
-        header.write(1, 12)
-        header.write(1, 1)
-        for bit in [1, 1] { header.write(bit, 1) }
-        for _ in 0..<28 { header.write(0, 1) }
-        for bit in [1, 1] { header.write(bit, 1) }
-        XCTAssertEqual(refusal { try GPPString.decode(header.base64url() + "~1YNN") }, .sectionCountMismatch(declared: 2, present: 1))
+    /// GPP sections the decoder keeps as sent (ids it has no decoder for), `count` of them
+    /// from id 24: the cheapest sections an app can pack into a string.
+    func opaqueSections(_ count: Int, header: [ClosedRange<Int>]? = nil) -> String {
+        BitWriter.gppHeader(header ?? [24...(23 + count)]) + String(repeating: "~A", count: count)
+    }
+
+    func testAStringOfMoreSectionsThanTheBoundIsRefusedByTheirNumber() throws {
+        let limit = ConsentStringBound.maxGPPSections
+        let atTheBound = try GPPString.decode(opaqueSections(limit))
+        XCTAssertEqual(atTheBound.sectionIds, Array(24...(23 + limit)))
+        XCTAssertEqual(refusal { try GPPString.decode(opaqueSections(limit + 1)) }, .tooManySections(field: "sections", count: limit + 1, limit: limit))
+        // The attack: 4,091 sections in 8 KiB, refused by their number, the header not read.
+        let packed = "DBAB" + String(repeating: "~A", count: 4091)
+        XCTAssertLessThanOrEqual(packed.utf8.count, ConsentStringBound.maxBytes)
+        XCTAssertEqual(refusal { try GPPString.decode(packed) }, .tooManySections(field: "sections", count: 4091, limit: limit))
+        XCTAssertEqual(refusal { try GPPString.decode(packed) }?.description, "sections: 4091 sections, more than the \(limit) a GPP string may carry")
+    }
+
+    func testAHeaderListingMoreIdsThanTheBoundIsRefusedAtTheEntryThatPassesIt() {
+        let limit = ConsentStringBound.maxGPPSections
+        // One entry per id: the entry naming the 33rd is refused, though the string carries 32 sections.
+        let singles = (24...(24 + limit)).map { $0...$0 }
+        XCTAssertEqual(refusal { try GPPString.decode(opaqueSections(limit, header: singles)) },
+                       .tooManySections(field: "header.sectionIds[\(limit)]", count: limit + 1, limit: limit))
+        XCTAssertEqual(refusal { try GPPString.decode(opaqueSections(limit, header: [24...(24 + limit)])) },
+                       .tooManySections(field: "header.sectionIds[0]", count: limit + 1, limit: limit))
+        // Within the bound, a header and the sections present that disagree are refused as before.
+        XCTAssertEqual(refusal { try GPPString.decode(opaqueSections(1, header: [24...26])) }, .sectionCountMismatch(declared: 3, present: 1))
+    }
+
+    func testAHeaderRangeOfMillionsOfIdsIsRefusedByItsSizeNotExpanded() {
+        let limit = ConsentStringBound.maxGPPSections
+        // Had the range been listed id by id, it would have been refused at its second id as a
+        // mismatch with the one section present; its size is what the refusal says.
+        XCTAssertEqual(refusal { try GPPString.decode(BitWriter.gppHeader([1...1_000_000]) + "~1YNN") },
+                       .tooManySections(field: "header.sectionIds[0]", count: 1_000_000, limit: limit))
+        // A range of 4.6e18 ids (F(91), an offset near the largest an Int holds): counted as well.
+        XCTAssertEqual(refusal { try GPPString.decode(BitWriter.gppHeader([6...6, 7...(7 + 4_660_046_610_375_530_309)]) + "~1YNN~A") },
+                       .tooManySections(field: "header.sectionIds[1]", count: 4_660_046_610_375_530_311, limit: limit))
         // Ones without end: truncated, not an overflow of the sum.
         var endless = BitWriter()
         endless.write(3, 6)

@@ -218,6 +218,37 @@ struct BitWriter {
         }
     }
 
+    /// `value` (at least 1) Fibonacci-coded as GPP writes it: its Zeckendorf terms (1, 2, 3,
+    /// 5, ...) lowest first, then a 1 closing the last.
+    mutating func fibonacci(_ value: Int) {
+        var terms = [1, 2]
+        while terms[terms.count - 1] <= value { terms.append(terms[terms.count - 1] + terms[terms.count - 2]) }
+        var used = Array(repeating: false, count: terms.count)
+        var left = value
+        for index in terms.indices.reversed() where terms[index] <= left {
+            used[index] = true
+            left -= terms[index]
+        }
+        bits += used[...used.lastIndex(of: true)!]
+        bits.append(true)
+    }
+
+    /// A GPP header (type 3, version 1) listing `entries`, ascending, each one id or a range.
+    static func gppHeader(_ entries: [ClosedRange<Int>]) -> String {
+        var header = BitWriter()
+        header.write(3, 6)
+        header.write(1, 6)
+        header.write(entries.count, 12)
+        var previous = 0
+        for entry in entries {
+            header.write(entry.count > 1 ? 1 : 0, 1)
+            header.fibonacci(entry.lowerBound - previous)
+            if entry.count > 1 { header.fibonacci(entry.upperBound - entry.lowerBound) }
+            previous = entry.upperBound
+        }
+        return header.base64url()
+    }
+
     func base64url() -> String {
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
         var padded = bits

@@ -92,7 +92,7 @@ final class PrivacyStateTests: XCTestCase {
         // The journal has the line, the strings redacted and no user id.
         let log = daemon.log
         XCTAssertTrue(log.contains("privacy: uid 0 set the signals of the app: gdpr_applies=yes tc_string=\(ConsentRedaction.redact(v.tc))"), log)
-        XCTAssertTrue(log.contains("privacy: uid 0 set the signals of one of its users"), log)
+        XCTAssertTrue(log.contains("privacy: uid 0 set the signals of one of its users: gdpr_applies=no gpp=\(ConsentRedaction.redact(v.gpp)) gpp_sid=2 sections non_personalized"), log)
         XCTAssertTrue(log.contains("privacy: uid 0 cleared the signals of the app"), log)
         XCTAssertFalse(log.contains("\"u1\"") || log.contains(" u1 ") || log.contains("u1\n"), "SetPrivacy's lines never name the user id")
         assertLogHoldsNone(of: [v.tc, v.gpp], daemon)
@@ -124,6 +124,10 @@ final class PrivacyStateTests: XCTestCase {
         _ = try daemon.call("io.adorch.Ads.SetPrivacy", ["user_id": "u1", "privacy": kept])
         let before = try get(daemon, "u1")
         let oversized = String(v.tc) + String(repeating: "A", count: ConsentStringBound.maxBytes)
+        // 4,091 sections in 8 KiB, its header listing 24...4114 in one range, and a gpp_sid naming them all.
+        let packed = "DBABkcqlYA" + String(repeating: "~A", count: 4091)
+        func ids(_ range: ClosedRange<Int>) -> JSONValue { .array(range.map { .int(Int64($0)) }) }
+        let sections = ConsentStringBound.maxGPPSections
         let cases: [(what: String, privacy: JSONValue, parameter: String, says: String?)] = [
             ("malformed", ["tc_string": .string(v.malformed)], "privacy.tc_string", "not a base64url character"),
             ("truncated", ["tc_string": .string(v.truncated)], "privacy.tc_string", "truncated"),
@@ -134,6 +138,10 @@ final class PrivacyStateTests: XCTestCase {
             ("oversized GPP", ["gpp": .string(oversized)], "privacy.gpp", "at most"),
             ("gpp_sid not in the header", ["gpp": .string(v.uspv1GPP), "gpp_sid": [2]], "privacy.gpp_sid", "not in the GPP header"),
             ("gpp_sid twice", ["gpp": .string(v.uspv1GPP), "gpp_sid": [6, 6]], "privacy.gpp_sid", "twice"),
+            ("GPP sections over the bound", ["gpp": .string(packed), "gpp_sid": ids(24...4114)], "privacy.gpp",
+             "4091 sections, more than the \(sections) a GPP string may carry"),
+            ("gpp_sid over the bound", ["gpp": .string(v.uspv1GPP), "gpp_sid": ids(1...(sections + 1))], "privacy.gpp_sid",
+             "\(sections + 1) ids, more than the \(sections) sections"),
             ("gpp_sid without gpp", ["gpp_sid": [6]], "privacy.gpp_sid", "needs gpp"),
             ("US Privacy version", ["us_privacy": "2---"], "privacy.us_privacy", "version"),
             ("US Privacy case", ["us_privacy": "1y--"], "privacy.us_privacy", "must be"),
@@ -153,7 +161,7 @@ final class PrivacyStateTests: XCTestCase {
             XCTAssertEqual(after.source, before.source, c.what)
             XCTAssertEqual(after.privacy, before.privacy, "\(c.what) changed the record")
         }
-        assertLogHoldsNone(of: [v.tc, v.malformed, v.truncated, v.version1, v.badGPP, v.uspv1GPP], daemon)
+        assertLogHoldsNone(of: [v.tc, v.malformed, v.truncated, v.version1, v.badGPP, v.uspv1GPP, packed], daemon)
     }
 
     func testRecordsSurviveAKillAndACleanRestart() throws {
@@ -202,13 +210,15 @@ final class PrivacyStateTests: XCTestCase {
         XCTAssertEqual(try get(daemon).source, "none", "the record that no longer decodes does not apply")
         XCTAssertEqual(try get(daemon, "u1").source, "user", "the others do")
         let log = daemon.log
-        XCTAssertTrue(log.contains("privacy: the record uid 0 set for the app no longer decodes (privacy.tc_string: core.version: a TCF v1.1 string"), log)
-        XCTAssertTrue(log.contains("privacy: 1 records of 1 uids read back") && log.contains("1 dropped"), log)
+        // One line for all it dropped: how many, by field, and the first's uid and reason.
+        XCTAssertTrue(log.contains("privacy: 1 records of 1 uids read back from "), log)
+        XCTAssertTrue(log.contains("; 1 dropped from the file too, as they no longer decode (1 by privacy.tc_string); the first, uid 0's record"
+            + " for the app: privacy.tc_string: core.version: a TCF v1.1 string"), log)
         assertLogHoldsNone(of: [v.tc, v.version1], daemon)
         XCTAssertEqual(daemon.stop(), 0)
         // Dropped from the file too: the next start reads only the other.
         daemon = try DaemonProcess(stateDir: state)
-        XCTAssertFalse(daemon.log.contains("no longer decodes"), daemon.log)
+        XCTAssertFalse(daemon.log.contains("no longer decode"), daemon.log)
         XCTAssertEqual(daemon.stop(), 0)
 
         // A file of another schema is moved aside with its WAL, and the daemon starts without records.

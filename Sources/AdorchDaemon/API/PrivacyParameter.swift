@@ -23,8 +23,8 @@ enum PrivacyField: String, CaseIterable {
         switch self {
         case .gdprApplies: ("whether the GDPR applies to the viewer; null: unknown (the daemon's config decides)", "?bool")
         case .tcString: ("a TCF v2 TC string, at most \(ConsentStringBound.maxBytes) bytes", "?string")
-        case .gpp: ("a GPP string, at most \(ConsentStringBound.maxBytes) bytes", "?string")
-        case .gppSid: ("the ids of the GPP sections that apply to the viewer (OpenRTB's gpp_sid); only with gpp", "?[]int")
+        case .gpp: ("a GPP string, at most \(ConsentStringBound.maxBytes) bytes and \(ConsentStringBound.maxGPPSections) sections", "?string")
+        case .gppSid: ("the ids of the GPP sections that apply to the viewer (OpenRTB's gpp_sid), at most \(ConsentStringBound.maxGPPSections); only with gpp", "?[]int")
         case .usPrivacy: ("a US Privacy string, e.g. 1YNN", "?string")
         case .childDirected: ("the app is directed to children (COPPA), or says this viewer is a child", "?bool")
         case .underAgeOfConsent: ("the viewer is under the age of digital consent (GDPR article 8)", "?bool")
@@ -62,7 +62,7 @@ extension ViewerPrivacy {
         } catch {
             let field: PrivacyField
             switch error {
-            case .sidNotInHeader, .sidDuplicate: field = .gppSid
+            case .sidNotInHeader, .sidDuplicate, .tooManySids: field = .gppSid
             default:
                 if signals.tcString != nil, (try? ViewerPrivacy(PrivacySignals(tcString: signals.tcString))) == nil {
                     field = .tcString
@@ -79,8 +79,9 @@ extension ViewerPrivacy {
 
 /// [Varlink queue] A call's `privacy` parameter (SetPrivacy, Show, Load), read and decoded
 /// once: nil when absent or null. A field of the wrong type, a string over
-/// `ConsentStringBound.maxBytes`, a string that does not decode, an unknown rating, gpp_sid
-/// without gpp or a key Privacy does not have is an InvalidParameter naming it.
+/// `ConsentStringBound.maxBytes`, a string that does not decode (a GPP string or gpp_sid
+/// over `ConsentStringBound.maxGPPSections` among them), an unknown rating, gpp_sid without
+/// gpp or a key Privacy does not have is an InvalidParameter naming it.
 func privacyParameter(of call: VarlinkCall) throws(VarlinkError) -> ViewerPrivacy? {
     let object: [String: JSONValue]
     switch call.parameters["privacy"] {
@@ -157,11 +158,12 @@ extension PrivacySignals {
         return .object(object)
     }
 
-    /// For a log line: the flags, and each string redacted (`ConsentRedaction`).
+    /// For a log line: the flags, each string redacted (`ConsentRedaction`) and gpp_sid's
+    /// count, never its ids; so every part is bounded, whatever the signals hold.
     var logDescription: String {
         var parts = ["gdpr_applies=\(gdprApplies)"]
         if let tcString { parts.append("tc_string=\(ConsentRedaction.redact(tcString))") }
-        if let gpp { parts.append("gpp=\(ConsentRedaction.redact(gpp)) gpp_sid=\(gppSid)") }
+        if let gpp { parts.append("gpp=\(ConsentRedaction.redact(gpp)) gpp_sid=\(gppSid.count) sections") }
         if let usPrivacy { parts.append("us_privacy=\(ConsentRedaction.redact(usPrivacy))") }
         if childDirected { parts.append("child_directed") }
         if underAgeOfConsent { parts.append("under_age_of_consent") }

@@ -57,8 +57,11 @@ final class PrivacyBook {
         restore()
     }
 
-    /// Reads every record back and decodes it. One that no longer decodes (a decoder grew
-    /// stricter) is dropped from the file too, its line naming the field and why, never the string.
+    /// Reads every record back and decodes it. Those that no longer decode (a decoder grew
+    /// stricter, or a bound came after them, as `ConsentStringBound.maxGPPSections` did) are
+    /// dropped from the file too, in one write however many, and said in one line: how many,
+    /// by field, and the first's uid and reason, never a string. Decoding is bounded per
+    /// record, so the start takes time in proportion to the file, and a record never stops it.
     private func restore() {
         guard let store else { return }
         let read: (records: [StoredPrivacy], skipped: Int)
@@ -67,14 +70,19 @@ final class PrivacyBook {
             return
         }
         if read.skipped > 0 { logger.warning("privacy: \(read.skipped) damaged rows in \(path) were not read") }
-        var dropped = 0
+        var dropped: [(uid: UInt32, userID: String)] = []
+        var droppedByField: [String: Int] = [:]
+        var first = ""
+        func drop(_ row: StoredPrivacy, _ field: PrivacyField, _ reason: String) {
+            if dropped.isEmpty { first = "uid \(row.uid)'s record for \(row.userID.isEmpty ? "the app" : "one of its users"): \(field.parameter): \(reason)" }
+            dropped.append((row.uid, row.userID))
+            droppedByField[field.parameter, default: 0] += 1
+        }
         for row in read.records {
-            let whose = "uid \(row.uid) set for \(row.userID.isEmpty ? "the app" : "one of its users")"
             var rating: ContentRating?
             if let name = row.maxContentRating {
                 guard let known = ContentRating(rawValue: name) else {
-                    logger.warning("privacy: the record \(whose) has no known max_content_rating; dropped")
-                    dropped += (try? store.clear(uid: row.uid, userID: row.userID)) == true ? 1 : 0
+                    drop(row, .maxContentRating, "not one of \(ContentRating.allCases.map(\.rawValue).joined(separator: ", "))")
                     continue
                 }
                 rating = known
@@ -86,12 +94,23 @@ final class PrivacyBook {
             do {
                 records[row.uid, default: [:]][row.userID] = try ViewerPrivacy.decoding(signals)
             } catch {
-                logger.warning("privacy: the record \(whose) no longer decodes (\(error.field.parameter): \(error.reason)); dropped")
-                dropped += (try? store.clear(uid: row.uid, userID: row.userID)) == true ? 1 : 0
+                drop(row, error.field, error.reason)
             }
         }
-        let kept = records.values.reduce(0) { $0 + $1.count }
-        if kept > 0 || dropped > 0 { logger.info("privacy: \(kept) records of \(records.count) uids read back from \(path)\(dropped > 0 ? ", \(dropped) dropped" : "")") }
+        let kept = "\(records.values.reduce(0) { $0 + $1.count }) records of \(records.count) uids read back from \(path)"
+        guard !dropped.isEmpty else {
+            if !records.isEmpty { logger.info("privacy: \(kept)") }
+            return
+        }
+        let removed: String
+        do {
+            try store.clear(dropped)
+            removed = "from the file too"
+        } catch {
+            removed = "here, but the file could not take their deletion (\(error)), so they are read and dropped again at the next start"
+        }
+        let fields = droppedByField.sorted { $0.key < $1.key }.map { "\($0.value) by \($0.key)" }.joined(separator: ", ")
+        logger.warning("privacy: \(kept); \(dropped.count) dropped \(removed), as they no longer decode (\(fields)); the first, \(first)")
     }
 
     /// Which privacy applies to a call of `uid` for `userID`, given the call's own, defined

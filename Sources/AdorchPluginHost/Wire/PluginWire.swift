@@ -146,12 +146,6 @@ struct WireReader {
 
 // MARK: A load's privacy
 
-extension PluginWire {
-    /// The most gpp_sid ids a load carries: each names a section of its GPP string, and a
-    /// section takes at least two bytes of it (a character and its `~`).
-    static let maxGPPSectionIDs = ConsentStringBound.maxBytes / 2
-}
-
 extension WireWriter {
     /// A load's privacy class and signals (LoadPrivacy), as WireReader.privacy reads them.
     mutating func privacy(_ p: LoadPrivacy) {
@@ -187,8 +181,9 @@ extension WireReader {
         let tcString = try optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.consentString("privacy.tc_string") }
         let gpp = try optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.consentString("privacy.gpp") }
         let count = Int(try u32())
-        guard count <= PluginWire.maxGPPSectionIDs else {
-            throw PluginWire.Malformed(description: "privacy.gpp_sid: \(count) ids, over the \(PluginWire.maxGPPSectionIDs) a GPP string can name")
+        // The daemon sends only a gpp_sid it checked against the GPP string's sections.
+        guard count <= ConsentStringBound.maxGPPSections else {
+            throw PluginWire.Malformed(description: "privacy.gpp_sid: \(count) ids, over the \(ConsentStringBound.maxGPPSections) sections a GPP string may carry")
         }
         var sids: [Int] = []
         for index in 0..<count {
