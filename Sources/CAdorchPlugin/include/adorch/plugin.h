@@ -284,7 +284,7 @@ typedef struct adorch_privacy {
     const char *gpp;               /* the GPP string, as the app gave it; "" none */
     const uint32_t *gpp_sid;       /* the GPP section ids that apply (OpenRTB gpp_sid), gpp_sid_count
                                     * of them; NULL when gpp_sid_count is 0 */
-    uint32_t gpp_sid_count;        /* how many ids gpp_sid holds; 0 none */
+    uint32_t gpp_sid_count;        /* how many ids gpp_sid holds: 0 (none) to 32, the sections a GPP string may carry */
     const char *us_privacy;        /* the US Privacy string ("1YNN"), as the app gave it; "" none */
     const char *max_content_rating; /* the highest ad content rating the app accepts: "G", "PG", "T"
                                      * or "MA"; "" no limit */
