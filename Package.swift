@@ -124,12 +124,14 @@ let package = Package(
         // Rewards: the durable ledger (SQLite through GRDB) and the server callback's signature.
         .target(
             name: "AdorchRewards",
-            dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["AdorchStateDatabase", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")]
         ),
+        // A state directory's SQLite file, opened one way for each store: WAL, one connection, migrated, its schema checked.
+        .target(name: "AdorchStateDatabase", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
         // Frequency caps: the impression history the rules count, kept in the state directory (SQLite through GRDB).
-        .target(name: "AdorchCapStore", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
+        .target(name: "AdorchCapStore", dependencies: ["AdorchStateDatabase", .product(name: "GRDB", package: "GRDB.swift")]),
         // Privacy: the viewers' signals apps set with SetPrivacy, kept in the state directory (SQLite through GRDB).
-        .target(name: "AdorchPrivacyStore", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
+        .target(name: "AdorchPrivacyStore", dependencies: ["AdorchStateDatabase", .product(name: "GRDB", package: "GRDB.swift")]),
         // Varlink: framing, a server on its own epoll loop, a blocking client, the service interface.
         .target(name: "AdorchVarlink", dependencies: ["AdorchJSON", "CEpoll", "CGlibcMalloc", .product(name: "Logging", package: "swift-log")]),
         // JSON values, a strict parser and a writer over bytes: the wire's and the plugin host's.
@@ -144,7 +146,7 @@ let package = Package(
             name: "AdorchDaemon",
             dependencies: [
                 "AdorchEngine", "AdorchLocking", "AdorchPaths", "AdorchPluginHost", "AdorchVarlink", "AdorchSystemd", "AdorchRewards", "AdorchCapStore",
-                "AdorchPrivacy", "AdorchPrivacyStore", .product(name: "TOMLKit", package: "TOMLKit"),
+                "AdorchPrivacy", "AdorchPrivacyStore", "AdorchStateDatabase", .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             // A link to etc/adorch/adorchd.toml: the shipped config is the embedded default.
@@ -211,7 +213,7 @@ let package = Package(
                                                              "AdorchPrivacyStore", "AdorchVarlink", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "AdorchSystemdTests", dependencies: ["AdorchSystemd"]),
         .testTarget(name: "AdorchRewardsTests", dependencies: ["AdorchRewards"]),
-        .testTarget(name: "AdorchPrivacyStoreTests", dependencies: ["AdorchPrivacyStore", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "AdorchPrivacyStoreTests", dependencies: ["AdorchPrivacyStore", "AdorchStateDatabase", .product(name: "GRDB", package: "GRDB.swift")]),
         // The consent decoders against the vectors in shared/data/consent and, differentially,
         // against PyPI's iab-tcf (Reference/ holds the Python side).
         .testTarget(name: "AdorchPrivacyTests", dependencies: ["AdorchPrivacy"], exclude: ["Reference"]),

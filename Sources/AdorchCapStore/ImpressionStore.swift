@@ -1,3 +1,4 @@
+import AdorchStateDatabase
 import Foundation
 import GRDB
 
@@ -28,48 +29,24 @@ public struct StoredImpression: Sendable, Equatable {
 /// the kernel's hands when `record` returns, so it survives the daemon's death (kill -9
 /// included) but not a power loss, and a Show does not wait for the disk.
 public final class ImpressionStore: Sendable {
-    /// One connection, for the same reason as the ledger's: a fixed number of open files.
     private let database: DatabaseQueue
     public let path: String
 
     public init(path: String) throws {
         self.path = path
-        var configuration = Configuration()
-        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
-        configuration.journalMode = .wal
-        database = try DatabaseQueue(path: path, configuration: configuration)
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
-            try db.create(table: "impressions") { t in
-                t.column("slot", .text).notNull()
-                t.column("plugin", .text).notNull()
-                t.column("ad_unit_id", .text).notNull()
-                t.column("uid", .integer)
-                t.column("user_id", .text).notNull()
-                // Milliseconds since the Unix epoch: what the rules' windows are measured in.
-                t.column("at_ms", .integer).notNull().indexed()
+        database = try StateDatabase.open(path, sync: .normal, migrations: { migrator in
+            migrator.registerMigration("v1") { db in
+                try db.create(table: "impressions") { t in
+                    t.column("slot", .text).notNull()
+                    t.column("plugin", .text).notNull()
+                    t.column("ad_unit_id", .text).notNull()
+                    t.column("uid", .integer)
+                    t.column("user_id", .text).notNull()
+                    // Milliseconds since the Unix epoch: what the rules' windows are measured in.
+                    t.column("at_ms", .integer).notNull().indexed()
+                }
             }
-        }
-        try migrator.migrate(database)
-        // A file that says it is migrated but is not (another program's, or damaged): refused,
-        // so that it is moved aside rather than failing every write.
-        let columns = try database.read { db in Set(try db.columns(in: "impressions").map(\.name)) }
-        let needed: Set = ["slot", "plugin", "ad_unit_id", "uid", "user_id", "at_ms"]
-        guard needed.isSubset(of: columns) else { throw SchemaError(missing: needed.subtracting(columns).sorted()) }
-    }
-
-    /// Whether `init`'s error says the file itself is bad (not SQLite, corrupt, another
-    /// schema), not the moment (too many open files, no memory, an I/O error).
-    public static func isDamage(_ error: Error) -> Bool {
-        if error is SchemaError { return true }
-        guard let database = error as? DatabaseError else { return false }
-        return [.SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_FORMAT].contains(database.resultCode)
-    }
-
-    /// The impressions table lacks columns this store writes.
-    public struct SchemaError: Error, CustomStringConvertible {
-        public var missing: [String]
-        public var description: String { "its impressions table has no column \(missing.joined(separator: ", "))" }
+        }, table: "impressions", columns: ["slot", "plugin", "ad_unit_id", "uid", "user_id", "at_ms"])
     }
 
     public func record(_ impression: StoredImpression) throws {

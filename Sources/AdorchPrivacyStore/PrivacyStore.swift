@@ -1,3 +1,4 @@
+import AdorchStateDatabase
 import Foundation
 import GRDB
 
@@ -42,58 +43,32 @@ public struct StoredPrivacy: Sendable, Equatable {
 /// one per uid and user id. WAL with synchronous FULL: a record is on disk when `set`
 /// returns, so the app's OK means it survives a crash and a power loss alike.
 public final class PrivacyStore: Sendable {
-    /// One connection, as the ledger's: a fixed number of open files.
     private let database: DatabaseQueue
     public let path: String
 
     public init(path: String) throws {
         self.path = path
-        var configuration = Configuration()
-        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-        configuration.journalMode = .wal
-        database = try DatabaseQueue(path: path, configuration: configuration)
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
-            try db.create(table: "privacy") { t in
-                t.column("uid", .integer).notNull()
-                t.column("user_id", .text).notNull()
-                // NULL: the app did not say; else 0 or 1.
-                t.column("gdpr_applies", .integer)
-                t.column("tc_string", .text)
-                t.column("gpp", .text)
-                // The ids as decimal numbers joined by commas; "" for none.
-                t.column("gpp_sid", .text).notNull()
-                t.column("us_privacy", .text)
-                t.column("child_directed", .boolean).notNull()
-                t.column("under_age_of_consent", .boolean).notNull()
-                t.column("non_personalized", .boolean).notNull()
-                t.column("max_content_rating", .text)
-                t.primaryKey(["uid", "user_id"])
+        database = try StateDatabase.open(path, sync: .full, migrations: { migrator in
+            migrator.registerMigration("v1") { db in
+                try db.create(table: "privacy") { t in
+                    t.column("uid", .integer).notNull()
+                    t.column("user_id", .text).notNull()
+                    // NULL: the app did not say; else 0 or 1.
+                    t.column("gdpr_applies", .integer)
+                    t.column("tc_string", .text)
+                    t.column("gpp", .text)
+                    // The ids as decimal numbers joined by commas; "" for none.
+                    t.column("gpp_sid", .text).notNull()
+                    t.column("us_privacy", .text)
+                    t.column("child_directed", .boolean).notNull()
+                    t.column("under_age_of_consent", .boolean).notNull()
+                    t.column("non_personalized", .boolean).notNull()
+                    t.column("max_content_rating", .text)
+                    t.primaryKey(["uid", "user_id"])
+                }
             }
-        }
-        try migrator.migrate(database)
-        // A file that says it is migrated but is not (another program's, or damaged): refused,
-        // so that it is moved aside rather than failing every write.
-        let columns = try database.read { db in Set(try db.columns(in: "privacy").map(\.name)) }
-        let missing = Self.columns.subtracting(columns)
-        guard missing.isEmpty else { throw SchemaError(missing: missing.sorted()) }
-    }
-
-    private static let columns: Set = ["uid", "user_id", "gdpr_applies", "tc_string", "gpp", "gpp_sid", "us_privacy", "child_directed",
-                                       "under_age_of_consent", "non_personalized", "max_content_rating"]
-
-    /// Whether `init`'s error says the file itself is bad (not SQLite, corrupt, another
-    /// schema), not the moment (too many open files, no memory, an I/O error).
-    public static func isDamage(_ error: Error) -> Bool {
-        if error is SchemaError { return true }
-        guard let database = error as? DatabaseError else { return false }
-        return [.SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_FORMAT].contains(database.resultCode)
-    }
-
-    /// The privacy table lacks columns this store writes.
-    public struct SchemaError: Error, CustomStringConvertible {
-        public var missing: [String]
-        public var description: String { "its privacy table has no column \(missing.joined(separator: ", "))" }
+        }, table: "privacy", columns: ["uid", "user_id", "gdpr_applies", "tc_string", "gpp", "gpp_sid", "us_privacy", "child_directed",
+                                      "under_age_of_consent", "non_personalized", "max_content_rating"])
     }
 
     /// Why `set` wrote nothing though the file works: the uid holds `limit` records already.

@@ -1,3 +1,4 @@
+import AdorchStateDatabase
 import Foundation
 import GRDB
 
@@ -134,20 +135,14 @@ public final class RewardLedger: Sendable {
         case duplicate(String)
     }
 
-    /// One connection, for writes and the few reads alike: a pool would open reader
-    /// connections (two fds each) on demand and keep them, so the daemon's open files would
-    /// depend on its history; the ledger's reads are rare and short.
     private let database: DatabaseQueue
 
     public init(path: String) throws {
-        var configuration = Configuration()
-        configuration.prepareDatabase { db in
-            // FULL: the commit is on disk before grant returns, so before any event is sent.
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-        }
-        configuration.journalMode = .wal
-        database = try DatabaseQueue(path: path, configuration: configuration)
-        var migrator = DatabaseMigrator()
+        // FULL: the commit is on disk before grant returns, so before any event is sent.
+        database = try StateDatabase.open(path, sync: .full, migrations: Self.migrations)
+    }
+
+    private static func migrations(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("v1") { db in
             try db.create(table: "rewards") { t in
                 t.primaryKey("trans_id", .text)
@@ -181,7 +176,6 @@ public final class RewardLedger: Sendable {
         migrator.registerMigration("v5: unacknowledged by holder") { db in
             try db.create(index: "rewards_holder_unacknowledged", on: "rewards", columns: ["holder_uid", "acknowledged"])
         }
-        try migrator.migrate(database)
     }
 
     /// A write of the ledger's, for its other tables' files.

@@ -1,4 +1,5 @@
 import AdorchPrivacyStore
+import AdorchStateDatabase
 import Foundation
 import GRDB
 import XCTest
@@ -78,10 +79,10 @@ final class PrivacyStoreTests: XCTestCase {
             try db.execute(sql: "CREATE TABLE privacy (uid INTEGER)")
         }
         try queue.close()
-        XCTAssertThrowsError(try PrivacyStore(path: path)) { XCTAssertTrue(PrivacyStore.isDamage($0), "\($0)") }
+        XCTAssertThrowsError(try PrivacyStore(path: path)) { XCTAssertTrue(StateDatabase.isDamage($0), "\($0)") }
         let text = folder.appendingPathComponent("text.sqlite").path
         try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: text))
-        XCTAssertThrowsError(try PrivacyStore(path: text)) { XCTAssertTrue(PrivacyStore.isDamage($0), "\($0)") }
+        XCTAssertThrowsError(try PrivacyStore(path: text)) { XCTAssertTrue(StateDatabase.isDamage($0), "\($0)") }
     }
 
     func testRowsOfTheWrongTypesAreSkippedAndCounted() throws {

@@ -1,4 +1,5 @@
 import AdorchCapStore
+import AdorchStateDatabase
 import AdorchEngine
 import Foundation
 import Logging
@@ -28,7 +29,7 @@ final class CapHistoryFile {
         do {
             store = try ImpressionStore(path: path)
         } catch let first {
-            guard ImpressionStore.isDamage(first) else {
+            guard StateDatabase.isDamage(first) else {
                 throw StateDirectoryError(path: stateDir, reason: "holds the frequency caps' history, \(Self.fileName), which cannot be opened now: \(first); nothing was changed")
             }
             // Its WAL goes with it: the impressions not yet merged are in there.

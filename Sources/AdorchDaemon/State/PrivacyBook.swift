@@ -1,5 +1,6 @@
 import AdorchEngine
 import AdorchPrivacyStore
+import AdorchStateDatabase
 import Foundation
 import Logging
 
@@ -47,7 +48,7 @@ final class PrivacyBook {
         do {
             store = try PrivacyStore(path: path)
         } catch {
-            guard PrivacyStore.isDamage(error) else {
+            guard StateDatabase.isDamage(error) else {
                 throw StateDirectoryError(path: stateDir, reason: "holds the privacy records apps set, \(Self.fileName), which cannot be opened now: \(error); nothing was changed")
             }
             let outcome = moveAsideDamaged(path).map { "moved to \($0)" } ?? "it could not be moved aside, so SetPrivacy fails until it is"
