@@ -1,3 +1,4 @@
+import AdorchPrivacy
 import AdorchVarlink
 import Foundation
 import XCTest
@@ -39,6 +40,9 @@ final class SystemTests: XCTestCase {
     /// journalctl -x explains them from the catalog.
     func testEveryLogLineIsAJournalEntryWithFieldsAndACatalogExplanation() throws {
         let out = try scratch("journald")
+        // A TC string (consented to purposes 1 to 10, for vendors 1 to 10): for the check that the journal never holds it whole.
+        let tcString = "CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA"
+        try tcString.write(to: out.appendingPathComponent("tc-string"), atomically: true, encoding: .utf8)
         try runScript("journald.sh", [out.path, productsDirectory.path, packageRoot.path])
         XCTAssertEqual(try String(contentsOf: out.appendingPathComponent("exit"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), "0")
         XCTAssertEqual(try String(contentsOf: out.appendingPathComponent("stderr"), encoding: .utf8), "", "nothing went to stderr: every line is in the journal")
@@ -64,6 +68,11 @@ final class SystemTests: XCTestCase {
         XCTAssertEqual(shown.first?["USER_TAG"]?.stringValue?.count, 16)
         XCTAssertFalse(slot.contains { JSONValue.object($0).jsonString.contains("u-journal") }, "the user id reached the journal")
         XCTAssertTrue(loaded.contains { $0["AD_ID"]?.stringValue == shownAd }, "the shown ad's load is there too")
+        // A consent string is personal data too: the SetPrivacy line is there, the string only redacted.
+        let privacySet = (try? String(contentsOf: out.appendingPathComponent("privacy.txt"), encoding: .utf8)) ?? ""
+        let setLine = all.compactMap { $0["MESSAGE"]?.stringValue }.first { $0.contains("privacy: uid 0 set the signals of one of its users") }
+        XCTAssertTrue(setLine?.contains("tc_string=\(ConsentRedaction.redact(tcString))") == true, "\(setLine ?? "no SetPrivacy line") \(privacySet)")
+        XCTAssertFalse(all.contains { JSONValue.object($0).jsonString.contains(tcString) }, "the TC string reached the journal whole")
         for entry in loaded + shown {
             XCTAssertEqual(entry["NETWORK"]?.stringValue, "sim")
             XCTAssertEqual(entry["PRIORITY"]?.stringValue, "6")

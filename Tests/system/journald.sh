@@ -32,6 +32,8 @@ daemon=$!
 await grep -q "serving on" "$out/stdout"
 export ADORCH_SOCKET="$out/adorchd.sock"
 await "$build/adorchctl" show rewarded_main --user u-journal --json >"$out/ad.json"
+# A consent string set for a user: the journal says it was set, never the string whole.
+"$build/adorchctl" privacy set --user u-journal "{\"gdpr_applies\":true,\"tc_string\":\"$(cat "$out/tc-string")\"}" >"$out/privacy.txt" 2>&1
 # A user who is not an admin asks for the status: refused, and the journal names them. It runs
 # a copy in OUT: the build folder may lie where only its owner may enter.
 install -m 755 "$build/adorchctl" "$out/adorchctl"
