@@ -90,8 +90,9 @@ extension Engine {
         guard let ad = ads[id], case .shown = ad.state else { return [] }
         slots[ad.slot]?.counters.displayFailures += 1
         var effects = end(id, as: .failedToDisplay, now: now)
-        effects.append(.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: "failed_to_display")))
-        effects.append(.emit(EngineEvent(.adFailed, slot: ad.slot, adID: id, network: ad.plugin, errorCode: .notReady, message: reason)))
+        effects.append(.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: "failed_to_display", holder: ad.holder)))
+        effects.append(.emit(EngineEvent(.adFailed, slot: ad.slot, adID: id, network: ad.plugin, errorCode: .notReady, message: reason,
+                                         holder: ad.holder)))
         return effects + refill(ad.slot, now: now)
     }
 
@@ -178,7 +179,7 @@ extension Engine {
             payloadJSON: pick.payloadJSON, expiresAt: pick.expiresAt!, price: pick.price
         )
         var effects: [Effect] = [.show(pick.id, plugin: pick.plugin, userID: userID)]
-        effects.append(.emit(EngineEvent(.adShown, slot: slotID, adID: pick.id, network: pick.plugin, userID: userID)))
+        effects.append(.emit(EngineEvent(.adShown, slot: slotID, adID: pick.id, network: pick.plugin, userID: userID, holder: holder)))
         // Counted by the rules from now, before the refill asks whether anyone may see another.
         holdUntilCounted(pick.id)
         effects += markDryIfEmpty(slotID, now: now)

@@ -58,6 +58,8 @@ struct RetiredAd: Sendable {
     var plugin: String
     var reason: Reason
     var forgetAt: Moment
+    /// Whose it was (`Engine.eventHolder`): a late report on it is that uid's event too.
+    var holder: UInt32?
     /// The plugin's ad_destroy has returned: from now on any report is its fault.
     var destroyConfirmed = false
 }
