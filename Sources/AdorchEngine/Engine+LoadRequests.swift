@@ -77,11 +77,13 @@ extension Engine {
             return [.load(order)]
         }
         requests[rid] = request
-        let failure = request.attempts.isEmpty
-            ? LoadFailure(code: .noFill, message: "no waterfall entry could be asked (unavailable, paused, backing off, or none may serve this viewer)",
-                          attempts: [])
-            : LoadFailure(code: request.attempts.last!.code, message: "every waterfall entry failed", attempts: request.attempts)
-        return finish(rid, .failure(failure))
+        guard request.attempts.isEmpty else {
+            return finish(rid, .failure(LoadFailure(code: request.attempts.last!.code, message: "every waterfall entry failed", attempts: request.attempts)))
+        }
+        // Passed over for the viewer alone, the request says so as a Show does: waiting will not help.
+        let servesViewer = slot.config.waterfall.contains { settings.privacy.loadPrivacy(for: request.privacy, from: $0.privacy) != nil }
+        let why = servesViewer ? "no waterfall entry could be asked (unavailable, paused, backing off, or not for this viewer)" : ShowError.noEntryServesViewer
+        return finish(rid, .failure(LoadFailure(code: .noFill, message: why, attempts: [])))
     }
 
     /// A request's attempt ended without ads: note it, then the next entry.

@@ -156,8 +156,10 @@ extension Engine {
         guard let pick = ads.first(in: slotID, .ready, where: { $0.isValid(at: now) && held[$0.entryIndex] == nil && mayShow($0, to: allowed) }, by: { a, b in
             (a.privacy.privacyClass == wanted ? 0 : 1, -a.price, a.expiresAt!, a.id) < (b.privacy.privacyClass == wanted ? 0 : 1, -b.price, b.expiresAt!, b.id)
         }) else {
-            // The Show raised the slot's demand: its target may have risen with it.
-            let error = missingPlugins(of: slotID).map { ShowError.unservable(slot: slotID, missingPlugins: $0) } ?? .noAdReady(slot: slotID)
+            // The Show raised the slot's demand: its target may have risen with it. A viewer
+            // no entry may serve is told so, not that the slot is being refilled for them.
+            let error = missingPlugins(of: slotID).map { ShowError.unservable(slot: slotID, missingPlugins: $0) }
+                ?? (wanted == nil ? .viewerUnservable(slot: slotID) : .noAdReady(slot: slotID))
             return (.failure(error), markDry(slotID) + refill(slotID, now: now) + loadForHeldUser(slotID, held: held, wanted: wanted, now: now))
         }
         // Refused without a refill: the held ads are already part of the slot's target.

@@ -1,3 +1,4 @@
+import AdorchEngine
 import AdorchVarlink
 import Foundation
 import XCTest
@@ -192,7 +193,9 @@ final class VisibilityTests: XCTestCase {
 
     /// Outside attack on issue 32 (F1): another uid sharing the slot read, through ListEvents
     /// and Subscribe, the ad_shown of an app's ad with the user id the app passed, and its
-    /// network. Now every event about an ad is its holder's and the Manager side's alone.
+    /// network. Now every event about an ad is its holder's and the Manager side's alone. And
+    /// (F5) a viewer no network of the slot may serve is told so by Show, not that it is being
+    /// refilled.
     func testAnotherAppSeesNothingOfTheAdsAnAppHolds() throws {
         let daemon = try DaemonProcess(config: simConfig(slots: """
         [access]
@@ -245,5 +248,12 @@ final class VisibilityTests: XCTestCase {
         }
         XCTAssertTrue(recentAdmin.contains { $0["user_id"]?.stringValue == "marker-4322" }, "the Manager side sees B's too")
         XCTAssertFalse(recentA.contains { $0["user_id"]?.stringValue == "marker-4322" }, "and A does not")
+
+        // F5: a child no network of the slot may serve (sim serves no children unless said).
+        XCTAssertThrowsError(try call(as: 4321, daemon, "io.adorch.Ads.Show", ["slot": "shared", "privacy": ["child_directed": true]])) { error in
+            XCTAssertTrue("\(error)".contains("io.adorch.Ads.NoAdReady"), "\(error)")
+            XCTAssertTrue("\(error)".contains(ShowError.noEntryServesViewer), "\(error)")
+            XCTAssertFalse("\(error)".contains("refilled"), "\(error)")
+        }
     }
 }

@@ -1,3 +1,4 @@
+import AdorchEngine
 import AdorchVarlink
 
 /// The scheduler's view of a slot's demand: one type, in both interfaces (Varlink types do
@@ -222,7 +223,8 @@ enum AdsError: String, VarlinkErrorName {
             """
             # The slot has no valid ad right now, or none this caller may take: its ready ads are held for
             # other apps by the fair share (docs/rules.md, "Fair share"). It is being refilled, unless the
-            # message says it cannot be (no plugin its waterfall names is loaded).
+            # message says it cannot be (no plugin its waterfall names is loaded), or that it holds nothing
+            # for this viewer: "\(ShowError.noEntryServesViewer)" (docs/privacy.md, "Inventory").
             """,
             "(slot: string, message: string)")
         case .slotNotFound: VarlinkDeclaration("# No slot has this id.", "(slot: string, message: string)")
