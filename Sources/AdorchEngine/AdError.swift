@@ -60,6 +60,10 @@ public enum ShowError: Error, Equatable, Sendable {
     case fairShare(slot: String)
     /// No plugin the slot's waterfall names is available (`Engine.missingPlugins`): none will fill it.
     case unservable(slot: String, missingPlugins: [String])
+    /// No entry of the slot's waterfall may serve this viewer an ad of any class their privacy
+    /// signals allow (docs/privacy.md, "Inventory"): no ad is loaded for them, however long
+    /// they wait. Apps hear it as NoAdReady, in the words of `noEntryServesViewer`.
+    case viewerUnservable(slot: String)
     /// The plugins could not present any of the `tries` ads the call took (`Engine.showAttempts`).
     case displayFailed(slot: String, tries: Int)
     /// The ad the call took ended before its plugin answered (`reason`: removed by a reload, ...).
@@ -79,6 +83,12 @@ public enum ShowError: Error, Equatable, Sendable {
     /// The rewarded ad's promise (docs/rules.md, "Across a restart") could not be written: the
     /// ad was not handed out, since a restart would cost its viewer the reward.
     case promiseUnwritten(slot: String, reason: String)
+}
+
+extension ShowError {
+    /// Why a viewer gets no ad of a slot whatever it holds: a Show's `viewerUnservable`, and a
+    /// Load whose every entry was passed over for it, say it in these words.
+    public static let noEntryServesViewer = "no waterfall entry may serve this viewer an ad their privacy signals allow"
 }
 
 /// Why a viewer report was refused.

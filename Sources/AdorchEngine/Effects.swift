@@ -228,6 +228,11 @@ public struct EngineEvent: Sendable, Equatable {
     public var terminal = false
     /// For a terminal `.session` event: the viewer earned the ad-free-pod credit before it.
     public var adFreePod = false
+    /// The uid whose ad (or session) the event is about, when one holds it: handed to it by a
+    /// Show or a Load, loading for its Load, or its interactive session. Such an event tells
+    /// who watched what, and under which privacy class: it goes to that uid and the operator
+    /// alone (docs/rules.md, "Who sees what"). nil: the ad is no app's yet (a preload's).
+    public var holder: UInt32?
 
     /// The event's name in the ad event vocabulary subscribers see: loaded, media_cached,
     /// failed, will_present, presented, impression, click, left_application, skipped,
@@ -248,7 +253,7 @@ public struct EngineEvent: Sendable, Equatable {
     public init(
         _ kind: Kind, slot: String? = nil, adID: AdID? = nil, network: String? = nil,
         errorCode: AdErrorCode? = nil, networkCode: Int64? = nil, message: String? = nil,
-        viewerEvent: ViewerEvent? = nil, userID: String? = nil
+        viewerEvent: ViewerEvent? = nil, userID: String? = nil, holder: UInt32? = nil
     ) {
         self.kind = kind
         self.slot = slot
@@ -259,6 +264,7 @@ public struct EngineEvent: Sendable, Equatable {
         self.message = message
         self.viewerEvent = viewerEvent
         self.userID = userID
+        self.holder = holder
     }
 }
 

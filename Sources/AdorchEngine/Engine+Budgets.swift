@@ -5,6 +5,10 @@ extension Engine {
     /// The uid an ad was handed to, while the ad lasts.
     public func holder(of id: AdID) -> UInt32? { ads[id]?.holder ?? promised[id]?.holder }
 
+    /// The uid an event about `ad` belongs to (`EngineEvent.holder`): the one it was handed
+    /// to, or the one whose Load it is loading for.
+    func eventHolder(of ad: AdRecord) -> UInt32? { ad.holder ?? ad.requestID.flatMap { requests[$0]?.holder } }
+
     /// Why handing `count` more ads to `uid` would take it past its open-ads budget, or nil
     /// if it may have them. Ads still loading for its Loads count too: a burst of Loads
     /// cannot overshoot the budget by what is in flight.

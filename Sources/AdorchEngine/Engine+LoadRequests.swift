@@ -77,11 +77,13 @@ extension Engine {
             return [.load(order)]
         }
         requests[rid] = request
-        let failure = request.attempts.isEmpty
-            ? LoadFailure(code: .noFill, message: "no waterfall entry could be asked (unavailable, paused, backing off, or none may serve this viewer)",
-                          attempts: [])
-            : LoadFailure(code: request.attempts.last!.code, message: "every waterfall entry failed", attempts: request.attempts)
-        return finish(rid, .failure(failure))
+        guard request.attempts.isEmpty else {
+            return finish(rid, .failure(LoadFailure(code: request.attempts.last!.code, message: "every waterfall entry failed", attempts: request.attempts)))
+        }
+        // Passed over for the viewer alone, the request says so as a Show does: waiting will not help.
+        let servesViewer = slot.config.waterfall.contains { settings.privacy.loadPrivacy(for: request.privacy, from: $0.privacy) != nil }
+        let why = servesViewer ? "no waterfall entry could be asked (unavailable, paused, backing off, or not for this viewer)" : ShowError.noEntryServesViewer
+        return finish(rid, .failure(LoadFailure(code: .noFill, message: why, attempts: [])))
     }
 
     /// A request's attempt ended without ads: note it, then the next entry.
@@ -106,7 +108,7 @@ extension Engine {
         ads[ad.id] = nil
         let expiresAt = now + lifetime
         var shown: [ShownAd] = []
-        var effects: [Effect] = [.emit(EngineEvent(.adLoaded, slot: ad.slot, adID: ad.id, network: ad.plugin))]
+        var effects: [Effect] = [.emit(EngineEvent(.adLoaded, slot: ad.slot, adID: ad.id, network: ad.plugin, holder: request.holder))]
         var children: Set<AdID> = []
         for item in items.prefix(request.count) {
             let child = nextID
@@ -124,11 +126,11 @@ extension Engine {
             children.insert(child)
             shown.append(ShownAd(id: child, slot: ad.slot, network: ad.plugin, format: ad.format, payloadJSON: item.json,
                                  expiresAt: expiresAt, price: price ?? 0))
-            effects.append(.emit(EngineEvent(.adShown, slot: ad.slot, adID: child, network: ad.plugin)))
+            effects.append(.emit(EngineEvent(.adShown, slot: ad.slot, adID: child, network: ad.plugin, holder: request.holder)))
             effects += promise(child)
         }
         slots[ad.slot]?.counters.shows += shown.count
-        handedOut[ad.id] = HandedOutObject(slot: ad.slot, plugin: ad.plugin, children: children)
+        handedOut[ad.id] = HandedOutObject(slot: ad.slot, plugin: ad.plugin, holder: request.holder, children: children)
         effects.insert(.show(ad.id, plugin: ad.plugin, userID: nil), at: 0)
         // The load freed its place in the network, kept for the slots waiting for one: they
         // take it now, as after any other load's end, not at the next input.

@@ -23,7 +23,7 @@ extension Engine {
             case .mediaCached, .other:
                 // The object's ads are with the app: its events are theirs.
                 let kind: EngineEvent.Kind = report == .mediaCached ? .mediaCached : .adEvent
-                var event = EngineEvent(kind, slot: object.slot, adID: id, network: plugin)
+                var event = EngineEvent(kind, slot: object.slot, adID: id, network: plugin, holder: object.holder)
                 if case .other(let name, let detail) = report { (event.message, event.detailJSON) = (name, detail) }
                 return [.emit(event)]
             default:
@@ -62,7 +62,7 @@ extension Engine {
             noteLoadEnded(ad, outcome: AdErrorCode.pluginFault.rawValue, now: now)
             var effects = end(id, as: .failed, now: now)
             effects.append(.emit(EngineEvent(.contractViolation, slot: ad.slot, adID: id, network: ad.plugin,
-                                             errorCode: .pluginFault, message: reason)))
+                                             errorCode: .pluginFault, message: reason, holder: eventHolder(of: ad))))
             effects += attemptFailed(ad, code: .pluginFault, now: now)
             return effects + refillWanting(now: now)
 
@@ -76,7 +76,7 @@ extension Engine {
             noteLoadEnded(ad, outcome: code.rawValue, now: now)
             var effects = end(id, as: .failed, now: now)
             effects.append(.emit(EngineEvent(.adFailed, slot: ad.slot, adID: id, network: ad.plugin,
-                                             errorCode: code, networkCode: networkCode, message: message)))
+                                             errorCode: code, networkCode: networkCode, message: message, holder: eventHolder(of: ad))))
             if code == .rateLimited,
                paces[ad.plugin, default: NetworkPace()].rateLimited(loadStartedAt: ad.startedAt, at: now, pause: settings.rateLimitPause) {
                 // The network asked us to slow down: no load to it from any slot for a while,
@@ -97,7 +97,7 @@ extension Engine {
         case (.mediaCached, _):
             guard !ad.mediaCached else { return [] }
             ads[id]!.mediaCached = true
-            return [.emit(EngineEvent(.mediaCached, slot: ad.slot, adID: id, network: ad.plugin))]
+            return [.emit(EngineEvent(.mediaCached, slot: ad.slot, adID: id, network: ad.plugin, holder: eventHolder(of: ad)))]
 
         case (.reward(let transID), _):
             return grant(id, networkTransID: transID, now: now)
@@ -108,7 +108,7 @@ extension Engine {
             if case .shown = state, let viewerEvent = ViewerEvent.allCases.first(where: { $0.vocabularyName == name }) {
                 effects = countOnce(viewerEvent, of: id, now: now)
             }
-            var event = EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: name)
+            var event = EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: name, holder: eventHolder(of: ad))
             event.detailJSON = detail
             return effects + [.emit(event)]
 
@@ -130,7 +130,7 @@ extension Engine {
         if let ad = ads[id], ad.plugin == plugin {
             slots[ad.slot]?.counters.ignoredCallbacks += 1
             return [.emit(EngineEvent(.callbackIgnored, slot: ad.slot, adID: id, network: plugin,
-                                      message: "second completion (\(what)) ignored"))]
+                                      message: "second completion (\(what)) ignored", holder: eventHolder(of: ad)))]
         }
         if let memory = retired[id], memory.plugin == plugin {
             // The host ended the ad but the plugin's ad_destroy has not returned yet: this
@@ -143,7 +143,7 @@ extension Engine {
             let why = lateReward
                 ? "reward after the app closed the ad and the \(Self.networkRewardGrace) its network had for it passed: refused"
                 : "\(what) after the ad ended (\(memory.reason.rawValue)) ignored"
-            return [.emit(EngineEvent(.callbackIgnored, slot: memory.slot, adID: id, network: plugin, message: why))]
+            return [.emit(EngineEvent(.callbackIgnored, slot: memory.slot, adID: id, network: plugin, message: why, holder: memory.holder))]
         }
         unattributedCallbacks += 1
         return [.emit(EngineEvent(.callbackIgnored, adID: id, network: plugin,

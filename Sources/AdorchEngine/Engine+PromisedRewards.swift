@@ -107,7 +107,8 @@ extension Engine {
             let grant = RewardGrant(adID: id, slot: promise.slot, network: promise.network, userID: promise.userID ?? "",
                                     reward: promise.reward, networkTransID: nil, holder: promise.holder)
             return (.success(()), [.grantReward(grant),
-                                   .emit(EngineEvent(.adEvent, slot: promise.slot, adID: id, network: promise.network, viewerEvent: event))])
+                                   .emit(EngineEvent(.adEvent, slot: promise.slot, adID: id, network: promise.network, viewerEvent: event,
+                                                     holder: promise.holder))])
         case .close:
             promised[id] = nil
             // A completed one's grant removes it in its own write, even one still waiting for the disk.

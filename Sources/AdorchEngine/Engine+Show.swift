@@ -90,8 +90,9 @@ extension Engine {
         guard let ad = ads[id], case .shown = ad.state else { return [] }
         slots[ad.slot]?.counters.displayFailures += 1
         var effects = end(id, as: .failedToDisplay, now: now)
-        effects.append(.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: "failed_to_display")))
-        effects.append(.emit(EngineEvent(.adFailed, slot: ad.slot, adID: id, network: ad.plugin, errorCode: .notReady, message: reason)))
+        effects.append(.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: "failed_to_display", holder: ad.holder)))
+        effects.append(.emit(EngineEvent(.adFailed, slot: ad.slot, adID: id, network: ad.plugin, errorCode: .notReady, message: reason,
+                                         holder: ad.holder)))
         return effects + refill(ad.slot, now: now)
     }
 
@@ -155,8 +156,10 @@ extension Engine {
         guard let pick = ads.first(in: slotID, .ready, where: { $0.isValid(at: now) && held[$0.entryIndex] == nil && mayShow($0, to: allowed) }, by: { a, b in
             (a.privacy.privacyClass == wanted ? 0 : 1, -a.price, a.expiresAt!, a.id) < (b.privacy.privacyClass == wanted ? 0 : 1, -b.price, b.expiresAt!, b.id)
         }) else {
-            // The Show raised the slot's demand: its target may have risen with it.
-            let error = missingPlugins(of: slotID).map { ShowError.unservable(slot: slotID, missingPlugins: $0) } ?? .noAdReady(slot: slotID)
+            // The Show raised the slot's demand: its target may have risen with it. A viewer
+            // no entry may serve is told so, not that the slot is being refilled for them.
+            let error = missingPlugins(of: slotID).map { ShowError.unservable(slot: slotID, missingPlugins: $0) }
+                ?? (wanted == nil ? .viewerUnservable(slot: slotID) : .noAdReady(slot: slotID))
             return (.failure(error), markDry(slotID) + refill(slotID, now: now) + loadForHeldUser(slotID, held: held, wanted: wanted, now: now))
         }
         // Refused without a refill: the held ads are already part of the slot's target.
@@ -178,7 +181,7 @@ extension Engine {
             payloadJSON: pick.payloadJSON, expiresAt: pick.expiresAt!, price: pick.price
         )
         var effects: [Effect] = [.show(pick.id, plugin: pick.plugin, userID: userID)]
-        effects.append(.emit(EngineEvent(.adShown, slot: slotID, adID: pick.id, network: pick.plugin, userID: userID)))
+        effects.append(.emit(EngineEvent(.adShown, slot: slotID, adID: pick.id, network: pick.plugin, userID: userID, holder: holder)))
         // Counted by the rules from now, before the refill asks whether anyone may see another.
         holdUntilCounted(pick.id)
         effects += markDryIfEmpty(slotID, now: now)

@@ -30,7 +30,7 @@ extension Engine {
         var effects = countOnce(event, of: id, now: now)
         // A click or a complete is only ever reported of an ad that was seen.
         if event == .click || event == .complete { effects += countAgainstCaps(id, now: now) }
-        effects.append(.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, viewerEvent: event)))
+        effects.append(.emit(EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, viewerEvent: event, holder: ad.holder)))
         // A plugin that tracks impressions and clicks itself is not told again: never both.
         if !(ad.tracksItself && (event == .impression || event == .click)) {
             effects.insert(.notify(ad.objectID ?? id, plugin: ad.plugin, event: event), at: 0)

@@ -78,13 +78,13 @@ public struct Engine: Sendable {
                 noteLoadEnded(ad, outcome: AdErrorCode.timeout.rawValue, now: now)
                 if !cutShortByCaller(ad, deadline: deadline) { noteFailure(of: ad, code: .timeout, now: now) }
                 effects += end(id, as: .timedOut, now: now)
-                effects.append(.emit(EngineEvent(.adTimedOut, slot: ad.slot, adID: id, network: ad.plugin,
-                                                 errorCode: .timeout, message: "no answer within \(deadline - ad.startedAt)")))
+                effects.append(.emit(EngineEvent(.adTimedOut, slot: ad.slot, adID: id, network: ad.plugin, errorCode: .timeout,
+                                                 message: "no answer within \(deadline - ad.startedAt)", holder: eventHolder(of: ad))))
                 effects += attemptFailed(ad, code: .timeout, now: now)
             case .ready(let expiresAt) where expiresAt <= now:
                 slots[ad.slot]?.counters.expired += 1
                 effects += end(id, as: .expired, now: now)
-                effects.append(.emit(EngineEvent(.adExpired, slot: ad.slot, adID: id, network: ad.plugin)))
+                effects.append(.emit(EngineEvent(.adExpired, slot: ad.slot, adID: id, network: ad.plugin, holder: eventHolder(of: ad))))
             case .shown(let endsAt) where endsAt <= now:
                 effects += end(id, as: ad.closedAt == nil ? .ended : .closed, now: now)
             default:
@@ -161,14 +161,14 @@ public struct Engine: Sendable {
     mutating func end(_ id: AdID, as reason: RetiredAd.Reason, now: Moment) -> [Effect] {
         guard let ad = ads.removeValue(forKey: id) else { return [] }
         let promise = settlePromise(of: ad, endingAs: reason)
-        retire(id, RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory, holder: ad.holder))
+        retire(id, RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory, holder: eventHolder(of: ad)))
         var effects = interruptShow(of: id, plugin: ad.plugin, slot: ad.slot, .interrupted(slot: ad.slot, reason: reason.rawValue))
         if let object = ad.objectID {
             // One of a Load's ads: the plugin's object goes with the last of them.
             handedOut[object]?.children.remove(id)
             if handedOut[object]?.children.isEmpty == true {
                 handedOut[object] = nil
-                retire(object, RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory))
+                retire(object, RetiredAd(slot: ad.slot, plugin: ad.plugin, reason: reason, forgetAt: now + settings.retiredMemory, holder: ad.holder))
                 effects.append(.destroy(object, plugin: ad.plugin))
             }
         } else {

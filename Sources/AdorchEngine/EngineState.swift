@@ -126,5 +126,7 @@ struct LoadRequest: Sendable {
 struct HandedOutObject: Sendable {
     var slot: String
     var plugin: String
+    /// The uid its Load was for: the object's events are that uid's.
+    var holder: UInt32?
     var children: Set<AdID>
 }

@@ -217,14 +217,15 @@ public struct InteractiveSessions: Sendable {
     private mutating func end(_ id: AdID, as name: String, detail: String?, message: String? = nil, code: AdErrorCode? = nil,
                               now: Moment) -> [Effect] {
         guard let session = live.removeValue(forKey: id) else { return [] }
-        ended[id] = EndedSession(plugin: session.plugin, slot: session.slot, forgetAt: now + memory)
+        ended[id] = EndedSession(plugin: session.plugin, slot: session.slot, owner: session.owner, forgetAt: now + memory)
         switch name {
         case "completed": counters[session.slot, default: SessionCounters()].completed += 1
         case "no_ads_available": counters[session.slot, default: SessionCounters()].noAds += 1
         case "error": counters[session.slot, default: SessionCounters()].errors += 1
         default: break
         }
-        var terminal = EngineEvent(.session, slot: session.slot, adID: id, network: session.plugin, errorCode: code, message: message)
+        var terminal = EngineEvent(.session, slot: session.slot, adID: id, network: session.plugin, errorCode: code, message: message,
+                                   holder: session.owner)
         terminal.sessionEvent = name
         terminal.detailJSON = detail
         terminal.terminal = true
@@ -234,7 +235,7 @@ public struct InteractiveSessions: Sendable {
 
     private func event(_ name: String, _ id: AdID, detail: String?) -> Effect {
         let session = live[id]!
-        var event = EngineEvent(.session, slot: session.slot, adID: id, network: session.plugin)
+        var event = EngineEvent(.session, slot: session.slot, adID: id, network: session.plugin, holder: session.owner)
         event.sessionEvent = name
         event.detailJSON = detail
         return .emit(event)
@@ -243,7 +244,7 @@ public struct InteractiveSessions: Sendable {
     private mutating func ignored(_ id: AdID, _ session: Session, why: String) -> [Effect] {
         counters[session.slot, default: SessionCounters()].ignoredCallbacks += 1
         return [.emit(EngineEvent(.callbackIgnored, slot: session.slot, adID: id, network: session.plugin,
-                                  message: "session report ignored: \(why)"))]
+                                  message: "session report ignored: \(why)", holder: session.owner))]
     }
 
     private mutating func late(_ report: PluginReport, for id: AdID, from plugin: String) -> [Effect] {
@@ -254,7 +255,7 @@ public struct InteractiveSessions: Sendable {
         guard memory.destroyConfirmed else { return [] }
         counters[memory.slot, default: SessionCounters()].ignoredCallbacks += 1
         return [.emit(EngineEvent(.callbackIgnored, slot: memory.slot, adID: id, network: plugin,
-                                  message: "report after the session ended ignored"))]
+                                  message: "report after the session ended ignored", holder: memory.owner))]
     }
 }
 
@@ -312,6 +313,8 @@ private struct Session: Sendable {
 private struct EndedSession: Sendable {
     var plugin: String
     var slot: String
+    /// Its maker: a late report on it is that uid's event too.
+    var owner: UInt32?
     var forgetAt: Moment
     var destroyConfirmed = false
 }

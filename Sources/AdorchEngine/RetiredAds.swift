@@ -58,8 +58,9 @@ struct RetiredAd: Sendable {
     var plugin: String
     var reason: Reason
     var forgetAt: Moment
-    /// The uid it was handed to, if any: only that app is told it has ended (`Engine.report`).
-    var holder: UInt32? = nil
+    /// Whose it was (`Engine.eventHolder`): a late report on it is that uid's event too, and
+    /// only that app is told it has ended (`Engine.report`).
+    var holder: UInt32?
     /// The plugin's ad_destroy has returned: from now on any report is its fault.
     var destroyConfirmed = false
 }

@@ -70,9 +70,9 @@ final class EventFeedTests: XCTestCase {
     func testEverySlotKeepsItsShareWhenAllFlood() {
         var ring = RecentEvents(capacity: 12)
         for n in 0..<100 {
-            ring.append(Recent(event: EngineEvent(.adLoaded, slot: "s\(n % 3)", adID: AdID(n)), time: Date(), owner: nil))
+            ring.append(Recent(event: EngineEvent(.adLoaded, slot: "s\(n % 3)", adID: AdID(n)), time: Date()))
         }
-        ring.append(Recent(event: EngineEvent(.adLoaded, slot: nil, adID: 1000), time: Date(), owner: nil))
+        ring.append(Recent(event: EngineEvent(.adLoaded, slot: nil, adID: 1000), time: Date()))
         let kept = ring.elements
         XCTAssertEqual(kept.count, 12)
         XCTAssertEqual(kept.last?.event.adID, 1000, "an event of no slot is kept as one more slot's")

@@ -30,7 +30,7 @@ final class ViewerTests: XCTestCase {
             XCTAssertTrue(manager.sees(slot: nil))
             XCTAssertEqual(manager.rewardReader, .everyone)
         }
-        // The ledger is asked for what sees(rewardOf:in:) admits: its own, and those with no
+        // The ledger is asked for what sees(heldBy:in:) admits: its own, and those with no
         // holder recorded outside the slots it may not use.
         XCTAssertEqual(app.rewardReader, .holder(4321, unheldHiddenIn: ["private"]))
         XCTAssertEqual(privateUser.rewardReader, .holder(4322, unheldHiddenIn: []))
@@ -44,15 +44,38 @@ final class ViewerTests: XCTestCase {
 
     func testARewardIsItsHoldersAndOneWithNoHolderGoesToTheSlotsUsers() {
         let gate = CallGate(config(privateSlotUsers: [4322]), logger: Logger(label: "test"))
-        let granted = EngineEvent(.rewardGranted, slot: "r", userID: "u")
-        XCTAssertTrue(viewer(4321, gate).sees(granted, owner: 4321))
-        XCTAssertFalse(viewer(4322, gate).sees(granted, owner: 4321))
-        XCTAssertTrue(viewer(0, gate).sees(granted, owner: 4321))
-        XCTAssertTrue(viewer(4322, gate).sees(granted, owner: nil))
-        XCTAssertFalse(viewer(4321, gate).sees(rewardOf: nil, in: "private"))
-        XCTAssertTrue(viewer(4322, gate).sees(rewardOf: nil, in: "private"))
-        // Other events of a slot go to all its users, whoever's ad they are about.
-        XCTAssertTrue(viewer(4322, gate).sees(EngineEvent(.adShown, slot: "r", userID: "u"), owner: nil))
+        XCTAssertTrue(viewer(4321, gate).sees(EngineEvent(.rewardGranted, slot: "r", userID: "u", holder: 4321)))
+        XCTAssertFalse(viewer(4322, gate).sees(EngineEvent(.rewardGranted, slot: "r", userID: "u", holder: 4321)))
+        XCTAssertTrue(viewer(0, gate).sees(EngineEvent(.rewardGranted, slot: "r", userID: "u", holder: 4321)))
+        XCTAssertTrue(viewer(4322, gate).sees(EngineEvent(.rewardGranted, slot: "r", userID: "u")))
+        XCTAssertFalse(viewer(4321, gate).sees(heldBy: nil, in: "private"))
+        XCTAssertTrue(viewer(4322, gate).sees(heldBy: nil, in: "private"))
+    }
+
+    /// Issue 32: an event about an ad a uid holds tells who watched what (its user id, and by
+    /// its network the viewer's privacy class): another app sharing the slot never sees it.
+    func testAnEventAboutAHeldAdIsItsHoldersAndTheManagerSidesAlone() {
+        let gate = CallGate(config(privateSlotUsers: [4322]), logger: Logger(label: "test"))
+        let held = [
+            EngineEvent(.adShown, slot: "r", adID: 1, network: "kids", userID: "viewer-secret-1", holder: 4321),
+            EngineEvent(.adEvent, slot: "r", adID: 1, network: "kids", viewerEvent: .click, holder: 4321),
+            EngineEvent(.adLoaded, slot: "r", adID: 2, network: "kids", holder: 4321),
+            EngineEvent(.session, slot: "r", adID: 3, network: "kids", holder: 4321),
+        ]
+        for event in held {
+            XCTAssertTrue(viewer(4321, gate).sees(event), "\(event.kind)")
+            XCTAssertFalse(viewer(4322, gate).sees(event), "\(event.kind)")
+            XCTAssertFalse(viewer(4323, gate).sees(event), "\(event.kind)")
+            XCTAssertFalse(Viewer(peer: nil, gate: gate).sees(event), "no credentials: no one's ads")
+            for manager in [viewer(0, gate), viewer(4330, gate), viewer(5000, groups: [7100], gate)] {
+                XCTAssertTrue(manager.sees(event), "\(event.kind)")
+            }
+        }
+        // Events of ads no app holds yet go to every user of the slot, as before.
+        let preload = EngineEvent(.adLoaded, slot: "r", adID: 4, network: "kids")
+        XCTAssertTrue(viewer(4321, gate).sees(preload))
+        XCTAssertTrue(viewer(4322, gate).sees(preload))
+        XCTAssertFalse(viewer(4321, gate).sees(EngineEvent(.adLoaded, slot: "private", adID: 5, network: "kids")))
     }
 
     func testAReloadNarrowsWhatAnOpenViewerSees() {

@@ -55,6 +55,29 @@ final class InventoryTests: XCTestCase {
         XCTAssertEqual(ad.map { inventory.order(of: $0).privacy.privacyClass }, .childDirected)
     }
 
+    /// Outside attack on issue 32 (F5): a viewer no entry of the slot may serve is told so,
+    /// not that the slot is being refilled; a Load says it in the same words.
+    func testAViewerNoEntryMayServeIsToldSoByShowAndLoad() {
+        let notForChildren = NetworkPrivacy(gvlID: 1, servesChildren: false, servesNonPersonalized: true)
+        let banner = SlotConfig(id: "b", format: .banner, waterfall: [WaterfallEntry(plugin: "a", adUnitID: "a", privacy: notForChildren)])
+        var inventory = Inventory([classedSlot([("a", notForChildren)]), banner])
+        let child = outsideGDPR(child: true)
+        XCTAssertEqual(inventory.engine.show(slot: "s", userID: "u", privacy: child, now: inventory.now).0, .failure(.viewerUnservable(slot: "s")),
+                       "nothing is ready, and nothing ever will be for a child here")
+        inventory.answer()
+        XCTAssertEqual(inventory.engine.show(slot: "s", userID: "u", privacy: child, now: inventory.now).0, .failure(.viewerUnservable(slot: "s")),
+                       "the ad ready is not theirs either")
+        XCTAssertNotNil(inventory.show(by: outsideGDPR()), "another viewer takes it")
+        XCTAssertEqual(inventory.engine.show(slot: "s", userID: "u", privacy: outsideGDPR(), now: inventory.now).0, .failure(.noAdReady(slot: "s")),
+                       "a viewer who may be served waits for the refill")
+
+        let (accepted, effects) = inventory.engine.load(slot: "b", LoadParameters(width: 320, height: 50), privacy: child, request: 1,
+                                                         now: inventory.now)
+        XCTAssertNoThrow(try accepted.get())
+        guard case .completeLoad(1, .failure(let failure)) = effects.last else { return XCTFail("\(effects)") }
+        XCTAssertEqual(failure, LoadFailure(code: .noFill, message: ShowError.noEntryServesViewer, attempts: []))
+    }
+
     func testAShowTakesItsOwnClassFirst() {
         var inventory = Inventory([classedSlot(buffer: 2, [("a", everything)])], privacy: PrivacySettings(unsetViewer: nil))
         inventory.show(by: outsideGDPR(), user: "p")

@@ -100,6 +100,25 @@ final class LoadRequestTests: XCTestCase {
         XCTAssertEqual(entries.map(\.lastError), [.noFill, .timeout, nil])
     }
 
+    /// Issue 32: the events of a Load, from its attempts to the ads handed out and their
+    /// object's own reports, are its caller's: each names the uid (docs/rules.md, "Who sees what").
+    func testEveryEventOfALoadNamesTheUidItIsFor() {
+        start([slot("n", .native, entries: [("a", .seconds(1)), ("b", .seconds(1)), ("c", .seconds(1))], timeout: .seconds(5))])
+        effects += engine.load(slot: "n", LoadParameters(count: 2), holder: 4321, privacy: nil, request: 7, now: now).1
+        report(.failed(.noFill, networkCode: 1, message: "none"), loads[0].adID)
+        report(.mediaCached, loads[1].adID)
+        advance(.seconds(1))  // b never answers
+        let object = loads[2].adID
+        report(.loaded(payloadJSON: "{}", expiresIn: nil, price: nil, tracksItself: false, items: [item("x"), item("y")]), object)
+        guard case .success(let ads)? = completions.first?.1 else { return XCTFail("\(completions)") }
+        effects += engine.pluginReported(.other(name: "presented", detailJSON: nil), for: object, from: "c", now: now)
+        effects += engine.report(.click, for: ads[0].id, now: now).1
+        for ad in ads { effects += engine.report(.close, for: ad.id, now: now).1 }
+        let events = effects.compactMap { if case .emit(let e) = $0 { e } else { nil } }
+        XCTAssertEqual(Set(events.map(\.kind)), [.adFailed, .mediaCached, .adTimedOut, .adLoaded, .adShown, .adEvent], "\(events)")
+        XCTAssertEqual(events.filter { $0.holder != 4321 }, [], "every one names the uid the Load is for")
+    }
+
     func testASplashWhoseEntriesAreAllTooSlowFailsAtItsDeadline() {
         start([slot("sp", .splash, entries: [("a", .seconds(3)), ("b", .seconds(3))])])
         effects += engine.load(slot: "sp", LoadParameters(), privacy: nil, request: 1, now: now).1

@@ -38,6 +38,29 @@ final class ShowRequestTests: XCTestCase {
         XCTAssertTrue(engine.isShown(ids[0]))
     }
 
+    /// Issue 32: every event about an ad a Show handed to a uid names that uid, so that no
+    /// other app reads who watched it (docs/rules.md, "Who sees what"); a ready ad's name none.
+    func testEveryEventAboutAShownAdNamesItsHolder() {
+        let ids = start(ready: 3)
+        func emitted(_ effects: [Effect]) -> [EngineEvent] { effects.compactMap { if case .emit(let e) = $0 { e } else { nil } } }
+        effects = engine.requestShow(slot: "s", userID: "viewer-secret-1", privacy: nil, holder: 4321, request: 7, now: now)
+        effects += engine.showAnswered(ids[0], presented: false, now: now)  // failed_to_display, then the next ad
+        effects += engine.showAnswered(ids[1], presented: true, now: now)
+        effects += engine.report(.impression, for: ids[1], now: now).1
+        effects += engine.pluginReported(.other(name: "presented", detailJSON: nil), for: ids[1], from: "a", now: now)
+        effects += engine.report(.close, for: ids[1], now: now).1
+        now = now + .seconds(3600)
+        effects += engine.advance(to: now)
+        let events = emitted(effects)
+        let aboutShown = events.filter { $0.adID == ids[0] || $0.adID == ids[1] }
+        XCTAssertEqual(Set(aboutShown.map(\.kind)), [.adShown, .adEvent, .adFailed], "\(aboutShown)")
+        XCTAssertEqual(aboutShown.filter { $0.holder != 4321 }, [], "each names the uid that holds the ad")
+        XCTAssertEqual(aboutShown.first { $0.kind == .adShown }?.userID, "viewer-secret-1")
+        let expired = events.filter { $0.kind == .adExpired }
+        XCTAssertFalse(expired.isEmpty, "the ad nobody took expired")
+        XCTAssertEqual(expired.compactMap(\.holder), [], "an ad no app holds is no app's")
+    }
+
     func testAnAdThePluginCannotPresentEndsAndTheNextValidOneIsTriedInTheSameCall() {
         let ids = start(ready: 3)
         effects = engine.requestShow(slot: "s", userID: "u", privacy: nil, request: 7, now: now)

@@ -1,9 +1,11 @@
+import AdorchEngine
 import AdorchVarlink
 import Foundation
 import XCTest
 
-/// Issue 20, who sees what (docs/rules.md, "Who sees what"): an app sees the events of the
-/// slots it may use and only its own rewards; the Manager side sees everything. Each app is
+/// Issues 20 and 32, who sees what (docs/rules.md, "Who sees what"): an app sees the events
+/// and rewards of its own ads, and of the slots it may use only the events of ads no app
+/// holds; the Manager side sees everything. Each app is
 /// a small Python client run as its own uid with setpriv, as AccessTests does with adorchctl.
 final class VisibilityTests: XCTestCase {
     /// `call METHOD PARAMETERS`: one call, its reply printed. `watch SLOT USER`: Subscribe,
@@ -187,5 +189,71 @@ final class VisibilityTests: XCTestCase {
         XCTAssertEqual(recent4322.filter(isReward).count, 0)
         XCTAssertEqual(recentAdmin.filter(isReward).count, 1)
         XCTAssertEqual(try recent(4321, ["slots": ["private"], "limit": 512]), [], "naming a slot it may not use shows nothing")
+    }
+
+    /// Outside attack on issue 32 (F1): another uid sharing the slot read, through ListEvents
+    /// and Subscribe, the ad_shown of an app's ad with the user id the app passed, and its
+    /// network. Now every event about an ad is its holder's and the Manager side's alone. And
+    /// (F5) a viewer no network of the slot may serve is told so by Show, not that it is being
+    /// refilled.
+    func testAnotherAppSeesNothingOfTheAdsAnAppHolds() throws {
+        let daemon = try DaemonProcess(config: simConfig(slots: """
+        [access]
+        manager_users = ["4330"]
+
+        [[slots]]
+        id = "shared"
+        format = "interstitial"
+        buffer = 3
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "latency_ms=0"
+        """))
+        defer { _ = daemon.stop() }
+        try daemon.waitFor("slots full") { try daemon.allSlotsFull() }
+        let liveA = try watch(as: 4321, daemon, marker: "shared")
+        let liveB = try watch(as: 4322, daemon, marker: "shared")
+
+        // A shows an ad to its viewer and reports on it; then B, then A, each its marker Show.
+        let shown = try call(as: 4321, daemon, "io.adorch.Ads.Show", ["slot": "shared", "user_id": "viewer-secret-1"])
+        let ad = try XCTUnwrap(shown["ad"]?["id"]?.stringValue)
+        _ = try call(as: 4321, daemon, "io.adorch.Ads.Report", ["ad_id": .string(ad), "event": "impression"])
+        _ = try call(as: 4321, daemon, "io.adorch.Ads.Report", ["ad_id": .string(ad), "event": "click"])
+        try daemon.waitFor("shared full again") { try daemon.allSlotsFull() }
+        let heardB = try liveB.events()
+        try daemon.waitFor("shared full again") { try daemon.allSlotsFull() }
+        let heardA = try liveA.events()
+
+        func aboutAsAd(_ events: [JSONValue]) -> [JSONValue] {
+            events.filter { $0["ad_id"]?.stringValue == ad || $0.jsonString.contains("viewer-secret-1") }
+        }
+        /// Its preload, before any app held it (loaded, media cached), was no app's: the rest is A's.
+        func whileHeld(_ events: [JSONValue]) -> [JSONValue] {
+            aboutAsAd(events).filter { !["ad_loaded", "media_cached"].contains($0["kind"]?.stringValue ?? "") }
+        }
+        func recent(_ uid: Int) throws -> [JSONValue] {
+            try call(as: uid, daemon, "io.adorch.Ads.ListEvents", ["limit": 512])["events"]?.arrayValue ?? []
+        }
+        let recentA = try recent(4321), recentB = try recent(4322), recentAdmin = try recent(4330), recentRoot = try recent(0)
+        let namingTheSlotB = try call(as: 4322, daemon, "io.adorch.Ads.ListEvents", ["slots": ["shared"], "limit": 512])["events"]?.arrayValue ?? []
+        for (who, events) in [("B's stream", heardB), ("B's ListEvents", recentB), ("B's ListEvents naming the slot", namingTheSlotB)] {
+            XCTAssertEqual(whileHeld(events), [], "\(who) holds nothing of A's ad since A took it, nor its user id")
+            XCTAssertFalse(events.isEmpty, "\(who) has the slot's other events")
+        }
+        XCTAssertTrue(recentB.contains { $0["kind"]?.stringValue == "ad_loaded" }, "a preload's events still go to every user of the slot")
+        for (who, events) in [("A's stream", heardA), ("A's ListEvents", recentA), ("the admin's ListEvents", recentAdmin), ("root's ListEvents", recentRoot)] {
+            let own = aboutAsAd(events)
+            XCTAssertEqual(own.first { $0["kind"]?.stringValue == "ad_shown" }?["user_id"]?.stringValue, "viewer-secret-1", "\(who): \(own)")
+            XCTAssertEqual(Set(own.compactMap { $0["viewer_event"]?.stringValue }), ["impression", "click"], "\(who): \(own)")
+        }
+        XCTAssertTrue(recentAdmin.contains { $0["user_id"]?.stringValue == "marker-4322" }, "the Manager side sees B's too")
+        XCTAssertFalse(recentA.contains { $0["user_id"]?.stringValue == "marker-4322" }, "and A does not")
+
+        // F5: a child no network of the slot may serve (sim serves no children unless said).
+        XCTAssertThrowsError(try call(as: 4321, daemon, "io.adorch.Ads.Show", ["slot": "shared", "privacy": ["child_directed": true]])) { error in
+            XCTAssertTrue("\(error)".contains("io.adorch.Ads.NoAdReady"), "\(error)")
+            XCTAssertTrue("\(error)".contains(ShowError.noEntryServesViewer), "\(error)")
+            XCTAssertFalse("\(error)".contains("refilled"), "\(error)")
+        }
     }
 }

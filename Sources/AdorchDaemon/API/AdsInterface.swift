@@ -1,3 +1,4 @@
+import AdorchEngine
 import AdorchVarlink
 
 /// The scheduler's view of a slot's demand: one type, in both interfaces (Varlink types do
@@ -145,7 +146,9 @@ enum AdsMethod: String, VarlinkMethodName {
         case .stop: VarlinkDeclaration("# Ends the session at once (its last event is stopped); the id is never valid again.", "(session_id: string) -> ()")
         case .listEvents: VarlinkDeclaration(
             """
-            # The latest events, oldest first, of the named slots or of all, that the caller may see (Event).
+            # The latest events, oldest first, of the named slots or of all, that the caller may see (Event): those
+            # about ads or sessions its uid holds (handed by Show or Load, loading for its Load, its InitInteractive),
+            # and those about no app's ads in the slots it may use; never another uid's (docs/rules.md, "Who sees what").
             # At most \(EventFeed.recentKept) are kept in all, shared among the slots: when full, the slot holding the
             # most loses its oldest, so a flood in one slot pushes out only its own events and every slot keeps its
             # latest, up to its share (\(EventFeed.recentKept) over the slots with events kept).
@@ -156,7 +159,8 @@ enum AdsMethod: String, VarlinkMethodName {
             # Streams events (call with more): first one of kind "subscribed", then the newest
             # \(RewardDesk.redeliveredAtMost) unacknowledged rewards the caller may see, oldest of them first (the subscribed
             # event's rewards_waiting says how many more there are: page them with ListRewards), then one
-            # per event of the named slots, or of all slots when none are named, that the caller may see (Event).
+            # per event of the named slots, or of all slots when none are named, that the caller may see (Event),
+            # by the rule of ListEvents: an event about another uid's ad or session never comes.
             """,
             "(slots: ?[]string) -> (event: Event)")
         case .setPrivacy: VarlinkDeclaration(
@@ -219,7 +223,8 @@ enum AdsError: String, VarlinkErrorName {
             """
             # The slot has no valid ad right now, or none this caller may take: its ready ads are held for
             # other apps by the fair share (docs/rules.md, "Fair share"). It is being refilled, unless the
-            # message says it cannot be (no plugin its waterfall names is loaded).
+            # message says it cannot be (no plugin its waterfall names is loaded), or that it holds nothing
+            # for this viewer: "\(ShowError.noEntryServesViewer)" (docs/privacy.md, "Inventory").
             """,
             "(slot: string, message: string)")
         case .slotNotFound: VarlinkDeclaration("# No slot has this id.", "(slot: string, message: string)")
@@ -362,7 +367,7 @@ extension VarlinkInterface {
               message: ?string,
               # for ad_event: impression, click, close, complete, skip, start, first_quartile, midpoint, third_quartile
               viewer_event: ?string,
-              # for ad_shown and reward_granted: the app's user id, if it gave one
+              # for ad_shown and reward_granted: the app's user id, if it gave one (only the app that gave it sees it)
               user_id: ?string,
               # the ad event vocabulary: loaded, media_cached, failed, shown, will_present, presented,
               # impression, click, left_application, skipped, play_finished, will_close, closed,
@@ -418,7 +423,8 @@ extension VarlinkInterface {
         .method(AdsMethod.report),
         .type("""
             # Interactive sessions (docs/rules.md, "Interactive sessions"). Subscribe to the slot first: the
-            # session's events, from fetch_complete to its one terminal event, come as session_event.
+            # session's events, from fetch_complete to its one terminal event, come as session_event, to the
+            # uid that made it alone.
             type SlotType (preroll, midroll)
             """),
         .method(AdsMethod.initInteractive),

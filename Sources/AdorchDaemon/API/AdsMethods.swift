@@ -336,6 +336,8 @@ private func showError(_ error: ShowError, _ call: VarlinkCall, _ gate: CallGate
         gate.refused(.fairShare, call, AdsError.noAdReady(["slot": .string(slot), "message": .string(
             "no ad of \(slot) is free for this app now: its ready ads are held for other apps by the fair share; it is being refilled")]),
                      logging: "uid \(call.peer.map { String($0.uid) } ?? "unknown") would take what \(slot) holds for other uids; \(call.member) refused")
+    case .viewerUnservable(let slot):
+        AdsError.noAdReady(["slot": .string(slot), "message": .string("no ad of \(slot) for this viewer: \(ShowError.noEntryServesViewer)")])
     case .unservable(let slot, let missing):
         AdsError.noAdReady(["slot": .string(slot), "message": .string(
             "\(slot) cannot be filled: \(StatusJSON.unservable(missing))")])

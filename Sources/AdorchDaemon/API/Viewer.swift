@@ -4,13 +4,14 @@ import AdorchVarlink
 
 /// [any queue] A caller, as what it may see of events and rewards (docs/rules.md, "Who sees
 /// what"): the Manager side (root, [access] manager users and groups) sees everything; an Ads
-/// caller sees the events of the slots it may use and the rewards of the ads handed to its
-/// uid. The rules are read from the gate at each look, so a reload narrows open subscriptions.
+/// caller sees the events and rewards of the ads held by its uid, and the events of no app's
+/// ads in the slots it may use. The rules are read from the gate at each look, so a reload
+/// narrows open subscriptions.
 struct Viewer: Sendable {
     let peer: PeerCredentials?
     let gate: CallGate
 
-    /// `sees(rewardOf:in:)` as the ledger's query, so that a read's limit counts only rows
+    /// `sees(heldBy:in:)` for rewards, as the ledger's query, so that a read's limit counts only rows
     /// this caller may see.
     var rewardReader: RewardReader {
         let policy = gate.policy
@@ -19,15 +20,17 @@ struct Viewer: Sendable {
         return .holder(Int64(peer?.uid ?? UInt32.max), unheldHiddenIn: policy.ads.admits(peer) ? closed : nil)
     }
 
-    /// An event as it is published; `owner`: the uid the rewarded ad was handed to, if known.
-    func sees(_ event: EngineEvent, owner: UInt32?) -> Bool {
-        if event.kind == .rewardGranted, let slot = event.slot { return sees(rewardOf: owner.map(Int64.init), in: slot) }
-        return sees(slot: event.slot)
+    /// An event as it is published: one about an ad a uid holds (its `holder`) is that uid's.
+    func sees(_ event: EngineEvent) -> Bool {
+        guard let slot = event.slot else { return sees(slot: nil) }
+        return sees(heldBy: event.holder.map(Int64.init), in: slot)
     }
 
-    /// A reward of the ad handed to `holder`. One granted before the ledger recorded holders
-    /// goes, as every reward did then, to those who may use its slot.
-    func sees(rewardOf holder: Int64?, in slot: String) -> Bool {
+    /// An event or a reward of an ad of `slot` held by `holder`: that uid's alone, since it
+    /// tells who watched what (an `ad_shown` names the app's user) and, by the networks it
+    /// names, under which privacy class. With no holder (an ad no app holds yet, a reward
+    /// granted before the ledger recorded holders) it goes to those who may use the slot.
+    func sees(heldBy holder: Int64?, in slot: String) -> Bool {
         let policy = gate.policy
         if policy.manager.admits(peer) { return true }
         guard let holder else { return policy.mayUse(slot, peer) }

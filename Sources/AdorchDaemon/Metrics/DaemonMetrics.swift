@@ -19,7 +19,7 @@ struct ShowStats: Sendable {
     static func result(of answer: Swift.Result<ShownAd, ShowError>) -> Result? {
         switch answer {
         case .success: .hit
-        case .failure(.noAdReady): .noAd
+        case .failure(.noAdReady), .failure(.viewerUnservable): .noAd
         case .failure(.unservable): .unservable
         case .failure(.displayFailed): .displayFailed
         case .failure(.interrupted): .interrupted

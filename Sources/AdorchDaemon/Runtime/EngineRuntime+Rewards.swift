@@ -44,7 +44,7 @@ extension EngineRuntime {
         guard let rewards else { return nil }
         switch rewards.write(reward.row, adID: reward.adID) {
         case .granted(let event):
-            feed.publish(event, owner: reward.holder)
+            feed.publish(event)
             return nil
         case .duplicate:
             return nil

@@ -67,8 +67,8 @@ final class EventFeed {
         }
     }
 
-    /// `owner`: for a reward, the uid its ad was handed to; only it and the Manager side hear of it.
-    func publish(_ reported: EngineEvent, owner: UInt32? = nil) {
+    /// An event about an ad a uid holds (`EngineEvent.holder`) goes to it and the Manager side only.
+    func publish(_ reported: EngineEvent) {
         var event = reported
         if event.kind == .session, event.message == nil,
            let message = event.detailJSON.flatMap({ JSONValue.parse(Data($0.utf8)) })?.objectValue?["message"]?.stringValue {
@@ -79,10 +79,10 @@ final class EventFeed {
             logger.log(level: level, "\(event.logLine(ids))", metadata: event.logMetadata(ids))
         }
         let now = Date()
-        recent.append(Recent(event: event, time: now, owner: owner))
+        recent.append(Recent(event: event, time: now))
         // The bound before the subscribers are looked at: a flood past it costs no more.
         guard !subscribers.isEmpty, let server, admitPublication(of: event) else { return }
-        let listening = subscribers.values.filter { $0.wants(event.slot) && $0.viewer.sees(event, owner: owner) }
+        let listening = subscribers.values.filter { $0.wants(event.slot) && $0.viewer.sees(event) }
         guard !listening.isEmpty else { return }
         server.broadcast(["event": event.json(at: now, ids)], to: listening.map(\.replier))
     }
@@ -90,7 +90,7 @@ final class EventFeed {
     /// The latest `limit` events of `slots` (all if nil) that `viewer` may see, oldest first.
     func recentEvents(slots: Set<String>?, limit: Int, viewer: Viewer) -> [JSONValue] {
         let matching = recent.elements.filter { kept in
-            (slots.map { s in kept.event.slot.map(s.contains) ?? false } ?? true) && viewer.sees(kept.event, owner: kept.owner)
+            (slots.map { s in kept.event.slot.map(s.contains) ?? false } ?? true) && viewer.sees(kept.event)
         }
         return matching.suffix(limit).map { $0.event.json(at: $0.time, ids) }
     }
@@ -128,9 +128,8 @@ private struct Subscriber {
     }
 }
 
-/// An event as ListEvents keeps it: with who may see it if it is a reward.
+/// An event as ListEvents keeps it, with when it happened.
 struct Recent {
     var event: EngineEvent
     var time: Date
-    var owner: UInt32?
 }

@@ -88,7 +88,8 @@ final class RewardDesk: Sendable {
             switch try ledger.grant(row) {
             case .granted:
                 var event = EngineEvent(.rewardGranted, slot: row.slot, adID: adID, network: row.network,
-                                        message: "\(row.rewardAmount) \(row.rewardName), transaction \(row.transID)", userID: row.userID)
+                                        message: "\(row.rewardAmount) \(row.rewardName), transaction \(row.transID)", userID: row.userID,
+                                        holder: row.holderUID.flatMap { UInt32(exactly: $0) })
                 event.detailJSON = Self.json(row).jsonString
                 return .granted(event)
             case .duplicate(let why):
