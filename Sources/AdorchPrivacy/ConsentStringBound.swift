@@ -13,4 +13,10 @@ public enum ConsentStringBound {
     /// Within `maxBytes` alone, a string could carry 4,000 one-character sections and a
     /// `gpp_sid` naming them all, checked again on every call that carries them.
     public static let maxGPPSections = 32
+
+    /// The highest GPP section id a header may list, and so a `gpp_sid` name. The
+    /// specification's ids run to 23 today; a header's Fibonacci-coded ids have no bound of
+    /// their own, and an id past what a plugin's `uint32_t gpp_sid` holds must never reach
+    /// the host (which refuses the whole call and exits: an app's string would end a plugin).
+    public static let maxGPPSectionID = 1_000
 }

@@ -61,7 +61,8 @@ extension Base64URLBitReader {
     /// Fibonacci-coded offsets: an id is the previous id (0 at first) plus its offset, a range's
     /// end its start plus the second. Offsets are at least 1, so ids ascend.
     /// Each entry is counted by its size before its ids are listed, against
-    /// `ConsentStringBound.maxGPPSections` and then the `present` sections: a range naming
+    /// `ConsentStringBound.maxGPPSections` and then the `present` sections, and no id may pass
+    /// `ConsentStringBound.maxGPPSectionID`: a range naming
     /// millions of ids is refused by its size, never expanded, and at most `present` ids are.
     mutating func sectionIds(present: Int) throws(ConsentStringError) -> [Int] {
         let count = try int(12, "sectionIds.numEntries")
@@ -82,6 +83,8 @@ extension Base64URLBitReader {
             let (declared, overflow) = ids.count.addingReportingOverflow(end - start + 1)
             let limit = ConsentStringBound.maxGPPSections
             if overflow || declared > limit { throw .tooManySections(field: qualified(entry), count: overflow ? Int.max : declared, limit: limit) }
+            let highest = ConsentStringBound.maxGPPSectionID
+            if end > highest { throw .valueOutOfRange(field: qualified(entry), found: end, allowed: 1...highest) }
             if declared > present { throw .sectionCountMismatch(declared: declared, present: present) }
             ids.append(contentsOf: start...end)
             previous = end

@@ -53,6 +53,20 @@ final class PrivacyParameterTests: XCTestCase {
         }
     }
 
+    /// The outside attack's strings, whose headers list section 2^32 + 6 and 2^62: accepted
+    /// once, they made the plugin host refuse each load they came in and exit, until the
+    /// plugin was disabled for every app. Each method now refuses them by name.
+    func testEachMethodRefusesASectionIdNoPluginCouldBeGiven() throws {
+        for (gpp, id) in [("DBABIUQEUVCL~1YNN", 4_294_967_302), ("DBABUIoSqBVSCAkRFJVg~1YNN", 1 << 62)] {
+            for method in methods {
+                let refused = refusal(method, privacy(gpp: gpp, sid: id...id))
+                XCTAssertEqual(refused?.name, "io.adorch.Ads.InvalidParameter", method.name)
+                XCTAssertEqual(refused?.parameters["parameter"], "privacy.gpp", method.name)
+                XCTAssertTrue(refused?.parameters["message"]?.stringValue?.contains("\(id)") == true, "\(method.name): \(refused.map { "\($0)" } ?? "accepted")")
+            }
+        }
+    }
+
     func testTheSetPrivacyLineCountsGppSidAndEveryPartOfItIsBounded() {
         let longest = String(repeating: "C", count: ConsentStringBound.maxBytes)
         let signals = PrivacySignals(gdprApplies: .yes, tcString: longest, gpp: longest, gppSid: Array(24...4114), usPrivacy: longest,

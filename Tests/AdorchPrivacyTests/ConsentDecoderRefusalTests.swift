@@ -124,5 +124,18 @@ final class ConsentDecoderRefusalTests: XCTestCase {
         XCTAssertEqual(refusal { try GPPString.decode(endless.base64url() + "~1YNN") }?.description.contains("header.sectionIds[0].start: truncated"), true)
     }
 
+    /// An id past `maxGPPSectionID`, alone or ending a range (2^32 + 6 was accepted once and
+    /// made every plugin host it reached refuse its load and exit), is refused by its value;
+    /// the highest allowed is read.
+    func testASectionIdPastTheHighestIsRefusedByItsValue() throws {
+        let highest = ConsentStringBound.maxGPPSectionID
+        for header in [[4_294_967_302...4_294_967_302], [6...6, (highest + 1)...(highest + 1)], [(highest - 1)...(highest + 1)]] {
+            let string = BitWriter.gppHeader(header) + String(repeating: "~A", count: header.reduce(0) { $0 + $1.count })
+            XCTAssertEqual(refusal { try GPPString.decode(string) },
+                           .valueOutOfRange(field: "header.sectionIds[\(header.count - 1)]", found: header.last!.upperBound, allowed: 1...highest), "\(header)")
+        }
+        XCTAssertEqual(try GPPString.decode(BitWriter.gppHeader([highest...highest]) + "~A").sectionIds, [highest])
+    }
+
     var generator = SeededGenerator(seed: 32)
 }

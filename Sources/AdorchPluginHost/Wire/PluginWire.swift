@@ -188,7 +188,7 @@ extension WireReader {
         var sids: [Int] = []
         for index in 0..<count {
             let id = try i64()
-            guard (1...Int64(UInt32.max)).contains(id) else {
+            guard (1...Int64(ConsentStringBound.maxGPPSectionID)).contains(id) else {
                 throw PluginWire.Malformed(description: "privacy.gpp_sid[\(index)]: \(id) is not a GPP section id")
             }
             sids.append(Int(id))

@@ -283,7 +283,7 @@ typedef struct adorch_privacy {
     const char *tc_string;         /* the TCF v2 TC string, as the app gave it; "" none */
     const char *gpp;               /* the GPP string, as the app gave it; "" none */
     const uint32_t *gpp_sid;       /* the GPP section ids that apply (OpenRTB gpp_sid), gpp_sid_count
-                                    * of them; NULL when gpp_sid_count is 0 */
+                                    * of them, each 1 to 1000; NULL when gpp_sid_count is 0 */
     uint32_t gpp_sid_count;        /* how many ids gpp_sid holds: 0 (none) to 32, the sections a GPP string may carry */
     const char *us_privacy;        /* the US Privacy string ("1YNN"), as the app gave it; "" none */
     const char *max_content_rating; /* the highest ad content rating the app accepts: "G", "PG", "T"
