@@ -133,7 +133,7 @@ final class HostileClientTests: XCTestCase {
         let stolen = try run.result(of: thief, timeout: .seconds(20))
         thief.stop()
         for method in ["Start", "Pause", "Resume", "Stop"] {
-            XCTAssertEqual(stolen["replies"]?[method], "io.adorch.Ads.PermissionDenied", "\(method) on another uid's session: \(stolen)")
+            XCTAssertEqual(stolen["replies"]?[method], "io.adorch.Ads.SessionNotFound", "\(method) on another uid's session: \(stolen)")
         }
         owner.send("start")
         let own = try run.result(of: owner, timeout: .seconds(20))

@@ -236,7 +236,7 @@ enum AdsError: String, VarlinkErrorName {
             """,
             "(slot: string, rule: string, retry_after_ms: int, message: string)")
         case .adNotValid: VarlinkDeclaration("# The ad is unknown (an ad handed to another app answers the same), was never shown, has ended, or the event was already reported.", "(ad_id: string, message: string)")
-        case .sessionNotFound: VarlinkDeclaration("# No live session has this id: it never existed, it was stopped, or it ended.", "(session_id: string, message: string)")
+        case .sessionNotFound: VarlinkDeclaration("# No live session has this id: it never existed, it was stopped, or it ended (another app's answers the same).", "(session_id: string, message: string)")
         case .loadFailed: VarlinkDeclaration("# A Load ended without ads: error is the host code of the last attempt (no_fill, timeout, ...).", "(slot: string, error: string, message: string, attempts: []Attempt)")
         case .invalidParameter: VarlinkDeclaration(
             """

@@ -386,21 +386,27 @@ private func tooManyUnacknowledgedRewards(uid: UInt32, waiting: Int, limit: Int,
     ]), logging: "uid \(uid) has \(waiting) rewards not acknowledged, \(key) is \(limit); rewarded \(call.member) refused")
 }
 
+private func noSuchSession(_ sessionID: String?) -> VarlinkError {
+    AdsError.sessionNotFound(["session_id": .string(sessionID ?? ""), "message": "no live session has this id: it never existed or has ended"])
+}
+
 private func sessionError(_ error: SessionCallError, sessionID: String?, _ call: VarlinkCall, _ gate: CallGate) -> VarlinkError {
     switch error {
     case .denied(let refusal): refusal
-    // The maker's uid is not said: another app has no business knowing who it is.
+    // Another app's session is answered as no session (ids are sequential: any other answer
+    // would let an app count the others' sessions); the operator's log says who tried.
     case .session(.notOwner):
-        gate.denied(call, "not the user session \(sessionID ?? "") was made by")
+        {
+            gate.logRefusal(call, "not the user session \(sessionID ?? "") was made by")
+            return noSuchSession(sessionID)
+        }()
     case .session(.tooManySessions(let uid, let live, let limit)):
         gate.refused(.sessions, call, AdsError.tooManySessions([
             "budget": .string(Budget.sessions.key), "limit": .int(Int64(limit)), "live": .int(Int64(live)),
             "message": .string("uid \(uid) has \(live) live interactive sessions: \(Budget.sessions.key) is \(limit); stop one first"),
         ]), logging: "uid \(uid) has \(live) live interactive sessions, \(Budget.sessions.key) is \(limit); InitInteractive refused")
     case .slotNotFound(let slot): showError(.slotNotFound(slot), call, gate)
-    case .session(.sessionNotFound):
-        AdsError.sessionNotFound(["session_id": .string(sessionID ?? ""),
-                                                       "message": "no live session has this id: it never existed or has ended"])
+    case .session(.sessionNotFound): noSuchSession(sessionID)
     case .session(.invalidParameter(let name, let reason)): invalidParameter(name, reason)
     case .session(.unavailable(let slot, let reason)): AdsError.noAdReady(["slot": .string(slot), "message": .string(reason)])
     }
