@@ -49,6 +49,21 @@ extension Engine {
         if let wanted = wantedClass(allowed) { slots[slotID]!.classDemand[wanted, default: DemandEstimate()].noteShow(at: now) }
     }
 
+    /// An app set or cleared what its viewers said (SetPrivacy): the signals loads carry for
+    /// that viewer (`userID`), or for any of the app's viewers when the app's own record
+    /// changed ("": theirs may have come from it), are theirs no longer. Until one of them
+    /// Shows again, no load carries their old signals; a class only they asked for is
+    /// then loaded for no one, so a consent withdrawn is not sent on for `classMemory`.
+    public mutating func forgetViewers(uid: UInt32, userID: String) {
+        for slotID in Array(slots.keys) {
+            for index in slots[slotID]!.entries.indices {
+                slots[slotID]!.entries[index].viewers = slots[slotID]!.entries[index].viewers.filter { _, viewer in
+                    viewer.user.uid != uid || !(userID.isEmpty || viewer.user.id == userID)
+                }
+            }
+        }
+    }
+
     /// Each class's share of the slot's demand: among the classes asked for within
     /// `classMemory`, in proportion to their rates. Before any is (a slot no Show with a class
     /// reached yet), the unset viewer's class has it all, so that apps that set no privacy

@@ -188,6 +188,24 @@ final class InventoryTests: XCTestCase {
         XCTAssertEqual(inventory.loads(since: before).map(\.privacy.signals.tcString), [consenting([1]).signals.tcString])
     }
 
+    /// SetPrivacy withdraws a viewer's signals from what loads carry at once, without a Show
+    /// of theirs: a user's record, that user's; the app's own record, all of the app's
+    /// viewers'; another user's or another app's change, nothing of theirs.
+    func testAnAppThatChangesAViewersRecordStopsLoadsCarryingTheirSignals() {
+        let signals = consenting([1]).signals.tcString!
+        for (uid, userID, stillSent) in [(UInt32(1000), "v", false), (1000, "", false), (1000, "w", true), (1001, "", true), (1001, "v", true)] {
+            var inventory = Inventory([classedSlot([("a", NetworkPrivacy(gvlID: 1))])], privacy: PrivacySettings(unsetViewer: nil))
+            inventory.show(by: consenting([1]), user: "v", app: 1000)
+            inventory.answer()
+            inventory.engine.forgetViewers(uid: uid, userID: userID)
+            let before = inventory.loads.count
+            inventory.advance(.seconds(700))  // the ad expires while the slot still wants a personalised one
+            let sent = inventory.loads(since: before).compactMap(\.privacy.signals.tcString)
+            XCTAssertEqual(sent.contains(signals), stillSent, "uid 1000's v, after uid \(uid) changed \"\(userID)\": \(sent.count) loads")
+            XCTAssertEqual(sent.isEmpty, !stillSent, "no other viewer's signals are sent in theirs' place")
+        }
+    }
+
     // MARK: Plugins built for ABI 1.3
 
     func testOnlyAPersonalisedLoadWithoutAnySignalNeedsNoSignals() {

@@ -80,8 +80,8 @@ struct Inventory {
 
     /// A Show by `viewer`, its ad closed at once; the ad, if any.
     @discardableResult
-    mutating func show(_ slot: String = "s", by viewer: ViewerPrivacy?, user: String = "u") -> ShownAd? {
-        let (result, effects) = engine.show(slot: slot, userID: user, privacy: viewer, now: now)
+    mutating func show(_ slot: String = "s", by viewer: ViewerPrivacy?, user: String = "u", app: UInt32? = nil) -> ShownAd? {
+        let (result, effects) = engine.show(slot: slot, userID: user, privacy: viewer, holder: app, now: now)
         take(effects)
         guard case .success(let ad) = result else { return nil }
         take(engine.report(.close, for: ad.id, now: now).1)

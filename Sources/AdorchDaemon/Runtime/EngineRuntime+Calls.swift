@@ -90,6 +90,7 @@ extension EngineRuntime {
             } catch {
                 return completion(.failure(error))
             }
+            engine.forgetViewers(uid: uid, userID: userID)
             let whose = userID.isEmpty ? "the app" : "one of its users"
             logger.info("privacy: uid \(uid) \(privacy == nil ? "cleared" : "set") the signals of \(whose)\(privacy.map { ": \($0.signals.logDescription)" } ?? "")",
                         metadata: ["peer_uid": "\(uid)"])

@@ -261,8 +261,11 @@ typedef enum ADORCH_CLOSED_ENUM adorch_privacy_class {
 } adorch_privacy_class;
 
 /* 1.4: what the viewer's app said about privacy, and the class the daemon chose from it, for
- * one load (docs/privacy.md, "What reaches a plugin"). Pass each signal to the network as its
- * SDK or protocol asks (OpenRTB regs.gdpr, user.consent, regs.gpp, regs.gpp_sid,
+ * one load (docs/privacy.md, "What reaches a plugin"). A preload is made before anyone asks:
+ * its signals are those of the most recent viewer of the slot whose signals allow the class
+ * (perhaps another app's), and the ad goes to whichever viewer of that class asks first; a
+ * Load's (an app's banner, splash or native load on demand) are that app's. Pass each signal
+ * to the network as its SDK or protocol asks (OpenRTB regs.gdpr, user.consent, regs.gpp, regs.gpp_sid,
  * regs.us_privacy, regs.coppa; an SDK's own setters) and never log the strings in full: they
  * are personal data. Every field is set by the host, from what the app said (SetPrivacy, or
  * the call's own signals). Like the rest of the request, the struct and all it points to are
