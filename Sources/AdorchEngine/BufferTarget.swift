@@ -38,8 +38,7 @@ public struct BufferTarget: Sendable, Equatable {
                                 refillSeconds: refill, lifetimeSeconds: lifetime, reason: "fixed buffer")
         }
         // Counts above buffer_max change nothing, so neither search goes past it.
-        let needed = smallestCount(mean: rate * refill, tailAtMost: missChance, upTo: config.bufferMax + 1)
-        let usable = largestCount(mean: rate * lifetime, tailAtLeast: useChance, upTo: config.bufferMax + 1)
+        let (needed, usable) = counts(rate: rate, refill: refill, lifetime: lifetime, upTo: config.bufferMax + 1)
         let count = min(max(min(needed, usable), config.bufferMin), config.bufferMax)
         let reason: String
         if count == config.bufferMax, needed > count {
@@ -55,6 +54,15 @@ public struct BufferTarget: Sendable, Equatable {
         }
         return BufferTarget(count: count, demandPerMinute: rate * 60, longPerMinute: long * 60, shortPerMinute: short * 60,
                             refillSeconds: refill, lifetimeSeconds: lifetime, reason: reason)
+    }
+
+    /// For Shows at `rate` a second, refills of `refill` seconds and ads living `lifetime`:
+    /// the fewest ads that keep a Show's chance of finding none below `missChance`, and the
+    /// most of which the last is still more likely to be shown than to expire; neither
+    /// searched past `limit`.
+    static func counts(rate: Double, refill: Double, lifetime: Double, upTo limit: Int) -> (needed: Int, usable: Int) {
+        (smallestCount(mean: rate * refill, tailAtMost: missChance, upTo: limit),
+         largestCount(mean: rate * lifetime, tailAtLeast: useChance, upTo: limit))
     }
 
     /// The waterfall as one refill sees it: entry i is asked when every entry before it

@@ -30,9 +30,10 @@ extension Engine {
         return PrivacyClass.preference.first(where: any.contains)
     }
 
-    /// A Show of `viewer` asked the slot: demand for their class, and, per entry, theirs are
-    /// the signals the loads of each class they allow there carry from now. A class they
-    /// allowed there before and no longer do is withdrawn, so their old consent is not sent.
+    /// A Show of `viewer` asked the slot: demand for their class, reach for every class they
+    /// allow from any entry, and, per entry, theirs are the signals the loads of each class
+    /// they allow there carry from now. A class they allowed there before and no longer do is
+    /// withdrawn, so their old consent is not sent.
     mutating func noteViewer(_ viewer: ViewerPrivacy?, user: CapUser, of slotID: String, now: Moment) {
         // No copy of the slot is held while it is written: each write would copy its entries.
         guard slots[slotID] != nil else { return }
@@ -47,6 +48,9 @@ extension Engine {
             }
         }
         if let wanted = wantedClass(allowed) { slots[slotID]!.classDemand[wanted, default: DemandEstimate()].noteShow(at: now) }
+        for privacyClass in allowed.reduce(into: Set<PrivacyClass>(), { $0.formUnion($1) }) {
+            slots[slotID]!.classReach[privacyClass, default: DemandEstimate()].noteShow(at: now)
+        }
     }
 
     /// An app set or cleared what its viewers said (SetPrivacy): the signals loads carry for
@@ -79,22 +83,49 @@ extension Engine {
         return rates.mapValues { $0 / total }
     }
 
-    /// How many of the slot's `total` ads each class keeps: `BufferTarget.shares` of its
-    /// demand. A class asked for keeps at least one while the slot keeps any, so its next
-    /// Show finds one; in a demand-aware slot only while that one is likely to be shown
-    /// before it expires (the ½ test of every ad held).
+    /// How many of the slot's `total` ads each class keeps. A fixed buffer is shared in
+    /// proportion to the classes' demand (`BufferTarget.shares`), each class asked for
+    /// keeping at least one. A demand-aware slot keeps for each class what the target rule
+    /// gives on that class's own Shows (`ownTarget`), so that each group of viewers finds an
+    /// ad as often as the slot's viewers would if they were one: the classes' refills run
+    /// apart, so together they may hold more than the slot's target, up to buffer_max (or the
+    /// target, if the fair share raised it past that), cut in proportion beyond. Where they
+    /// hold less (demand too thin for an ad of each class to be likely shown, while an ad
+    /// for all of them is), the rest goes to the classes the most Shows may take (their
+    /// reach), so one ad several groups may take is held rather than one a single group may.
+    /// None while the slot keeps none.
     func classTargets(of slot: SlotState, total: Int, now: Moment) -> [PrivacyClass: Int] {
         let shares = classShares(of: slot, now: now)
         if shares.count == 1, let only = shares.first { return [only.key: total] }
         let classes = PrivacyClass.preference.filter { shares[$0] != nil }
-        var floor: [Bool] = classes.map { _ in true }
-        if slot.config.isDemandAware, classes.count > 1 {
-            let target = demandTarget(of: slot, now: now)
-            let rate = target.demandPerMinute / 60
-            floor = classes.map { BufferTarget.largestCount(mean: rate * shares[$0]! * target.lifetimeSeconds, tailAtLeast: BufferTarget.useChance, upTo: 1) >= 1 }
+        var counts: [Int]
+        if slot.config.isDemandAware, total > 0 {
+            counts = classes.map { ownTarget(of: slot, $0, now: now) }
+            let held = counts.reduce(0, +), most = max(total, slot.config.bufferMax)
+            if held > most {
+                counts = BufferTarget.shares(of: most, weights: counts.map(Double.init), floor: classes.map { _ in false })
+            } else if held < total {
+                let reach = classes.map { slot.classReach[$0].map { max($0.longRate(at: now), $0.shortRate(at: now)) } ?? 0 }
+                counts = zip(counts, BufferTarget.shares(of: total - held, weights: reach, floor: classes.map { _ in false })).map(+)
+            }
+        } else {
+            counts = BufferTarget.shares(of: total, weights: classes.map { shares[$0]! }, floor: classes.map { _ in true })
         }
-        let counts = BufferTarget.shares(of: total, weights: classes.map { shares[$0]! }, floor: floor)
         return Dictionary(uniqueKeysWithValues: zip(classes, counts))
+    }
+
+    /// What the target rule (`BufferTarget`) gives for `privacyClass` alone: the demand of
+    /// the Shows that counted for it, refilled through the entries whose networks serve it,
+    /// with no bound but buffer_max.
+    func ownTarget(of slot: SlotState, _ privacyClass: PrivacyClass, now: Moment) -> Int {
+        guard let demand = slot.classDemand[privacyClass] else { return 0 }
+        let entries = slot.config.waterfall.indices.filter {
+            availablePlugins.contains(slot.config.waterfall[$0].plugin) && slot.config.waterfall[$0].privacy.servedClasses.contains(privacyClass)
+        }
+        let (refill, lifetime) = BufferTarget.chain(entries.map { slot.entries[$0].estimate }, ttl: slot.config.ttl)
+        let rate = max(demand.longRate(at: now), demand.shortRate(at: now))
+        let (needed, usable) = BufferTarget.counts(rate: rate, refill: refill, lifetime: lifetime, upTo: slot.config.bufferMax + 1)
+        return min(needed, usable, slot.config.bufferMax)
     }
 
     /// The privacy a load of `privacyClass` from entry `index` carries, or nil when that entry

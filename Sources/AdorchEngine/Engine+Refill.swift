@@ -11,7 +11,7 @@ extension Engine {
     }
 
     /// docs/rules.md, "Preloading": keep the slot's target of fresh ads (docs/scheduler.md), each
-    /// privacy class its share (docs/privacy.md, "Inventory"), starting at most `maxLoads`
+    /// privacy class its target (`classTargets`; docs/privacy.md, "Inventory"), starting at most `maxLoads`
     /// loads. An ad inside its refresh margin still counts as valid for Show but no longer as
     /// fresh, so its replacement is already on the way.
     mutating func refill(_ slotID: String, now: Moment, maxLoads: Int = .max) -> [Effect] {
@@ -24,7 +24,7 @@ extension Engine {
         let loading = ads.countByClass(in: slotID, .loading) { _ in true }
         let capFill = slot.config.hasCaps ? capHoldOfBuffer(slot, now: now)?.fillFrom : nil
         let shares = classShares(of: slot, now: now)
-        // Per class: the ads it still wants, its share less those it holds or awaits.
+        // Per class: the ads it still wants, its target less those it holds or awaits.
         var deficits = classTargets(of: slot, total: targetCount(of: slot, capFill: capFill, now: now), now: now)
         var holding: [PrivacyClass: Int] = [:]
         for privacyClass in PrivacyClass.allCases { holding[privacyClass] = fresh[privacyClass, default: 0] + loading[privacyClass, default: 0] }
@@ -39,7 +39,7 @@ extension Engine {
                 deficits[privacyClass] = 0
             }
         }
-        // The class furthest below its share loads first; one no entry may load for waits.
+        // The class furthest below its target loads first; one no entry may load for waits.
         var open = Set(deficits.keys)
         while effects.count < maxLoads,
               let privacyClass = PrivacyClass.preference.filter({ open.contains($0) && deficits[$0]! > 0 }).max(by: { deficits[$0]! < deficits[$1]! }) {
@@ -181,7 +181,7 @@ extension Engine {
     }
 
     /// A replacement of `privacyClass` arrived while the ad it replaces is still valid: the
-    /// class now holds one more than its share of the buffer, so its ad closest to expiry goes.
+    /// class now holds one more than its target, so its ad closest to expiry goes.
     mutating func retireSurplus(in slotID: String, of privacyClass: PrivacyClass, now: Moment) -> [Effect] {
         guard let slot = slots[slotID] else { return [] }
         let buffer = classTargets(of: slot, total: targetCount(of: slot, now: now), now: now)[privacyClass, default: 0]

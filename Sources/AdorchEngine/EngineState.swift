@@ -17,8 +17,11 @@ struct SlotState: Sendable {
     /// (docs/rules.md, "Fair share").
     var fairShare = FairShare()
     /// Per privacy class, the Shows that counted as demand for it (docs/privacy.md, "Inventory"):
-    /// its share of the slot's ads. A restart forgets them: the slot is cold again.
+    /// what the class keeps of the slot's ads. A restart forgets them: the slot is cold again.
     var classDemand: [PrivacyClass: DemandEstimate] = [:]
+    /// Per privacy class, the Shows whose viewer allowed it from some entry: how many may take
+    /// its ads, for a slot too rarely asked to hold an ad of every class.
+    var classReach: [PrivacyClass: DemandEstimate] = [:]
 }
 
 struct EntryState: Sendable {

@@ -149,6 +149,35 @@ final class InventoryTests: XCTestCase {
         XCTAssertFalse(classes.contains(.childDirected), "no child asked: no child-directed ad is held")
     }
 
+    func testInADemandAwareSlotEachClassKeepsWhatItsOwnViewersWouldAlone() {
+        let both = busySlot([outsideGDPR(), outsideGDPR(nonPersonalized: true)])
+        let personalisedOnly = busySlot([outsideGDPR()])
+        let nonPersonalisedOnly = busySlot([outsideGDPR(nonPersonalized: true)])
+        let held = both.engine.slotStatuses(at: both.now)[0].readyByClass
+        XCTAssertEqual(held[.personalized], personalisedOnly.engine.slotStatuses(at: personalisedOnly.now)[0].ready,
+                       "the personalised viewers find as many ads as if they were the slot's only viewers")
+        XCTAssertEqual(held[.nonPersonalized], nonPersonalisedOnly.engine.slotStatuses(at: nonPersonalisedOnly.now)[0].ready)
+        XCTAssertGreaterThan(held.values.reduce(0, +), both.engine.slotStatuses(at: both.now)[0].target.count,
+                             "two classes refilled apart hold more than one pool of the same demand would")
+    }
+
+    func testASlotTooRarelyAskedForAnAdOfEachClassHoldsOneThatTheMostViewersMayTake() {
+        // A Show every 10 minutes, ads living 10: one ad is likely shown before it expires,
+        // one of either class alone is not. Five Shows in nine are personalised viewers'.
+        var inventory = Inventory([classedSlot(buffer: 0, bufferMax: 10, [("a", everything)])], privacy: PrivacySettings(unsetViewer: nil))
+        for round in 0..<27 {
+            let personalised = round % 9 % 2 == 0
+            inventory.show(by: personalised ? outsideGDPR() : outsideGDPR(nonPersonalized: true), user: personalised ? "p" : "n")
+            for _ in 0..<10 {
+                inventory.answer()
+                inventory.advance(.seconds(60))
+            }
+        }
+        inventory.answer()
+        XCTAssertEqual(inventory.engine.slotStatuses(at: inventory.now)[0].readyByClass, [.nonPersonalized: 1],
+                       "a non-personalised ad, which both groups may take, not a personalised one only the larger group may")
+    }
+
     func testAClassIsForgottenWhenNobodyAskedForItWithinTheMemory() {
         var inventory = Inventory([classedSlot([("a", everything)])])
         inventory.show(by: outsideGDPR(child: true))
@@ -267,5 +296,18 @@ final class InventoryTests: XCTestCase {
         XCTAssertEqual(sessions.initiate(3, slot: slot, plugin: slot.waterfall[0], viewer: consenting([2]), request: request, owner: 7, now: .zero).failureValue,
                        .unavailable(slot: "i", reason: "p may serve this viewer no ad their privacy signals allow"))
         XCTAssertEqual(sessions.liveCount(in: "i"), 2, "the refusal changed nothing")
+    }
+
+    /// A demand-aware slot asked by each of `viewers` every 5 s, its loads answered 1 s after
+    /// they were asked: what it holds after 3 minutes.
+    private func busySlot(_ viewers: [ViewerPrivacy]) -> Inventory {
+        var inventory = Inventory([classedSlot(buffer: 0, bufferMax: 10, [("a", everything)])], privacy: PrivacySettings(unsetViewer: nil))
+        for _ in 0..<36 {
+            for (index, viewer) in viewers.enumerated() { inventory.show(by: viewer, user: "u\(index)") }
+            inventory.advance(.seconds(1))
+            inventory.answer()
+            inventory.advance(.seconds(4))
+        }
+        return inventory
     }
 }
