@@ -29,6 +29,8 @@ public struct IDSet: Equatable, Sendable, CustomStringConvertible {
     /// Each bound must fit in 16 bits, as every id a consent string carries does.
     public init(merging ranges: [ClosedRange<Int>]) {
         var merged: [ClosedRange<UInt16>] = []
+        // At most one range per entry: reserved once, not doubled as it grows past them.
+        merged.reserveCapacity(ranges.count)
         for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
             guard let lower = UInt16(exactly: range.lowerBound), let upper = UInt16(exactly: range.upperBound) else {
                 preconditionFailure("IDSet: \(range) does not fit in 16 bits")
