@@ -56,18 +56,15 @@ struct Base64URLBitReader {
         try int(1, field) == 1
     }
 
-    /// `count` bits, each one an id from 1 up: the ids whose bit is set.
+    /// `count` bits, each one an id from 1 up: the ids whose bit is set, kept as a bitmap
+    /// (`IDSet`) of `count` bits, which the string itself holds.
     mutating func bitField(_ count: Int, _ field: String) throws(ConsentStringError) -> IDSet {
         try need(count, field)
-        var ranges: [ClosedRange<Int>] = []
-        var runStart: Int?
-        for id in stride(from: 1, through: count, by: 1) {
-            let set = nextBit() == 1
-            if set, runStart == nil { runStart = id }
-            if !set, let start = runStart { ranges.append(start...id - 1); runStart = nil }
+        var words = [UInt64](repeating: 0, count: (count + 63) / 64)
+        for index in 0..<count where nextBit() == 1 {
+            words[index / 64] |= 1 << UInt64(index % 64)
         }
-        if let start = runStart { ranges.append(start...count) }
-        return IDSet(sortedDisjoint: ranges)
+        return IDSet(bitmap: words)
     }
 
     /// Two letters of 6 bits each, 0 being `A` (a language or country code).
