@@ -19,4 +19,10 @@ public enum ConsentStringBound {
     /// their own, and an id past what a plugin's `uint32_t gpp_sid` holds must never reach
     /// the host (which refuses the whole call and exits: an app's string would end a plugin).
     public static let maxGPPSectionID = 1_000
+
+    /// The most publisher restrictions a TC string may carry: one per purpose id (6 bits) and
+    /// restriction type (2 bits), 256 pairs, each said once. Within `maxBytes` alone, 2,444
+    /// restrictions naming no vendor fit, and a decoded one costs more than its 20 bits: kept
+    /// for every record an app sets, they made a string's decoded form 7.5 times its size.
+    public static let maxPublisherRestrictions = 256
 }

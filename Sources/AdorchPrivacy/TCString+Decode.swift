@@ -119,6 +119,8 @@ extension Base64URLBitReader {
     /// A restriction's entries have no MaxVendorId of their own: any id up to 65,535.
     mutating func publisherRestrictions() throws(ConsentStringError) -> [PublisherRestriction] {
         let count = try int(12, "publisherRestrictions.numPubRestrictions")
+        let most = ConsentStringBound.maxPublisherRestrictions
+        if count > most { throw .valueOutOfRange(field: qualified("publisherRestrictions.numPubRestrictions"), found: count, allowed: 0...most) }
         var restrictions: [PublisherRestriction] = []
         for index in 0..<count {
             let field = "publisherRestrictions[\(index)]"

@@ -137,5 +137,26 @@ final class ConsentDecoderRefusalTests: XCTestCase {
         XCTAssertEqual(try GPPString.decode(BitWriter.gppHeader([highest...highest]) + "~A").sectionIds, [highest])
     }
 
+    /// More publisher restrictions than there are (purpose, type) pairs, each naming no
+    /// vendor (20 bits apiece: 2,444 fit an 8 KiB string), are refused by their number; as
+    /// many as there are pairs decode.
+    func testMorePublisherRestrictionsThanPairsAreRefusedByTheirNumber() throws {
+        let most = ConsentStringBound.maxPublisherRestrictions
+        func text(_ count: Int) -> String {
+            let none = TCModel.Vendors(maxVendorId: 0, useRanges: false, entries: [])
+            let restrictions = (0..<count).map { TCModel.Restriction(purposeId: $0 % 64, type: ($0 / 64) % 4, entries: []) }
+            return TCModel(created: 1, lastUpdated: 1, cmpId: 1, cmpVersion: 1, consentScreen: 1, language: (4, 13),
+                           vendorListVersion: 1, policyVersion: 4, serviceSpecific: true, nonStandardTexts: false,
+                           specialFeatures: [], purposesConsent: [1], purposesLI: [], purposeOneTreatment: false,
+                           country: (4, 4), vendorConsents: none, vendorLI: none, restrictions: restrictions, disclosed: nil,
+                           allowed: nil, publisherTC: nil, reservedSegmentTypes: [], segmentOrder: []).encoded()
+        }
+        XCTAssertEqual(try TCString.decode(text(most)).publisherRestrictions.count, most)
+        XCTAssertEqual(refusal { try TCString.decode(text(most + 1)) },
+                       .valueOutOfRange(field: "core.publisherRestrictions.numPubRestrictions", found: most + 1, allowed: 0...most))
+        XCTAssertEqual(refusal { try TCString.decode(text(2_444)) },
+                       .valueOutOfRange(field: "core.publisherRestrictions.numPubRestrictions", found: 2_444, allowed: 0...most))
+    }
+
     var generator = SeededGenerator(seed: 32)
 }
