@@ -141,7 +141,7 @@ extension Engine {
             var lateReward = false
             if case .reward = report, memory.reason == .closed { lateReward = true }
             let why = lateReward
-                ? "reward after the app closed the ad and the \(Self.networkRewardGrace) its network had for it passed: refused"
+                ? "reward after the app closed the ad and the \(settings.networkRewardGrace) its network had for it passed: refused"
                 : "\(what) after the ad ended (\(memory.reason.rawValue)) ignored"
             return [.emit(EngineEvent(.callbackIgnored, slot: memory.slot, adID: id, network: plugin, message: why, holder: memory.holder))]
         }

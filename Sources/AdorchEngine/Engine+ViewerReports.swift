@@ -47,19 +47,15 @@ extension Engine {
     /// The uid `id` was handed to, while it lasts or is remembered ended.
     func handedTo(_ id: AdID) -> UInt32? { holder(of: id) ?? retired[id]?.holder }
 
-    /// How long after the app's close a network that grants rewards itself may still report
-    /// one: real networks' server-side rewards often come after the viewer closed the ad.
-    public static let networkRewardGrace = Duration.seconds(60)
-
     /// The app closed the ad. A rewarded ad whose network grants the reward and has not yet
-    /// stays open to that network for `networkRewardGrace` (to the app it has ended); any
+    /// stays open to that network for `settings.networkRewardGrace` (to the app it has ended); any
     /// other ends now.
     mutating func closed(_ id: AdID, now: Moment) -> [Effect] {
         guard let ad = ads[id], ad.format == .rewarded, ad.rewardByNetwork, !ad.rewarded, case .shown(let endsAt) = ad.state else {
             return end(id, as: .closed, now: now)
         }
         ads[id]!.closedAt = now
-        ads[id]!.state = .shown(endsAt: min(endsAt, now + Self.networkRewardGrace))
+        ads[id]!.state = .shown(endsAt: min(endsAt, now + settings.networkRewardGrace))
         return []
     }
 

@@ -79,7 +79,7 @@ struct AdRecord: Sendable {
     /// Its reward is promised across a restart: the shell keeps it on disk (Engine+PromisedRewards).
     var promised = false
     /// When the app closed it, for an ad kept open for its network's reward
-    /// (`Engine.networkRewardGrace`): the app may report nothing more on it.
+    /// (`SchedulerSettings.networkRewardGrace`): the app may report nothing more on it.
     var closedAt: Moment?
     var rewardOverride: RewardModel?
     var userID: String?

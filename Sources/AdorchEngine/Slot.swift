@@ -230,6 +230,10 @@ public struct SchedulerSettings: Sendable, Equatable {
     public var rateLimitPause: Duration
     /// At most this many loads in flight to one network, over all slots.
     public var maxLoadsInFlightPerNetwork: Int
+    /// How long after the app's close a network that grants rewards itself may still report
+    /// one ([scheduler] network_reward_grace_s): real networks' server-side rewards often
+    /// come after the viewer closed the ad.
+    public var networkRewardGrace = Duration.seconds(60)
     /// What one uid may hold ([limits]; docs/rules.md, "Budgets per uid").
     public var budgets = UIDBudgets()
     /// What a viewer who said little or nothing allows ([privacy]; docs/privacy.md, "Inventory").

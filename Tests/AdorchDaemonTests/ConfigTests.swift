@@ -98,6 +98,10 @@ final class ConfigTests: XCTestCase {
                        "test.toml: key slots[0].waterfall[0].plugin: no plugin \"sim\" is configured (add a [plugins.sim] section)")
         XCTAssertEqual(refusal(minimal.replacingOccurrences(of: "id = \"s\"", with: "id = \"Bad Slot\""))?.location, "key slots[0].id")
         XCTAssertEqual(refusal("[scheduler]\nbackoff_jitter = 2.0\n" + minimal)?.location, "key scheduler.backoff_jitter")
+        XCTAssertEqual(refusal("[scheduler]\nnetwork_reward_grace_s = 0\n" + minimal)?.location, "key scheduler.network_reward_grace_s")
+        XCTAssertEqual(try DaemonConfig.parse(toml: minimal, source: "test.toml").scheduler.networkRewardGrace, .seconds(60))
+        XCTAssertEqual(try DaemonConfig.parse(toml: "[scheduler]\nnetwork_reward_grace_s = 5\n" + minimal, source: "test.toml").scheduler.networkRewardGrace,
+                       .seconds(5))
         let banner = minimal.replacingOccurrences(of: "interstitial", with: "banner")
         XCTAssertEqual(refusal(banner.replacingOccurrences(of: "format = \"banner\"", with: "format = \"banner\"\nbuffer = 2"))?.description,
                        "test.toml: key slots[0].buffer: banner ads are loaded on demand (io.adorch.Ads.Load), not preloaded: remove buffer")

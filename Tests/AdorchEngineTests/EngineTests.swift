@@ -625,7 +625,7 @@ final class RewardTests: XCTestCase {
         XCTAssertEqual(refusal(h.reportViewer(.complete, early)), "has ended (closed)", "to the app the ad ended at its close")
         XCTAssertFalse(h.destroyed.contains(early), "kept for its network's reward")
 
-        h.advance(Engine.networkRewardGrace - .seconds(1))
+        h.advance(h.engine.settings.networkRewardGrace - .seconds(1))
         h.report(.reward(transID: "net-in-time"), early)
         XCTAssertEqual(grants(h).map(\.networkTransID), ["net-in-time"])
         XCTAssertTrue(h.destroyed.contains(early), "rewarded, it has nothing left to wait for")
@@ -635,7 +635,7 @@ final class RewardTests: XCTestCase {
         h.report(.destroyed, late)
         h.report(.reward(transID: "net-too-late"), late)
         XCTAssertEqual(grants(h).map(\.networkTransID), ["net-in-time"])
-        XCTAssertTrue(h.events.contains { $0.message?.contains("reward after the app closed the ad and the \(Engine.networkRewardGrace) its network had for it passed: refused") == true },
+        XCTAssertTrue(h.events.contains { $0.message?.contains("reward after the app closed the ad and the \(h.engine.settings.networkRewardGrace) its network had for it passed: refused") == true },
                       "\(h.events.compactMap(\.message))")
     }
 }

@@ -15,6 +15,9 @@ enum ConfigBounds {
     static let backoffMaxSeconds: ClosedRange<Int64> = 1...86_400
     static let backoffJitter: ClosedRange<Double> = 0...1
     static let shownLifetimeSeconds: ClosedRange<Int64> = 1...86_400
+    /// A network's reward after the app's close: at least a second, at most an hour (the ad
+    /// is kept for it, and its network's object with it).
+    static let networkRewardGraceSeconds: ClosedRange<Int64> = 1...3_600
     static let rateLimitPauseSeconds: ClosedRange<Int64> = 0...86_400
     static let maxLoadsInFlightPerNetwork: ClosedRange<Int64> = 1...1000
 

@@ -206,12 +206,13 @@ extension DaemonConfig {
         var scheduler = SchedulerSettings()
         if let s = try r.table("scheduler") {
             try s.only(["refresh_ahead_s", "backoff_base_ms", "backoff_max_s", "backoff_jitter", "shown_lifetime_s",
-                        "rate_limit_pause_s", "max_loads_in_flight_per_network"])
+                        "network_reward_grace_s", "rate_limit_pause_s", "max_loads_in_flight_per_network"])
             if let v = try s.int("refresh_ahead_s", in: ConfigBounds.refreshAheadSeconds) { scheduler.refreshAhead = .seconds(v) }
             if let v = try s.int("backoff_base_ms", in: ConfigBounds.backoffBaseMilliseconds) { scheduler.backoffBase = .milliseconds(v) }
             if let v = try s.int("backoff_max_s", in: ConfigBounds.backoffMaxSeconds) { scheduler.backoffMax = .seconds(v) }
             if let v = try s.double("backoff_jitter", range: ConfigBounds.backoffJitter) { scheduler.backoffJitter = v }
             if let v = try s.int("shown_lifetime_s", in: ConfigBounds.shownLifetimeSeconds) { scheduler.shownLifetime = .seconds(v) }
+            if let v = try s.int("network_reward_grace_s", in: ConfigBounds.networkRewardGraceSeconds) { scheduler.networkRewardGrace = .seconds(v) }
             if let v = try s.int("rate_limit_pause_s", in: ConfigBounds.rateLimitPauseSeconds) { scheduler.rateLimitPause = .seconds(v) }
             if let v = try s.int("max_loads_in_flight_per_network", in: ConfigBounds.maxLoadsInFlightPerNetwork) { scheduler.maxLoadsInFlightPerNetwork = Int(v) }
         }
