@@ -42,6 +42,9 @@
  *   reward=network           rewarded ads: sim decides the reward itself, reporting it (with
  *                            its own trans_id, "sim-" and the request's load_uid) when told the
  *                            video completed; default host
+ *   reward_delay_ms=N        with reward=network, the reward comes N ms after the complete, as a
+ *                            network's server-side reward: also after the app's close, and even
+ *                            once the ad is destroyed (a late reward the host must refuse)
  *   script=opt_in_complete   interactive sessions: the viewer's path through the choice card
  *                            (see "Interactive sessions" below; default opt_in_complete)
  *   step_ms=20               interactive sessions: time between two of the viewer's steps
@@ -203,6 +206,8 @@ typedef struct sim_config {
     const char *script; /* a name from SCRIPTS */
     const sim_step *steps;
     uint32_t step_ms;
+    /* reward_delay_ms: its reward's delay after the complete, -1 for sim's own 2 ms */
+    int64_t reward_delay_ms;
     uint64_t creates; /* objects made with this config: each one's random stream */
 } sim_config;
 
@@ -400,6 +405,7 @@ static void parse_config(sim_config *c, const char *text) {
     c->script = SCRIPTS[0].name;
     c->steps = SCRIPTS[0].steps;
     c->step_ms = 20;
+    c->reward_delay_ms = -1;
     char *copy = strdup(text), *save = NULL;
     for (char *tok = strtok_r(copy, " \t;", &save); tok; tok = strtok_r(NULL, " \t;", &save)) {
         char *eq = strchr(tok, '=');
@@ -464,6 +470,10 @@ static void parse_config(sim_config *c, const char *text) {
                 }
         } else if (!strcmp(key, "step_ms")) {
             bad = parse_u32(val, &c->step_ms);
+        } else if (!strcmp(key, "reward_delay_ms")) {
+            uint32_t v = 0;
+            bad = parse_u32(val, &v);
+            c->reward_delay_ms = v;
         } else if (!strcmp(key, "block_ms")) {
             bad = parse_u32(val, &c->block_ms);
         } else if (flag_for(c, key)) {
@@ -1285,7 +1295,12 @@ static void sim_ad_notify(adorch_ad *opaque, uint32_t event, const char *detail_
                 snprintf(detail, sizeof detail, "{\"trans_id\":\"sim-%s\"}", ad->load_uid);
             else
                 snprintf(detail, sizeof detail, "{\"trans_id\":\"sim-%" PRIu64 "-%" PRIu64 "\"}", ad->config->seed, ad->id);
-            schedule(ad, ad->id, JOB_EVENT, 2, ADORCH_EVENT_REWARD, 0, detail);
+            /* A delay set is the network's server-side reward: it comes whether or not the ad
+             * still exists then, so it is not the ad's job (destroy does not cancel it). */
+            if (ad->config->reward_delay_ms < 0)
+                schedule(ad, ad->id, JOB_EVENT, 2, ADORCH_EVENT_REWARD, 0, detail);
+            else
+                schedule(NULL, ad->id, JOB_EVENT, (uint32_t)ad->config->reward_delay_ms, ADORCH_EVENT_REWARD, 0, detail);
         }
     } else {
         g.n.stale_objects++;
