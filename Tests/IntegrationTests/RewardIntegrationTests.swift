@@ -169,6 +169,54 @@ final class RewardIntegrationTests: XCTestCase {
         XCTAssertEqual(try daemon.slotStatus("r")["counters"]?["rewards"]?.intValue, 1)
     }
 
+    /// Issue 31, acceptance 3: a network that grants rewards itself may report one after the
+    /// app's close, within `[scheduler] network_reward_grace_s` (2 s here): granted. One that
+    /// comes after it (sim's server-side reward, 4 s after the complete) is refused, named in
+    /// the log and the events, and never reaches the ledger.
+    func testANetworkRewardAfterTheCloseIsGrantedWithinTheGraceAndRefusedAfterIt() throws {
+        let daemon = try DaemonProcess(config: simConfig(slots: """
+        [[slots]]
+        id = "soon"
+        format = "rewarded"
+        reward_name = "coins"
+        reward_amount = 10
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "latency_ms=5 reward=network reward_delay_ms=300"
+
+        [[slots]]
+        id = "late"
+        format = "rewarded"
+        reward_name = "coins"
+        reward_amount = 10
+          [[slots.waterfall]]
+          plugin = "sim"
+          server_parameter = "latency_ms=5 reward=network reward_delay_ms=4000"
+        """, scheduler: "network_reward_grace_s = 2"))
+        try daemon.waitFor("both slots ready") { try daemon.allSlotsFull() }
+        let events = try daemon.client(timeout: .seconds(10))
+        _ = try events.call("io.adorch.Ads.Subscribe", ["slots": ["soon", "late"]], more: true)
+        var ads: [String: String] = [:]
+        for slot in ["soon", "late"] {
+            let ad = try XCTUnwrap(try daemon.call("io.adorch.Ads.Show", ["slot": .string(slot), "user_id": .string("u-\(slot)")])["ad"]?["id"]?.stringValue)
+            _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": .string(ad), "event": "complete"])
+            _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": .string(ad), "event": "close"])
+            ads[slot] = ad
+        }
+        // The close came first; the reward within the grace is granted all the same.
+        let granted = try waitForReward(events, ad: ads["soon"]!)
+        XCTAssertEqual(granted["detail"]?["reward_amount"]?.intValue, 10)
+        // The late one: refused by name once the grace has passed, the ad ended as closed.
+        let late = ads["late"]!
+        try daemon.waitForLog(["reward after the app closed the ad and the 2.0 seconds its network had for it passed: refused"], timeout: .seconds(20))
+        let lines = daemon.log.split(separator: "\n").filter { $0.contains("reward after the app closed the ad") }
+        XCTAssertEqual(lines.count, 1, "\(lines)")
+        XCTAssertTrue(lines.first?.contains(late) == true, "the refusal names the late ad \(late): \(lines)")
+        let ledger = try daemon.call("io.adorch.Ads.ListRewards", [:])["rewards"]?.arrayValue ?? []
+        XCTAssertEqual(ledger.compactMap { $0["ad_id"]?.stringValue }, [ads["soon"]!], "only the reward within the grace is in the ledger")
+        XCTAssertEqual(try daemon.slotStatus("late")["counters"]?["rewards"]?.intValue, 0)
+    }
+
     /// Acceptance 3: the network's documented example (docs/rules.md, "Server-to-server callback")
     /// is accepted once; a wrong sign, a tampered trans_id and a replay are not; adorchctl agrees.
     func testTheServerCallbackOfTheSeed() throws {
