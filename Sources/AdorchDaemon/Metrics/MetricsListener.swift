@@ -195,11 +195,12 @@ final class MetricsListener: @unchecked Sendable {
                     // is never dropped, so connections opened and left silent, however fast,
                     // cannot take a scrape's answer from it; if every one is, the newcomer goes.
                     if connections.count >= Self.maxConnections {
-                        guard let silent = connections.firstIndex(where: { !$0.isAnswering }) else {
+                        guard let silent = makeRoom(in: &connections) else {
                             Self.reset(client)
                             continue
                         }
-                        Self.reset(connections.remove(at: silent).fd)
+                        let dropped = connections.remove(at: silent)
+                        if dropped.fd >= 0 { Self.reset(dropped.fd) }
                     }
                     connections.append(Connection(fd: client, id: nextID, deadline: .now + Self.requestTimeout))
                     nextID += 1
@@ -215,6 +216,21 @@ final class MetricsListener: @unchecked Sendable {
             close(wake.read)
             close(wake.write)
         }
+    }
+
+    /// The connection to drop for a newcomer: the oldest still silent (or one just closed).
+    /// A request that arrived since the last poll is read first, so a scraper accepted in
+    /// the same burst as a churn of silent connections is answered, not taken for silent.
+    private func makeRoom(in connections: inout [Connection]) -> Int? {
+        for index in connections.indices where !connections[index].isAnswering {
+            var waiting: Int32 = 0
+            if ioctl(connections[index].fd, UInt(FIONREAD), &waiting) == 0, waiting > 0 {
+                step(&connections[index])
+                if connections[index].isAnswering { continue }
+            }
+            return index
+        }
+        return nil
     }
 
     /// The connection is readable or writable: reads what came, or sends what is left. A
