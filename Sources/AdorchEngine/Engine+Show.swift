@@ -151,10 +151,11 @@ extension Engine {
         let held = slots[slotID]!.config.hasCaps ? entryHolds(slots[slotID]!, user: CapUser(uid: holder, id: userID), now: now) : [:]
         let allowed = allowedClasses(privacy, in: slots[slotID]!)
         let wanted = wantedClass(allowed)
-        // The viewer's own class first, leaving the others to viewers who may take only those;
-        // then the highest price, then the earliest expiry (the one that would be wasted first).
+        // The viewer's own class first (the best they allow), then the next ones in order,
+        // leaving an ad fewer viewers may take to them; then the highest price, then the
+        // earliest expiry (the one that would be wasted first).
         guard let pick = ads.first(in: slotID, .ready, where: { $0.isValid(at: now) && held[$0.entryIndex] == nil && mayShow($0, to: allowed) }, by: { a, b in
-            (a.privacy.privacyClass == wanted ? 0 : 1, -a.price, a.expiresAt!, a.id) < (b.privacy.privacyClass == wanted ? 0 : 1, -b.price, b.expiresAt!, b.id)
+            (a.privacy.privacyClass.rank, -a.price, a.expiresAt!, a.id) < (b.privacy.privacyClass.rank, -b.price, b.expiresAt!, b.id)
         }) else {
             // The Show raised the slot's demand: its target may have risen with it. A viewer
             // no entry may serve is told so, not that the slot is being refilled for them.

@@ -33,4 +33,7 @@ extension PrivacyClass {
     /// Best first: a viewer's Show counts as demand for the first class they allow (ads
     /// personalised pay most), and takes an ad of that class before any other.
     public static let preference: [PrivacyClass] = [.personalized, .nonPersonalized, .childDirected]
+
+    /// Its place in `preference`: 0 for the best.
+    var rank: Int { Self.preference.firstIndex(of: self)! }
 }

@@ -70,6 +70,9 @@ public struct PrivacyState: Sendable, Equatable {
             classes = tcf.allowedClasses(vendor: vendor)
         }
         if optedOutInTheUS || nonPersonalized { classes.remove(.personalized) }
+        // A child-directed ad is loaded without a profile and is safe for a child: whoever
+        // may be shown a non-personalised ad from the network may be shown it too.
+        if classes.contains(.nonPersonalized) { classes.insert(.childDirected) }
         return classes
     }
 }

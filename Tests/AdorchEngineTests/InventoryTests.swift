@@ -178,6 +178,23 @@ final class InventoryTests: XCTestCase {
                        "a non-personalised ad, which both groups may take, not a personalised one only the larger group may")
     }
 
+    /// A child-directed ad goes to whoever may be shown a non-personalised one, but last:
+    /// an adult takes their own class first, and one only when nothing else is ready.
+    func testAnAdultIsHandedAChildDirectedAdOnlyWhenNoneOfTheirOwnIsReady() {
+        var inventory = Inventory([classedSlot(buffer: 1, [("a", everything)])], privacy: PrivacySettings(unsetViewer: nil))
+        inventory.show(by: outsideGDPR(child: true), user: "c")
+        inventory.show(by: outsideGDPR(nonPersonalized: true), user: "n")
+        inventory.answer()
+        XCTAssertEqual(inventory.engine.slotStatuses(at: inventory.now)[0].readyByClass, [.childDirected: 1, .nonPersonalized: 1])
+        let first = inventory.show(by: outsideGDPR(nonPersonalized: true), user: "n")
+        XCTAssertEqual(first.map { inventory.order(of: $0).privacy.privacyClass }, .nonPersonalized, "the child's ad is left to the child")
+        let second = inventory.show(by: outsideGDPR(), user: "p")
+        XCTAssertEqual(second.map { inventory.order(of: $0).privacy.privacyClass }, .childDirected,
+                       "nothing else ready: a consented adult may be shown the child-directed ad")
+        let notForChildren = NetworkPrivacy(gvlID: 1, servesChildren: false)
+        XCTAssertFalse(PrivacySettings().allowedClasses(outsideGDPR(), for: notForChildren).contains(.childDirected))
+    }
+
     func testAClassIsForgottenWhenNobodyAskedForItWithinTheMemory() {
         var inventory = Inventory([classedSlot([("a", everything)])])
         inventory.show(by: outsideGDPR(child: true))

@@ -8,7 +8,10 @@ import XCTest
 final class PrivacyClassTests: XCTestCase {
     private static let vendor = 42
     /// A TCF vendor that serves every class.
-    private let network = NetworkPrivacy(gvlID: PrivacyClassTests.vendor, servesChildren: true, servesNonPersonalized: true)
+    /// The consent rules' network: it does not serve children, so what it allows is personalised
+    /// or non-personalised only (the child-directed class has tests of its own, on `forChildren`).
+    private let network = NetworkPrivacy(gvlID: PrivacyClassTests.vendor, servesChildren: false, servesNonPersonalized: true)
+    private let forChildren = NetworkPrivacy(gvlID: PrivacyClassTests.vendor, servesChildren: true, servesNonPersonalized: true)
 
     private func vendors(_ ids: Int...) -> IDSet { IDSet(merging: ids.map { $0...$0 }) }
 
@@ -33,11 +36,25 @@ final class PrivacyClassTests: XCTestCase {
         for child in [PrivacyState(gdprApplies: .no, childDirected: true), PrivacyState(gdprApplies: .no, underAgeOfConsent: true),
                       PrivacyState(gdprApplies: .yes, tcf: consented(), childDirected: true),
                       PrivacyState(gdprApplies: .unknown, underAgeOfConsent: true)] {
-            XCTAssertEqual(child.allowedClasses(for: network, gdprWhenUnknown: true), [.childDirected], "\(child)")
+            XCTAssertEqual(child.allowedClasses(for: forChildren, gdprWhenUnknown: true), [.childDirected], "\(child)")
             XCTAssertEqual(child.allowedClasses(for: notForChildren, gdprWhenUnknown: true), [], "\(child)")
         }
-        XCTAssertFalse(PrivacyState(gdprApplies: .no).allowedClasses(for: network, gdprWhenUnknown: false).contains(.childDirected),
-                       "child-directed ads are for children only")
+    }
+
+    /// A child-directed ad carries no profile: whoever may be shown a non-personalised ad of
+    /// the network may be shown it, and nobody else.
+    func testAChildDirectedAdGoesToWhoeverMayBeShownANonPersonalisedOne() {
+        XCTAssertEqual(PrivacyState(gdprApplies: .no).allowedClasses(for: forChildren, gdprWhenUnknown: false),
+                       [.personalized, .nonPersonalized, .childDirected])
+        XCTAssertEqual(PrivacyState(gdprApplies: .no, nonPersonalized: true).allowedClasses(for: forChildren, gdprWhenUnknown: false),
+                       [.nonPersonalized, .childDirected])
+        XCTAssertEqual(PrivacyState(gdprApplies: .no, optedOutInTheUS: true).allowedClasses(for: forChildren, gdprWhenUnknown: false),
+                       [.nonPersonalized, .childDirected])
+        XCTAssertEqual(underGDPR(nil, for: forChildren), [], "no TC string where the GDPR applies: not even a child-directed ad")
+        XCTAssertEqual(underGDPR(consented([.storeAndAccess, .adsProfile, .personalizedAds], legitimateInterest: []), for: forChildren), [.personalized],
+                       "no basis for basic ads: no non-personalised ad, so no child-directed one")
+        XCTAssertEqual(PrivacyState(gdprApplies: .no).allowedClasses(for: network, gdprWhenUnknown: false),
+                       [.personalized, .nonPersonalized], "a network that does not serve children has no child-directed ad")
     }
 
     // MARK: GDPR
@@ -253,7 +270,9 @@ final class PrivacyClassTests: XCTestCase {
             if viewer.childDirected || viewer.underAgeOfConsent {
                 XCTAssertTrue(allowed.isSubset(of: [.childDirected]), context)
             } else {
-                XCTAssertFalse(allowed.contains(.childDirected), context)
+                if network.servesNonPersonalized, network.servesChildren {
+                    XCTAssertEqual(allowed.contains(.childDirected), allowed.contains(.nonPersonalized), context)
+                }
                 if viewer.optedOutInTheUS || viewer.nonPersonalized { XCTAssertFalse(allowed.contains(.personalized), context) }
                 let gdpr = viewer.gdprApplies == .yes || (viewer.gdprApplies == .unknown && gdprWhenUnknown)
                 if gdpr, viewer.tcf == nil || network.gvlID == nil { XCTAssertEqual(allowed, [], context) }
