@@ -47,7 +47,9 @@ extension Engine {
                 }
             }
         }
-        if let wanted = wantedClass(allowed) { slots[slotID]!.classDemand[wanted, default: DemandEstimate()].noteShow(at: now) }
+        guard let wanted = wantedClass(allowed) else { return }
+        slots[slotID]!.classDemand[wanted, default: DemandEstimate()].noteShow(at: now)
+        hostClassDemand[wanted, default: DemandEstimate()].noteShow(at: now)
         for privacyClass in allowed.reduce(into: Set<PrivacyClass>(), { $0.formUnion($1) }) {
             slots[slotID]!.classReach[privacyClass, default: DemandEstimate()].noteShow(at: now)
         }
@@ -73,14 +75,33 @@ extension Engine {
     /// reached yet), the unset viewer's class has it all, so that apps that set no privacy
     /// find their ads as before; with `unsetViewer` nil, none has any.
     func classShares(of slot: SlotState, now: Moment) -> [PrivacyClass: Double] {
-        let asked = slot.classDemand.filter { $0.value.lastShow.map { $0 + Self.classMemory > now } ?? false }
+        let asked = recentlyAsked(slot.classDemand, now: now)
+        // Classes the slot's viewers may take (their loads need one's signals) but did not ask for.
+        let reached = recentlyAsked(slot.classReach, now: now)
+        let expected = slot.config.isDemandAware && !asked.isEmpty
+            ? hostClassShares(now: now).filter { asked[$0.key] == nil && reached[$0.key] != nil } : [:]
         // One class, the common case (every app that sets no signals): no rate to work out.
-        guard asked.count > 1 else {
+        guard asked.count + expected.count > 1 else {
             return asked.first.map { [$0.key: 1] } ?? settings.privacy.unsetViewer.map { [$0: 1] } ?? [:]
         }
         let rates = asked.mapValues { max($0.longRate(at: now), $0.shortRate(at: now)) }
+        let total = rates.values.reduce(0, +), left = 1 - expected.values.reduce(0, +)
+        return rates.mapValues { $0 / total * left }.merging(expected) { own, _ in own }
+    }
+
+    /// The estimates of `demand` whose class was asked within `classMemory`.
+    func recentlyAsked(_ demand: [PrivacyClass: DemandEstimate], now: Moment) -> [PrivacyClass: DemandEstimate] {
+        demand.filter { $0.value.lastShow.map { $0 + Self.classMemory > now } ?? false }
+    }
+
+    /// Each class's share of the host's demand, among the classes asked on any slot within
+    /// `classMemory`: what a demand-aware slot expects of a class its own viewers have not
+    /// asked for yet, so that the first of them finds an ad where the slot is busy enough to
+    /// keep one for them.
+    func hostClassShares(now: Moment) -> [PrivacyClass: Double] {
+        let rates = recentlyAsked(hostClassDemand, now: now).mapValues { max($0.longRate(at: now), $0.shortRate(at: now)) }
         let total = rates.values.reduce(0, +)
-        return rates.mapValues { $0 / total }
+        return total > 0 ? rates.mapValues { $0 / total } : [:]
     }
 
     /// How many of the slot's `total` ads each class keeps. A fixed buffer is shared in
@@ -100,7 +121,7 @@ extension Engine {
         let classes = PrivacyClass.preference.filter { shares[$0] != nil }
         var counts: [Int]
         if slot.config.isDemandAware, total > 0 {
-            counts = classes.map { ownTarget(of: slot, $0, now: now) }
+            counts = classes.map { ownTarget(of: slot, $0, share: shares[$0]!, now: now) }
             let held = counts.reduce(0, +), most = max(total, slot.config.bufferMax)
             if held > most {
                 counts = BufferTarget.shares(of: most, weights: counts.map(Double.init), floor: classes.map { _ in false })
@@ -117,13 +138,15 @@ extension Engine {
     /// What the target rule (`BufferTarget`) gives for `privacyClass` alone: the demand of
     /// the Shows that counted for it, refilled through the entries whose networks serve it,
     /// with no bound but buffer_max.
-    func ownTarget(of slot: SlotState, _ privacyClass: PrivacyClass, now: Moment) -> Int {
-        guard let demand = slot.classDemand[privacyClass] else { return 0 }
+    func ownTarget(of slot: SlotState, _ privacyClass: PrivacyClass, share: Double, now: Moment) -> Int {
+        // A class the slot's viewers have not asked for lately: its share of the slot's demand, as on the host.
+        let asked = recentlyAsked(slot.classDemand, now: now)[privacyClass]
+        let rate = asked.map { max($0.longRate(at: now), $0.shortRate(at: now)) }
+            ?? max(slot.demand.longRate(at: now), slot.demand.shortRate(at: now)) * share
         let entries = slot.config.waterfall.indices.filter {
             availablePlugins.contains(slot.config.waterfall[$0].plugin) && slot.config.waterfall[$0].privacy.servedClasses.contains(privacyClass)
         }
         let (refill, lifetime) = BufferTarget.chain(entries.map { slot.entries[$0].estimate }, ttl: slot.config.ttl)
-        let rate = max(demand.longRate(at: now), demand.shortRate(at: now))
         let (needed, usable) = BufferTarget.counts(rate: rate, refill: refill, lifetime: lifetime, upTo: slot.config.bufferMax + 1)
         return min(needed, usable, slot.config.bufferMax)
     }

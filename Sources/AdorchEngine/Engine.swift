@@ -8,6 +8,9 @@ public struct Engine: Sendable {
     public internal(set) var settings: SchedulerSettings
     var slotOrder: [String] = []
     var slots: [String: SlotState] = [:]
+    /// Per privacy class, the Shows of every slot that counted as demand for it: a slot
+    /// expects each class in use on the host before its own viewers of it ask (docs/privacy.md, "Inventory").
+    var hostClassDemand: [PrivacyClass: DemandEstimate] = [:]
     /// Each slot's place in slotOrder: slots are always looked at in the config's order.
     var slotRank: [String: Int] = [:]
     /// Slots that may be below their buffer, by rank (the table collects them by name).

@@ -195,6 +195,34 @@ final class InventoryTests: XCTestCase {
         XCTAssertFalse(PrivacySettings().allowedClasses(outsideGDPR(), for: notForChildren).contains(.childDirected))
     }
 
+    /// A busy slot whose children have not asked yet keeps a child-directed ad when children
+    /// ask elsewhere on the host, so the first of them there is served; without children on
+    /// the host, it keeps none.
+    func testABusySlotExpectsAClassAskedOnAnotherSlotBeforeItsOwnViewersAsk() {
+        func host(childrenElsewhere: Bool) -> Inventory {
+            var inventory = Inventory([classedSlot(id: "s", buffer: 0, bufferMax: 10, [("a", everything)]),
+                                       classedSlot(id: "o", buffer: 0, bufferMax: 10, [("b", everything)])],
+                                      privacy: PrivacySettings(unsetViewer: nil))
+            for round in 0..<36 {
+                inventory.show("s", by: outsideGDPR(), user: "p")
+                inventory.show("s", by: outsideGDPR(nonPersonalized: true), user: "n")
+                if childrenElsewhere, round % 6 == 0 { inventory.show("o", by: outsideGDPR(child: true), user: "c") }
+                inventory.advance(.seconds(1))
+                inventory.answer()
+                inventory.advance(.seconds(4))
+            }
+            return inventory
+        }
+        var withChildren = host(childrenElsewhere: true)
+        XCTAssertGreaterThan(withChildren.engine.slotStatuses(at: withChildren.now)[0].readyByClass[.childDirected, default: 0], 0)
+        let ad = withChildren.show("s", by: outsideGDPR(child: true), user: "c")
+        XCTAssertEqual(ad.map { withChildren.order(of: $0).privacy.privacyClass }, .childDirected, "the first child at s is served")
+        let without = host(childrenElsewhere: false)
+        XCTAssertNil(without.engine.slotStatuses(at: without.now)[0].readyByClass[.childDirected],
+                     "a class nobody on the host asked for holds no ads")
+        XCTAssertFalse(without.loads.contains { $0.privacy.privacyClass == .childDirected })
+    }
+
     func testAClassIsForgottenWhenNobodyAskedForItWithinTheMemory() {
         var inventory = Inventory([classedSlot([("a", everything)])])
         inventory.show(by: outsideGDPR(child: true))
