@@ -50,8 +50,13 @@ extension Engine {
         guard let wanted = wantedClass(allowed) else { return }
         slots[slotID]!.classDemand[wanted, default: DemandEstimate()].noteShow(at: now)
         hostClassDemand[wanted, default: DemandEstimate()].noteShow(at: now)
-        for privacyClass in allowed.reduce(into: Set<PrivacyClass>(), { $0.formUnion($1) }) {
-            slots[slotID]!.classReach[privacyClass, default: DemandEstimate()].noteShow(at: now)
+        let reached = allowed.reduce(into: Set<PrivacyClass>()) { $0.formUnion($1) }
+        for privacyClass in PrivacyClass.allCases {
+            if reached.contains(privacyClass) {
+                slots[slotID]!.classReach[privacyClass, default: DemandEstimate()].noteShow(at: now)
+            } else {
+                slots[slotID]!.classRefused[privacyClass] = now
+            }
         }
     }
 
@@ -110,11 +115,12 @@ extension Engine {
     /// gives on that class's own Shows (`ownTarget`), so that each group of viewers finds an
     /// ad as often as the slot's viewers would if they were one: the classes' refills run
     /// apart, so together they may hold more than the slot's target, up to buffer_max (or the
-    /// target, if the fair share raised it past that), cut in proportion beyond. Where they
-    /// hold less (demand too thin for an ad of each class to be likely shown, while an ad
-    /// for all of them is), the rest goes to the classes the most Shows may take (their
-    /// reach), so one ad several groups may take is held rather than one a single group may.
-    /// None while the slot keeps none.
+    /// target, if the fair share raised it past that), cut in proportion beyond. Where a
+    /// class would keep none and every recent Show may take the last class, that class keeps
+    /// the whole target as one pool. Where they hold less (demand too thin for an ad of each
+    /// class to be likely shown, while an ad for all of them is), the rest goes to the classes
+    /// the most Shows may take (their reach), so one ad several groups may take is held rather
+    /// than one a single group may. None while the slot keeps none.
     func classTargets(of slot: SlotState, total: Int, now: Moment) -> [PrivacyClass: Int] {
         let shares = classShares(of: slot, now: now)
         if shares.count == 1, let only = shares.first { return [only.key: total] }
@@ -123,7 +129,13 @@ extension Engine {
         if slot.config.isDemandAware, total > 0 {
             counts = classes.map { ownTarget(of: slot, $0, share: shares[$0]!, now: now) }
             let held = counts.reduce(0, +), most = max(total, slot.config.bufferMax)
-            if held > most {
+            // A class too rarely asked here to keep an ad of its own, while every Show of the
+            // slot within `classMemory` could take an ad of the last class (child-directed ads
+            // go to whoever may be shown non-personalised ones): the slot keeps its whole target
+            // in that class, one pool that all its viewers share.
+            if let pool = classes.last, counts.contains(0), slot.classRefused[pool].map({ $0 + Self.classMemory <= now }) ?? true {
+                counts = classes.map { $0 == pool ? total : 0 }
+            } else if held > most {
                 counts = BufferTarget.shares(of: most, weights: counts.map(Double.init), floor: classes.map { _ in false })
             } else if held < total {
                 let reach = classes.map { slot.classReach[$0].map { max($0.longRate(at: now), $0.shortRate(at: now)) } ?? 0 }

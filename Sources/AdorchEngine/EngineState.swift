@@ -22,6 +22,9 @@ struct SlotState: Sendable {
     /// Per privacy class, the Shows whose viewer allowed it from some entry: how many may take
     /// its ads, for a slot too rarely asked to hold an ad of every class.
     var classReach: [PrivacyClass: DemandEstimate] = [:]
+    /// Per privacy class, the last Show whose viewer allowed some class but not this one:
+    /// the slot's ads may be pooled in a class only while every Show could take it.
+    var classRefused: [PrivacyClass: Moment] = [:]
 }
 
 struct EntryState: Sendable {

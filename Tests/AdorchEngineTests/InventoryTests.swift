@@ -223,6 +223,33 @@ final class InventoryTests: XCTestCase {
         XCTAssertFalse(without.loads.contains { $0.privacy.privacyClass == .childDirected })
     }
 
+    /// A slot asked too rarely to keep an ad for each group, where every viewer may take a
+    /// child-directed ad, keeps one child-directed ad that all of them share; one viewer
+    /// who may not (a network that serves only personalised ads to them) ends the pool.
+    func testASlotTooRarelyAskedForEachClassPoolsItsAdInTheClassEveryViewerMayTake() {
+        var inventory = Inventory([classedSlot(buffer: 0, bufferMax: 10, [("a", everything)])], privacy: PrivacySettings(unsetViewer: nil))
+        // Half the Shows are personalised viewers': enough for a personalised ad of their own,
+        // which without the pool would take the slot's one ad from the others.
+        let viewers = [outsideGDPR(), outsideGDPR(nonPersonalized: true), outsideGDPR(), outsideGDPR(child: true)]
+        var shown: [PrivacyClass] = []
+        for round in 0..<36 {
+            if let ad = inventory.show(by: viewers[round % 4], user: "u\(round % 4)") { shown.append(inventory.order(of: ad).privacy.privacyClass) }
+            for _ in 0..<5 {
+                inventory.answer()
+                inventory.advance(.seconds(60))
+            }
+        }
+        inventory.answer()
+        XCTAssertEqual(inventory.engine.slotStatuses(at: inventory.now)[0].readyByClass, [.childDirected: 1])
+        XCTAssertEqual(Set(shown.suffix(12)), [.childDirected], "every group is served from the one pool")
+        // A viewer who consented to a profile but gave no basis for basic ads may be shown
+        // personalised ads only: not the pooled one, which stays for the others.
+        let profileOnly = try! ViewerPrivacy(PrivacySignals(gdprApplies: .yes, tcString: tcString(purposes: [1, 3, 4], vendors: [1])))
+        XCTAssertEqual(PrivacySettings().allowedClasses(profileOnly, for: everything), [.personalized])
+        XCTAssertNil(inventory.show(by: profileOnly, user: "t"), "the pooled ad is not theirs")
+        XCTAssertEqual(inventory.engine.slotStatuses(at: inventory.now)[0].readyByClass, [.childDirected: 1])
+    }
+
     func testAClassIsForgottenWhenNobodyAskedForItWithinTheMemory() {
         var inventory = Inventory([classedSlot([("a", everything)])])
         inventory.show(by: outsideGDPR(child: true))
