@@ -321,10 +321,11 @@ final class PrivacySignalsTests: XCTestCase {
         guard getuid() == 0 else { throw XCTSkip("the three apps run as three uids: that needs root") }
         let old = try pluginBuiltFor13()
         let record = scratch.appendingPathComponent("sim.jsonl")
-        // Consented (no opt-out, the GDPR does not apply), opted out of sale, and a child.
+        // Consented (no opt-out, the GDPR does not apply), opted out of sale, and a child; a
+        // child-directed ad goes to whoever may be shown a non-personalised one (docs/privacy.md).
         let apps: [(uid: Int, privacy: JSONValue, allowed: Set<String>)] = [
-            (4341, ["gdpr_applies": false, "us_privacy": "1YNN"], ["personalized", "non_personalized"]),
-            (4342, ["gdpr_applies": false, "us_privacy": "1YYN"], ["non_personalized"]),
+            (4341, ["gdpr_applies": false, "us_privacy": "1YNN"], ["personalized", "non_personalized", "child_directed"]),
+            (4342, ["gdpr_applies": false, "us_privacy": "1YYN"], ["non_personalized", "child_directed"]),
             (4343, ["child_directed": true], ["child_directed"]),
         ]
         let daemon = try DaemonProcess(config: """
