@@ -257,7 +257,8 @@ typedef enum ADORCH_CLOSED_ENUM adorch_privacy_class {
     ADORCH_PRIVACY_PERSONALIZED = 1,     /* targeted on the viewer's profile, as the signals allow */
     ADORCH_PRIVACY_NON_PERSONALIZED = 2, /* no profile: contextual only (Google's npa=1) */
     ADORCH_PRIVACY_CHILD_DIRECTED = 3,   /* a child or a viewer under the age of consent: COPPA-safe
-                                          * ads only, no profile, no tracking */
+                                          * ads only, no profile, no tracking; the daemon may show
+                                          * it to any viewer allowed non-personalised ads too */
 } adorch_privacy_class;
 
 /* 1.4: what the viewer's app said about privacy, and the class the daemon chose from it, for
