@@ -182,15 +182,21 @@ final class MetricsTests: XCTestCase {
         churn.start()
         // Scrapes all through the churn, until it has replaced the listener's 16 connections
         // (docs/metrics.md) several times over.
-        var (scrapes, answered) = (0, 0)
+        var (scrapes, answered, failures) = (0, 0, [String]())
         let deadline = ContinuousClock.now + .seconds(30).scaled
         while scrapes < 25 || opened.withLock({ $0 }) < 5 * 16, ContinuousClock.now < deadline {
             scrapes += 1
-            if (try? httpGet(port: port, path: "/metrics"))?.head.hasPrefix("HTTP/1.1 200") == true { answered += 1 }
+            let started = ContinuousClock.now
+            do {
+                let reply = try httpGet(port: port, path: "/metrics")
+                if reply.head.hasPrefix("HTTP/1.1 200") { answered += 1 } else { failures.append("scrape \(scrapes): \(reply.head)") }
+            } catch {
+                failures.append("scrape \(scrapes) after \(ContinuousClock.now - started): \(error)")
+            }
         }
         stop.withLock { $0 = true }
         print("metrics scrapes answered during the churn: \(answered) of \(scrapes), \(opened.withLock { $0 }) silent connections opened")
-        XCTAssertEqual(answered, scrapes)
+        XCTAssertEqual(answered, scrapes, "\(failures.prefix(3))")
         XCTAssertGreaterThanOrEqual(opened.withLock { $0 }, 5 * 16, "the churn replaced the listener's connections")
 
         let fd = try Self.connect(port: port)
@@ -412,13 +418,17 @@ final class MetricsTests: XCTestCase {
         _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 65536)
+        var ended = "the end of the stream"
         while true {
             let n = recv(fd, &buffer, buffer.count, 0)
-            guard n > 0 else { break }
+            guard n > 0 else {
+                if n < 0 { ended = String(cString: strerror(errno)) }
+                break
+            }
             data.append(contentsOf: buffer[..<n])
         }
         let text = String(decoding: data, as: UTF8.self)
-        guard let split = text.range(of: "\r\n\r\n") else { throw TestFailure("no HTTP response from port \(port): \(text)") }
+        guard let split = text.range(of: "\r\n\r\n") else { throw TestFailure("no HTTP response from port \(port) before \(ended): \(text)") }
         return (String(text[..<split.lowerBound]), String(text[split.upperBound...]))
     }
 }

@@ -102,6 +102,11 @@ final class MetricsListener: @unchecked Sendable {
         guard fd >= 0 else { throw MetricsListenError(address: address, errno: errno) }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        // The kernel holds a connection back until its first bytes arrive (for up to the
+        // request timeout): a connection opened and left silent takes none of the listener's
+        // slots, and a scrape's request is there to read when it is accepted.
+        var deferred = Int32(Self.requestTimeout.components.seconds)
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_DEFER_ACCEPT, &deferred, socklen_t(MemoryLayout<Int32>.size))
         let bound: Int32
         if address.isIPv6 {
             var sa = sockaddr_in6()
