@@ -38,9 +38,12 @@ extension Engine {
         // No copy of the slot is held while it is written: each write would copy its entries.
         guard slots[slotID] != nil else { return }
         let allowed = allowedClasses(viewer, in: slots[slotID]!)
+        // A child-directed load carries a child's signals, never an adult's strings or content
+        // rating: an adult who may take its ads (rule 6) is not whose signals it carries.
+        let child = wantedClass(allowed) == .childDirected
         for (index, classes) in allowed.enumerated() {
             for privacyClass in PrivacyClass.allCases {
-                if classes.contains(privacyClass) {
+                if classes.contains(privacyClass), privacyClass != .childDirected || child {
                     slots[slotID]!.entries[index].viewers[privacyClass] = ClassViewer(privacy: viewer, user: user, at: now)
                 } else if slots[slotID]!.entries[index].viewers[privacyClass]?.user == user {
                     slots[slotID]!.entries[index].viewers[privacyClass] = nil
@@ -175,6 +178,9 @@ extension Engine {
            settings.privacy.allowedClasses(last.privacy, for: network).contains(privacyClass) {
             privacy = LoadPrivacy(privacyClass, for: last.privacy?.signals)
         } else if privacyClass == settings.privacy.unsetViewer, isCold(slot, now: now), network.servedClasses.contains(privacyClass) {
+            privacy = LoadPrivacy(privacyClass, for: nil)
+        } else if privacyClass == .childDirected, network.servesChildren {
+            // No child asked lately, but adults who may take its ads did: the class's flag alone.
             privacy = LoadPrivacy(privacyClass, for: nil)
         } else {
             return nil

@@ -15,7 +15,7 @@ public struct PrivacySettings: Sendable, Equatable {
     /// The classes `viewer` may be shown from `network`, and so the classes a load for them
     /// may be made under there; nil is a viewer who set nothing.
     public func allowedClasses(_ viewer: ViewerPrivacy?, for network: NetworkPrivacy) -> Set<PrivacyClass> {
-        guard let viewer else { return unsetViewer.map { Set([$0]).intersection(network.servedClasses) } ?? [] }
+        guard let viewer else { return unsetViewer.map { Set([$0]).intersection(network.servedClasses).withChildDirected(from: network) } ?? [] }
         return viewer.state.allowedClasses(for: network, gdprWhenUnknown: gdprWhenUnknown)
     }
 

@@ -57,7 +57,7 @@ public struct PrivacyState: Sendable, Equatable {
     /// The classes `network` may load under for this viewer. `gdprWhenUnknown` says whether the
     /// GDPR applies to a viewer whose app did not say.
     public func allowedClasses(for network: NetworkPrivacy, gdprWhenUnknown: Bool) -> Set<PrivacyClass> {
-        permittedClasses(for: network, gdprWhenUnknown: gdprWhenUnknown).intersection(network.servedClasses)
+        permittedClasses(for: network, gdprWhenUnknown: gdprWhenUnknown).intersection(network.servedClasses).withChildDirected(from: network)
     }
 
     /// What the viewer's signals permit, before what the network serves.
@@ -70,9 +70,15 @@ public struct PrivacyState: Sendable, Equatable {
             classes = tcf.allowedClasses(vendor: vendor)
         }
         if optedOutInTheUS || nonPersonalized { classes.remove(.personalized) }
-        // A child-directed ad is loaded without a profile and is safe for a child: whoever
-        // may be shown a non-personalised ad from the network may be shown it too.
-        if classes.contains(.nonPersonalized) { classes.insert(.childDirected) }
         return classes
+    }
+}
+
+extension Set where Element == PrivacyClass {
+    /// Rule 6 (docs/privacy.md, "Classes"): a child-directed ad is loaded without a profile
+    /// and is safe for a child, so whoever may be shown a non-personalised ad of a network
+    /// that serves children may be shown its child-directed ads too.
+    func withChildDirected(from network: NetworkPrivacy) -> Set<PrivacyClass> {
+        contains(.nonPersonalized) && network.servesChildren ? union([.childDirected]) : self
     }
 }

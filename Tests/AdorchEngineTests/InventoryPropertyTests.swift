@@ -159,7 +159,16 @@ private struct World {
             }
             let cold = asked[order.slotID, default: [:]].values.allSatisfy { $0 + Engine.classMemory <= inventory.now }
             let forUnset = cold && privacy == LoadPrivacy(privacy.privacyClass, for: nil) && privacy.privacyClass == settings.unsetViewer
-            XCTAssertTrue(fromViewer || forUnset, "seed \(seed): \(privacy) sent to \(order.plugin) for no viewer who allows it")
+            // A child-directed load carries a child's signals, or the class's flag alone: never an adult's.
+            let flagOnly = privacy == LoadPrivacy(privacy.privacyClass, for: nil)
+            if privacy.privacyClass == .childDirected, !flagOnly {
+                XCTAssertTrue(viewers.contains { viewer in
+                    (viewer.privacy?.signals.childDirected == true || viewer.privacy?.signals.underAgeOfConsent == true)
+                        && LoadPrivacy(.childDirected, for: viewer.privacy?.signals) == privacy
+                }, "seed \(seed): a child-directed load to \(order.plugin) carried no child's signals: \(privacy)")
+            }
+            XCTAssertTrue(fromViewer || forUnset || (privacy.privacyClass == .childDirected && flagOnly),
+                          "seed \(seed): \(privacy) sent to \(order.plugin) for no viewer who allows it")
             if privacy.privacyClass == .personalized, let tc = privacy.signals.tcString, network.gvlID != nil {
                 XCTAssertTrue(viewers.contains { $0.privacy?.signals.tcString == tc
                     && settings.allowedClasses($0.privacy, for: network).contains(.personalized) },

@@ -195,6 +195,39 @@ final class InventoryTests: XCTestCase {
         XCTAssertFalse(PrivacySettings().allowedClasses(outsideGDPR(), for: notForChildren).contains(.childDirected))
     }
 
+    /// Outside attack on issue 32 (A1): a child-directed load carries a child's signals, or
+    /// its flag alone, never those of an adult who may take its ads: not their content rating,
+    /// strings or GDPR status.
+    func testAChildDirectedLoadNeverCarriesAnAdultsSignals() throws {
+        var inventory = Inventory([classedSlot(buffer: 2, [("a", everything)])], privacy: PrivacySettings(unsetViewer: nil))
+        let child = try ViewerPrivacy(PrivacySignals(gdprApplies: .yes, childDirected: true, maxContentRating: .g))
+        let adult = try ViewerPrivacy(PrivacySignals(gdprApplies: .no, usPrivacy: "1YYN", nonPersonalized: true, maxContentRating: .ma))
+        inventory.show(by: child, user: "c")
+        for _ in 0..<6 {
+            inventory.answer()
+            inventory.show(by: adult, user: "a")
+        }
+        inventory.answer()
+        let childLoads = inventory.loads.filter { $0.privacy.privacyClass == .childDirected }
+        XCTAssertFalse(childLoads.isEmpty)
+        XCTAssertTrue(childLoads.allSatisfy { $0.privacy == LoadPrivacy(.childDirected, for: child.signals) }, "\(childLoads.map(\.privacy))")
+
+        // Children only on another slot: this one's child-directed loads carry the flag alone.
+        var elsewhere = Inventory([classedSlot(id: "s", buffer: 0, bufferMax: 10, [("a", everything)]),
+                                   classedSlot(id: "o", buffer: 0, bufferMax: 10, [("b", everything)])],
+                                  privacy: PrivacySettings(unsetViewer: nil))
+        for round in 0..<36 {
+            elsewhere.show("s", by: adult, user: "a")
+            if round % 6 == 0 { elsewhere.show("o", by: child, user: "c") }
+            elsewhere.advance(.seconds(1))
+            elsewhere.answer()
+            elsewhere.advance(.seconds(4))
+        }
+        let atS = elsewhere.loads.filter { $0.slotID == "s" && $0.privacy.privacyClass == .childDirected }
+        XCTAssertFalse(atS.isEmpty, "s expects the children of the host")
+        XCTAssertTrue(atS.allSatisfy { $0.privacy == LoadPrivacy(.childDirected, for: nil) }, "\(atS.map(\.privacy))")
+    }
+
     /// A busy slot whose children have not asked yet keeps a child-directed ad when children
     /// ask elsewhere on the host, so the first of them there is served; without children on
     /// the host, it keeps none.

@@ -55,6 +55,13 @@ final class PrivacyClassTests: XCTestCase {
                        "no basis for basic ads: no non-personalised ad, so no child-directed one")
         XCTAssertEqual(PrivacyState(gdprApplies: .no).allowedClasses(for: network, gdprWhenUnknown: false),
                        [.personalized, .nonPersonalized], "a network that does not serve children has no child-directed ad")
+        // Outside attack on issue 32 (A5): a network that cannot serve non-personalised ads
+        // gets nothing from a viewer who allows only those, its child-directed ads included.
+        let noNPA = NetworkPrivacy(gvlID: Self.vendor, servesChildren: true, servesNonPersonalized: false)
+        XCTAssertEqual(PrivacyState(gdprApplies: .no, nonPersonalized: true).allowedClasses(for: noNPA, gdprWhenUnknown: false), [])
+        XCTAssertEqual(PrivacyState(gdprApplies: .no).allowedClasses(for: noNPA, gdprWhenUnknown: false), [.personalized])
+        XCTAssertEqual(PrivacySettings().allowedClasses(nil, for: forChildren), [.nonPersonalized, .childDirected],
+                       "a viewer who set nothing, allowed non-personalised ads by default, may take child-directed ones too")
     }
 
     // MARK: GDPR
