@@ -75,8 +75,8 @@ extension Engine {
             noteFailure(of: ad, code: code, now: now)
             noteLoadEnded(ad, outcome: code.rawValue, now: now)
             var effects = end(id, as: .failed, now: now)
-            effects.append(.emit(EngineEvent(.adFailed, slot: ad.slot, adID: id, network: ad.plugin,
-                                             errorCode: code, networkCode: networkCode, message: message, holder: eventHolder(of: ad))))
+            effects.append(.emit(EngineEvent(.adFailed, slot: ad.slot, adID: id, network: ad.plugin, errorCode: code,
+                                             networkCode: networkCode, message: ad.privacy.signals.redacting(message), holder: eventHolder(of: ad))))
             if code == .rateLimited,
                paces[ad.plugin, default: NetworkPace()].rateLimited(loadStartedAt: ad.startedAt, at: now, pause: settings.rateLimitPause) {
                 // The network asked us to slow down: no load to it from any slot for a while,
@@ -109,7 +109,7 @@ extension Engine {
                 effects = countOnce(viewerEvent, of: id, now: now)
             }
             var event = EngineEvent(.adEvent, slot: ad.slot, adID: id, network: ad.plugin, message: name, holder: eventHolder(of: ad))
-            event.detailJSON = detail
+            event.detailJSON = detail.map(ad.privacy.signals.redacting)
             return effects + [.emit(event)]
 
         case (.destroyed, _):

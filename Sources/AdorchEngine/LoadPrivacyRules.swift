@@ -1,3 +1,5 @@
+import AdorchPrivacy
+
 /// What a load's privacy carries to its plugin (docs/privacy.md, "Inventory").
 extension LoadPrivacy {
     /// A load under `privacyClass` for a viewer who said `signals` (none: a viewer who set
@@ -21,5 +23,15 @@ extension LoadPrivacy {
         privacyClass != .personalized || signals.gdprApplies == .yes || signals.tcString != nil || signals.gpp != nil
             || !signals.gppSid.isEmpty || signals.usPrivacy != nil || signals.childDirected || signals.underAgeOfConsent
             || signals.nonPersonalized || signals.maxContentRating != nil
+    }
+}
+
+extension PrivacySignals {
+    /// `text` from a plugin about a load that carried these signals, with each of its consent
+    /// strings shown only as `ConsentRedaction` shows it: a network's error often echoes the
+    /// request, and the text reaches the journal and the events of whoever may read the slot's.
+    public func redacting(_ text: String) -> String {
+        [tcString, gpp, usPrivacy].compactMap { $0 }.filter { !$0.isEmpty }.sorted { $0.count > $1.count }
+            .reduce(text) { $0.replacing($1, with: ConsentRedaction.redact($1)) }
     }
 }

@@ -1,6 +1,7 @@
 import XCTest
 
 @testable import AdorchEngine
+import AdorchPrivacy
 
 /// Inventory partitioned by privacy class (docs/privacy.md, "Inventory"), rule by rule, on a
 /// manual clock.
@@ -226,6 +227,21 @@ final class InventoryTests: XCTestCase {
         let atS = elsewhere.loads.filter { $0.slotID == "s" && $0.privacy.privacyClass == .childDirected }
         XCTAssertFalse(atS.isEmpty, "s expects the children of the host")
         XCTAssertTrue(atS.allSatisfy { $0.privacy == LoadPrivacy(.childDirected, for: nil) }, "\(atS.map(\.privacy))")
+    }
+
+    /// Outside attack on issue 32 (A2): a plugin's error text and event detail that echo the
+    /// load's consent strings reach the journal and other uids' events with each string redacted.
+    func testAPluginsTextAboutALoadHasItsConsentStringsRedacted() throws {
+        var inventory = Inventory([classedSlot([("a", everything)])], privacy: PrivacySettings(unsetViewer: nil))
+        let tc = tcString(purposes: [1, 2, 3, 4], vendors: [1])
+        let viewer = try ViewerPrivacy(PrivacySignals(gdprApplies: .yes, tcString: tc, usPrivacy: "1YNN"))
+        inventory.show(by: viewer, user: "v")
+        let order = try XCTUnwrap(inventory.pending.first)
+        XCTAssertEqual(order.privacy.signals.tcString, tc)
+        let effects = inventory.engine.pluginReported(.failed(.noFill, networkCode: 42, message: "GET /ad?gdpr_consent=\(tc)&us_privacy=1YNN"),
+                                                      for: order.adID, from: order.plugin, now: inventory.now)
+        let messages = effects.compactMap { if case .emit(let event) = $0, event.kind == .adFailed { event.message } else { nil } }
+        XCTAssertEqual(messages, ["GET /ad?gdpr_consent=\(ConsentRedaction.redact(tc))&us_privacy=1Y…(4 bytes)"])
     }
 
     /// A busy slot whose children have not asked yet keeps a child-directed ad when children
