@@ -1,3 +1,4 @@
+import Glibc
 import GRDB
 
 /// A database of the daemon's state directory (the reward ledger, the frequency caps'
@@ -19,6 +20,11 @@ public enum StateDatabase {
     /// refused with `SchemaError`, so that it is moved aside rather than failing every write.
     public static func open(_ path: String, sync: Sync, migrations: (inout DatabaseMigrator) -> Void,
                             table: String? = nil, columns: Set<String> = []) throws -> DatabaseQueue {
+        // Made owner-only before SQLite opens it, whatever the umask of a daemon started by
+        // hand: SQLite gives its -wal and -shm files the database's mode, and the files hold
+        // user ids and consent strings.
+        let made = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        if made >= 0 { close(made) }
         var configuration = Configuration()
         configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = \(sync.rawValue)") }
         configuration.journalMode = .wal

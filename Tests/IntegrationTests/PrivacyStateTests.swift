@@ -56,6 +56,29 @@ final class PrivacyStateTests: XCTestCase {
         }
     }
 
+    /// Outside attack on issue 32 (A3): started by hand with a umask of 022, the daemon still
+    /// keeps its state directory and the privacy records (user ids, consent strings) to itself.
+    func testTheStateDirectoryAndThePrivacyRecordsAreOwnerOnlyWhateverTheUmask() throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-umask-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let stateDir = scratch.appendingPathComponent("made/by/hand")
+        let before = umask(0o022)
+        defer { umask(before) }
+        let daemon = try DaemonProcess(stateDir: stateDir)
+        defer { _ = daemon.stop() }
+        _ = try daemon.call("io.adorch.Ads.SetPrivacy", ["user_id": "u1", "privacy": ["gdpr_applies": false, "us_privacy": "1YNN"]])
+        func mode(_ path: String) throws -> mode_t {
+            var info = stat()
+            guard stat(path, &info) == 0 else { throw TestFailure("\(path): \(String(cString: strerror(errno)))") }
+            return info.st_mode & 0o777
+        }
+        XCTAssertEqual(try mode(stateDir.path), 0o700)
+        XCTAssertEqual(try mode(stateDir.deletingLastPathComponent().path), 0o755, "the folders on the way are as mkdir -p makes them")
+        let files = try FileManager.default.contentsOfDirectory(atPath: stateDir.path).filter { $0.hasPrefix("privacy") }
+        XCTAssertTrue(files.contains("privacy.sqlite"), "\(files)")
+        for file in files { XCTAssertEqual(try mode(stateDir.appendingPathComponent(file).path), 0o600, file) }
+    }
+
     func testSetGetPerUserOverAppAndClear() throws {
         let v = try vectors()
         let daemon = try DaemonProcess()

@@ -286,9 +286,12 @@ final class EngineRuntime: Sendable {
         // mkdir -p by hand: each step's errno names what is wrong where ("not a directory"
         // for a file on the way), which Foundation's error for the whole path does not.
         var made = stateDir.hasPrefix("/") ? "" : "."
-        for part in stateDir.split(separator: "/") {
+        let parts = stateDir.split(separator: "/")
+        for (index, part) in parts.enumerated() {
             made += "/" + part
-            if mkdir(made, 0o755) != 0, errno != EEXIST {
+            // The state directory itself is the daemon's alone (its files hold user ids and
+            // consent strings), whatever the umask; the folders on the way are as mkdir -p makes them.
+            if mkdir(made, index == parts.count - 1 ? 0o700 : 0o755) != 0, errno != EEXIST {
                 throw StateDirectoryError(path: stateDir, reason: "cannot be created: \(made): \(String(cString: strerror(errno)))")
             }
         }
