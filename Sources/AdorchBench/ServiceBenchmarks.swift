@@ -23,7 +23,7 @@ public struct ServiceScale: Sendable {
                                               footprintSlots: 1000, footprintBuffer: 10, fewSlots: 10, manySlots: 10_000,
                                               manySubscribers: 1000, scaleRequests: 5_000, crashTrials: 9)
     public static let smoke = ServiceScale(requests: 500, connections: [1, 16], idleWindow: .seconds(2), starts: 2,
-                                           footprintSlots: 50, footprintBuffer: 4, fewSlots: 10, manySlots: 200,
+                                           footprintSlots: 200, footprintBuffer: 10, fewSlots: 10, manySlots: 200,
                                            manySubscribers: 20, scaleRequests: 300, crashTrials: 2)
 }
 

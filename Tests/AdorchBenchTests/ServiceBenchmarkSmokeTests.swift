@@ -29,6 +29,7 @@ final class ServiceBenchmarkSmokeTests: XCTestCase {
     func testTheFootprintPartReadsMemoryStartAndIdleCPU() throws {
         let section = try benchmarks.footprint()
         let m = section.measures
+        print("ServiceBenchmarkSmokeTests: RSS \(m["rss_one_per_slot"] ?? 0) at one ad per slot, \(m["rss_full"] ?? 0) full, \(m["bytes_per_ad"] ?? 0) bytes per ad")
         XCTAssertGreaterThan(m["idle_peak_rss"] ?? 0, 1_000_000)
         XCTAssertGreaterThan(m["rss_full"] ?? 0, m["rss_one_per_slot"] ?? .infinity, "more ready ads, more memory")
         XCTAssertGreaterThan(m["bytes_per_ad"] ?? 0, 0)
