@@ -61,7 +61,7 @@ public struct MetricsAddress: Sendable, Equatable, CustomStringConvertible {
 /// One poll(2) loop on the listener's own queue watches every open connection at once, each
 /// with its own deadline: a silent, slow or non-reading client costs only its own scrape,
 /// never another's, and never the engine or Varlink queues. Past `maxConnections` the oldest
-/// connection is dropped for the newcomer, so idle connections cannot crowd out a scraper.
+/// connection left silent is dropped for the newcomer, so idle connections cannot crowd out a scraper.
 ///
 /// @unchecked Sendable: it owns its Dispatch queue; `fd` and `wake` are set once before the queue runs.
 final class MetricsListener: @unchecked Sendable {
@@ -70,9 +70,18 @@ final class MetricsListener: @unchecked Sendable {
     static let requestTimeout: Duration = .seconds(2)
     /// A scrape's request line and headers are a few hundred bytes.
     static let maxRequestBytes = 8192
-    static let backlog: Int32 = 8
+    /// Also the kernel's queue of half-open connections: past it the kernel answers with SYN
+    /// cookies, and a connection made from a cookie is handed over without waiting for its
+    /// first bytes (`TCP_DEFER_ACCEPT` does not hold for it).
+    static let backlog: Int32 = 64
     /// Connections read at once: a handful of scrapers, with room to spare.
     static let maxConnections = 16
+    /// A connection silent for less than this is not dropped for a newcomer: a scraper sends
+    /// its request right after connecting, and one handed over before its request (a SYN
+    /// cookie's) must not be taken for silent by the connections accepted in the same burst.
+    static let silentGrace: Duration = .milliseconds(100)
+    /// Connections open at once while the newest are within `silentGrace`: past it a newcomer is reset.
+    static let maxOpen = 4 * maxConnections
     /// A scrape within this of the last render of its format gets that render again: a
     /// client scraping thousands of times a second costs one render a second, not a core.
     static let renderReuse: Duration = .seconds(1)
@@ -145,6 +154,7 @@ final class MetricsListener: @unchecked Sendable {
     private struct Connection {
         var fd: Int32
         let id: UInt64
+        let accepted: ContinuousClock.Instant
         var deadline: ContinuousClock.Instant
         var input: [UInt8] = []
         /// nil while the request is still arriving or the daemon is rendering.
@@ -196,18 +206,21 @@ final class MetricsListener: @unchecked Sendable {
             if fds[0].revents != 0 {
                 while case let client = accept(listening, nil, nil), client >= 0 {
                     Self.setNonBlockingCloseOnExec(client)
-                    // Full: the oldest connection still silent makes room. One being answered
-                    // is never dropped, so connections opened and left silent, however fast,
-                    // cannot take a scrape's answer from it; if every one is, the newcomer goes.
+                    // Full: the oldest connection silent for `silentGrace` makes room. One being
+                    // answered is never dropped, so connections opened and left silent, however
+                    // fast, cannot take a scrape's answer from it. If none is, the newcomer waits
+                    // its turn beside them, up to `maxOpen`; past that it goes.
+                    let now = ContinuousClock.now
                     if connections.count >= Self.maxConnections {
-                        guard let silent = makeRoom(in: &connections) else {
+                        if let silent = makeRoom(in: &connections, now: now) {
+                            let dropped = connections.remove(at: silent)
+                            if dropped.fd >= 0 { Self.reset(dropped.fd) }
+                        } else if connections.count >= Self.maxOpen {
                             Self.reset(client)
                             continue
                         }
-                        let dropped = connections.remove(at: silent)
-                        if dropped.fd >= 0 { Self.reset(dropped.fd) }
                     }
-                    connections.append(Connection(fd: client, id: nextID, deadline: .now + Self.requestTimeout))
+                    connections.append(Connection(fd: client, id: nextID, accepted: now, deadline: now + Self.requestTimeout))
                     nextID += 1
                 }
                 // EMFILE and the like: the socket stays readable, so do not spin on it.
@@ -223,16 +236,17 @@ final class MetricsListener: @unchecked Sendable {
         }
     }
 
-    /// The connection to drop for a newcomer: the oldest still silent (or one just closed).
-    /// A request that arrived since the last poll is read first, so a scraper accepted in
-    /// the same burst as a churn of silent connections is answered, not taken for silent.
-    private func makeRoom(in connections: inout [Connection]) -> Int? {
+    /// The connection to drop for a newcomer: the oldest silent for `silentGrace`, or one its
+    /// client closed. What arrived since the last poll is read first, so a scraper accepted
+    /// in the same burst as a churn of silent connections is answered, not taken for silent.
+    private func makeRoom(in connections: inout [Connection], now: ContinuousClock.Instant) -> Int? {
         for index in connections.indices where !connections[index].isAnswering {
-            var waiting: Int32 = 0
-            if ioctl(connections[index].fd, UInt(FIONREAD), &waiting) == 0, waiting > 0 {
-                step(&connections[index])
+            var peek: UInt8 = 0
+            if recv(connections[index].fd, &peek, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) >= 0 || (errno != EAGAIN && errno != EINTR) {
+                step(&connections[index])  // bytes, the client's close, or an error: read it
                 if connections[index].isAnswering { continue }
             }
+            if connections[index].fd >= 0, now - connections[index].accepted < Self.silentGrace { continue }
             return index
         }
         return nil
