@@ -195,6 +195,8 @@ let package = Package(
         .target(name: "VAST", dependencies: ["AdorchLocking"], path: "plugins/vast/VAST"),
         .target(name: "AdorchVASTPlugin", dependencies: ["CAdorchPlugin", "AdorchLocking", "VAST"], path: "plugins/vast/Plugin",
                 linkerSettings: vastPluginReleaseLink),
+        // The OpenRTB 2.6 bidder's protocol: BidRequests, strict BidResponse reading, notice macros.
+        .target(name: "OpenRTB", dependencies: ["AdorchJSON"], path: "plugins/openrtb/OpenRTB"),
         // Fuzz targets: libFuzzer when built with -sanitize=fuzzer -DFUZZING (make fuzz), corpus
         // replayers otherwise, so the committed corpus runs in the tests.
         .target(name: "CFuzzDriver", path: "Fuzz/CFuzzDriver"),
@@ -219,6 +221,8 @@ let package = Package(
         .testTarget(name: "AdorchPrivacyTests", dependencies: ["AdorchPrivacy"], exclude: ["Reference"]),
         .target(name: "VASTFixtures", path: "Tests/VASTFixtures"),
         .testTarget(name: "AdorchBenchTests", dependencies: ["AdorchBench"]),
+        // The OpenRTB module; Exchange/ holds the Python side (schema validation, the mock exchange).
+        .testTarget(name: "OpenRTBTests", dependencies: ["OpenRTB", "AdorchJSON"], exclude: ["Exchange"]),
         .testTarget(name: "VASTTests", dependencies: ["VAST", "VASTFixtures", "AdorchEngine", "AdorchLocking"]),
         .testTarget(
             name: "IntegrationTests",

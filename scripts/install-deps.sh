@@ -64,19 +64,19 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
     deb-systemd-helper disable prometheus.service >/dev/null 2>&1 || true
 fi
 
-# The Varlink client from PyPI: the tests call the daemon through it, as outside tools do.
-if ! python3 -c 'import varlink' >/dev/null 2>&1; then
-    echo "install-deps: pip install varlink"
-    python3 -m pip install --quiet --disable-pip-version-check varlink 2>/dev/null \
-        || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages varlink
-fi
-
+# A Python module from PyPI, unless python3 already has it: pip_install MODULE PACKAGE.
+pip_install() {
+    python3 -c "import $1" >/dev/null 2>&1 && return 0
+    echo "install-deps: pip install $2"
+    python3 -m pip install --quiet --disable-pip-version-check "$2" 2>/dev/null \
+        || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "$2"
+}
+# The Varlink client: the tests call the daemon through it, as outside tools do.
+pip_install varlink varlink
 # The consent decoders' differential test (Tests/AdorchPrivacyTests) decodes the same TC strings
-# with PyPI's iab-tcf, an independent implementation.
-if ! python3 -c 'import iab_tcf' >/dev/null 2>&1; then
-    echo "install-deps: pip install iab-tcf"
-    python3 -m pip install --quiet --disable-pip-version-check iab-tcf 2>/dev/null \
-        || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages iab-tcf
-fi
+# with iab-tcf, an independent implementation.
+pip_install iab_tcf iab-tcf
+# The OpenRTB tests validate every BidRequest against IAB's JSON Schema (Draft 2020-12: jsonschema 4.18 or later).
+pip_install "jsonschema, referencing" "jsonschema>=4.18"
 
 command -v swift >/dev/null 2>&1 || { echo "install-deps: swift is not on PATH (Swift 6 is needed)" >&2; exit 1; }

@@ -1,0 +1,73 @@
+import Foundation
+
+/// The OpenRTB 2.6 §4.4 substitution macros in a notice URL or in markup. A macro whose value
+/// is not known is removed, as §4.4 says; text that is not one of its macros is left as written.
+public struct NoticeMacros: Sendable, Equatable {
+    public var auctionID: String
+    public var bidID: String
+    public var impID: String
+    public var seatID: String
+    public var adID: String
+    /// The clearing price: the bid's own in a first-price auction.
+    public var price: Double?
+    public var currency: String
+    public var loss: LossReason?
+    /// When the impression happened (`${AUCTION_IMP_TS}`, ms since the epoch), for a billing notice.
+    public var impressionTime: Date?
+
+    public init(bid: AcceptedBid, offer: Offer, loss: LossReason? = nil, impressionTime: Date? = nil) {
+        (auctionID, bidID, impID, seatID, adID) = (offer.requestID, bid.responseBidID, bid.impID, bid.seat, bid.adID)
+        (price, currency, self.loss, self.impressionTime) = (loss == nil ? bid.price : nil, offer.currency, loss, impressionTime)
+    }
+
+    /// The value of each macro, by its name inside `${...}`. A loss notice gets no price: a
+    /// loser is not told the clearing price.
+    var values: [String: String] {
+        [
+            "AUCTION_ID": auctionID,
+            "AUCTION_BID_ID": bidID,
+            "AUCTION_IMP_ID": impID,
+            "AUCTION_SEAT_ID": seatID,
+            "AUCTION_AD_ID": adID,
+            "AUCTION_PRICE": price.map(Self.decimal) ?? "",
+            "AUCTION_CURRENCY": currency,
+            "AUCTION_MBR": price == nil ? "" : "1",
+            "AUCTION_LOSS": loss.map { String($0.rawValue) } ?? "",
+            "AUCTION_MIN_TO_WIN": "",
+            "AUCTION_MULTIPLIER": "",
+            "AUCTION_IMP_TS": impressionTime.map { String(Int64(($0.timeIntervalSince1970 * 1000).rounded())) } ?? "",
+            "AUCTION_DISCOUNT_PCT": "",
+            "AUCTION_DISCOUNT_CPM": "",
+        ]
+    }
+
+    /// Each value percent-encoded for a URL query: ids come from the exchange and may hold anything.
+    public func substitute(_ text: String) -> String {
+        guard text.contains("${") else { return text }
+        let values = self.values
+        var out = ""
+        var rest = Substring(text)
+        while let open = rest.range(of: "${") {
+            out += rest[..<open.lowerBound]
+            guard let close = rest[open.upperBound...].firstIndex(of: "}"), let value = values[String(rest[open.upperBound..<close])] else {
+                out += "${"
+                rest = rest[open.upperBound...]
+                continue
+            }
+            out += value.addingPercentEncoding(withAllowedCharacters: Self.unreserved) ?? ""
+            rest = rest[rest.index(after: close)...]
+        }
+        return out + rest
+    }
+
+    /// RFC 3986's unreserved characters: everything else in a value is percent-encoded.
+    static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+    /// A price as a plain decimal: no exponent, no trailing zeros past what the bid said.
+    static func decimal(_ price: Double) -> String {
+        let text = String(format: "%.6f", price)
+        let trimmed = text.reversed().drop(while: { $0 == "0" })
+        let kept = String(trimmed.reversed())
+        return kept.hasSuffix(".") ? String(kept.dropLast()) : kept
+    }
+}
