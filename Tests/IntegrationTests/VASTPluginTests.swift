@@ -9,35 +9,14 @@ import XCTest
 /// The loopback ad server of Tests/vast/adserver.py, stopped by PID when done.
 final class AdServer {
     let root: URL
-    let base: String
-    private let process = Process()
+    let server: LoopbackServer
+    var base: String { server.base }
 
     /// Serves the documents of `root` (a scratch folder by default).
     init(root: URL? = nil) throws {
         self.root = root ?? FileManager.default.temporaryDirectory.appendingPathComponent("adorch-vast-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: self.root, withIntermediateDirectories: true)
-        process.tieToTheTests("/usr/bin/env", ["python3", packageRoot.appendingPathComponent("Tests/vast/adserver.py").path, "--root", self.root.path])
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        // Wait for the line the server prints once it listens: an event, not a sleep.
-        var seen = ""
-        while !seen.contains("\n") {
-            let chunk = out.fileHandleForReading.availableData
-            if chunk.isEmpty { throw TestFailure("the ad server exited before listening") }
-            seen += String(decoding: chunk, as: UTF8.self)
-        }
-        guard let port = seen.split(separator: " ").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
-            throw TestFailure("the ad server said \(seen)")
-        }
-        base = "http://127.0.0.1:\(port)"
-    }
-
-    deinit {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        server = try LoopbackServer(script: "Tests/vast/adserver.py", arguments: ["--root", self.root.path])
     }
 
     /// Documents whose tracking and error URLs point at this server, under /t/.
@@ -47,28 +26,9 @@ final class AdServer {
         try document.write(to: root.appendingPathComponent(name), atomically: true, encoding: .utf8)
     }
 
-    func get(_ path: String) throws -> Data {
-        let done = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) var result: Result<Data, Error> = .failure(TestFailure("no answer from the ad server"))
-        URLSession.shared.dataTask(with: URL(string: base + path)!) { data, _, error in
-            result = error.map { .failure($0) } ?? .success(data ?? Data())
-            done.signal()
-        }.resume()
-        _ = done.wait(timeout: .now() + 30)
-        return try result.get()
-    }
-
-    /// Every request the server received, in order.
-    func log() throws -> [String] { try JSONDecoder().decode([String].self, from: get("/_log")) }
-
-    /// Waits until `count` requests starting with `prefix` arrived (the server answers then).
-    func wait(for prefix: String, count: Int = 1, timeout: Int = 10) throws {
-        let escaped = prefix.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? prefix
-        let answer = try JSONSerialization.jsonObject(with: get("/_wait?prefix=\(escaped)&count=\(count)&timeout=\(timeout)")) as? [String: Any]
-        guard answer?["ok"] as? Bool == true else {
-            throw TestFailure("waited \(timeout) s for \(count) requests to \(prefix), got \(answer?["count"] ?? "?"): \(try log())")
-        }
-    }
+    func get(_ path: String) throws -> Data { try server.get(path) }
+    func log() throws -> [String] { try server.log() }
+    func wait(for prefix: String, count: Int = 1, timeout: Int = 10) throws { try server.wait(for: prefix, count: count, timeout: timeout) }
 }
 
 /// Issue 6 through the real daemon, the real vast plugin (dlopened) and a real HTTP server.
