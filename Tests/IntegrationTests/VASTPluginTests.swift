@@ -155,6 +155,16 @@ final class VASTPluginTests: XCTestCase {
         XCTAssertTrue(daemon.log.contains("VAST 403: ad ad-1: no playable media file (offered: application/javascript, application/x-mpegURL, video/mp4, video/webm)"), daemon.log)
     }
 
+    /// Foundation on Linux kept only the whole seconds of a request's timeout: with under a
+    /// second left, an answer that took 100 ms was a timeout.
+    func testAnEntryTimeoutUnderOneSecondWaitsForTheAnswer() throws {
+        let server = try AdServer()
+        try server.put("inline.xml", server.docs.inline())
+        let daemon = try DaemonProcess(config: config(vastSlot("r", tag: "\(server.base)/slow/100/inline.xml", timeoutMS: 800)))
+        try daemon.waitFor("r filled within 800 ms") { try daemon.allSlotsFull() }
+        XCTAssertNil(try daemon.slotStatus("r")["waterfall"]?.arrayValue?.first?["last_error"])
+    }
+
     func testExpiresEndsTheAdInRealTimeAndItsNotUsedIsReported() throws {
         let server = try AdServer()
         try server.put("inline.xml", server.docs.inline(expires: 2))

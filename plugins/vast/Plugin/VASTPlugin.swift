@@ -106,7 +106,7 @@ private func httpGet(_ session: URLSession, _ userAgent: String, _ text: String,
         return completion(.failure(.failed("not an http(s) URL")))
     }
     var request = URLRequest(url: url)
-    request.timeoutInterval = max(0.001, Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
+    request.timeoutInterval = requestTimeoutInterval(for: timeout)  // the limit itself is the timer below
     request.setValue(userAgent, forHTTPHeaderField: "User-Agent")
     let answered = LockedValue(false)
     let claim: @Sendable () -> Bool = { answered.withLock { done in defer { done = true }; return !done } }
