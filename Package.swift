@@ -72,6 +72,7 @@ let package = Package(
         .library(name: "adorch-plugin-example", type: .dynamic, targets: ["AdorchExamplePlugin"]),
         .library(name: "adorch-plugin-swift-example", type: .dynamic, targets: ["AdorchSwiftExamplePlugin"]),
         .library(name: "adorch-plugin-vast", type: .dynamic, targets: ["AdorchVASTPlugin"]),
+        .library(name: "adorch-plugin-openrtb", type: .dynamic, targets: ["AdorchOpenRTBPlugin"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -197,6 +198,8 @@ let package = Package(
                 linkerSettings: vastPluginReleaseLink),
         // The OpenRTB 2.6 bidder's protocol: BidRequests, strict BidResponse reading, notice macros.
         .target(name: "OpenRTB", dependencies: ["AdorchJSON"], path: "plugins/openrtb/OpenRTB"),
+        .target(name: "AdorchOpenRTBPlugin", dependencies: ["CAdorchPlugin", "AdorchLocking", "AdorchJSON", "OpenRTB", "VAST"], path: "plugins/openrtb/Plugin",
+                linkerSettings: vastPluginReleaseLink),
         // Fuzz targets: libFuzzer when built with -sanitize=fuzzer -DFUZZING (make fuzz), corpus
         // replayers otherwise, so the committed corpus runs in the tests.
         .target(name: "CFuzzDriver", path: "Fuzz/CFuzzDriver"),
@@ -221,8 +224,8 @@ let package = Package(
         .testTarget(name: "AdorchPrivacyTests", dependencies: ["AdorchPrivacy"], exclude: ["Reference"]),
         .target(name: "VASTFixtures", path: "Tests/VASTFixtures"),
         .testTarget(name: "AdorchBenchTests", dependencies: ["AdorchBench"]),
-        // The OpenRTB module; Exchange/ holds the Python side (schema validation, the mock exchange).
-        .testTarget(name: "OpenRTBTests", dependencies: ["OpenRTB", "AdorchJSON"], exclude: ["Exchange"]),
+        // The OpenRTB module; Tests/openrtb holds the Python side (schema validation, the mock exchange).
+        .testTarget(name: "OpenRTBTests", dependencies: ["OpenRTB", "AdorchJSON"]),
         .testTarget(name: "VASTTests", dependencies: ["VAST", "VASTFixtures", "AdorchEngine", "AdorchLocking"]),
         .testTarget(
             name: "IntegrationTests",

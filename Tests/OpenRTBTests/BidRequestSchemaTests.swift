@@ -10,14 +10,14 @@ final class BidRequestSchemaTests: XCTestCase {
         _ = try SharedOpenRTB.data("schema/BidRequest.json")
         try XCTSkipUnless(try SharedOpenRTB.python(["-c", "import jsonschema, referencing"]).status == 0,
                           "python3 with PyPI's jsonschema is needed (scripts/install-deps.sh installs it)")
-        var privacyCases: [(String, PrivacyFacts)] = [("none", PrivacyFacts())]
-        var gdpr = PrivacyFacts()
+        var privacyCases: [(String, LoadPrivacy)] = [("none", LoadPrivacy())]
+        var gdpr = LoadPrivacy()
         (gdpr.gdpr, gdpr.tcString, gdpr.privacyClass) = (1, "CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA", .nonPersonalized)
         privacyCases.append(("gdpr", gdpr))
-        var us = PrivacyFacts()
+        var us = LoadPrivacy()
         (us.gdpr, us.gpp, us.gppSectionIDs, us.usPrivacy) = (0, "DBABzw~1YNN~BVVqAAEABCA", [6, 7], "1YNN")
         privacyCases.append(("us", us))
-        var child = PrivacyFacts()
+        var child = LoadPrivacy()
         (child.privacyClass, child.coppa) = (.childDirected, true)
         privacyCases.append(("child", child))
 
@@ -42,7 +42,7 @@ final class BidRequestSchemaTests: XCTestCase {
         // The control: a request the schema must refuse, so a validator that passes anything fails here.
         let broken = folder.appendingPathComponent("broken.json")
         try Data(#"{"id": "x", "imp": [{"video": {"w": 1}}], "tmax": "soon"}"#.utf8).write(to: broken)
-        let run = try SharedOpenRTB.python([SharedOpenRTB.testFolder.appendingPathComponent("Exchange/openrtb_schema.py").path,
+        let run = try SharedOpenRTB.python([SharedOpenRTB.packageFolder.appendingPathComponent("Tests/openrtb/openrtb_schema.py").path,
                                             SharedOpenRTB.schemaFolder, "BidRequest"] + files + [broken.path])
         let lines = run.output.split(separator: "\n").compactMap { JSONValue.parse(Data($0.utf8)) }
         XCTAssertEqual(lines.count, files.count + 1, run.error)

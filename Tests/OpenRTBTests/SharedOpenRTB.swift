@@ -3,10 +3,8 @@ import XCTest
 
 /// ../shared/data/openrtb beside the package: IAB's schema and examples, read where they lie.
 enum SharedOpenRTB {
-    static let folder = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("../shared/data/openrtb").standardizedFileURL
-    static let testFolder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    static let packageFolder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let folder = packageFolder.appendingPathComponent("../shared/data/openrtb").standardizedFileURL
 
     /// A file of the shared folder, or an XCTSkip saying where it was looked for.
     static func data(_ path: String) throws -> Data {

@@ -29,11 +29,11 @@ public struct BidLoad: Sendable, Equatable {
     public var timeLeft: Duration
     /// The entry's own floor (its `server_parameter`), over the bidder's when higher.
     public var floor: Double
-    public var privacy: PrivacyFacts
+    public var privacy: LoadPrivacy
 
     public init(format: Format, loadUID: String, slot: String = "", adUnit: String = "", width: Int = 0, height: Int = 0,
                 count: Int = 1, testMode: Bool = false, timeLeft: Duration = .seconds(5), floor: Double = 0,
-                privacy: PrivacyFacts = PrivacyFacts()) {
+                privacy: LoadPrivacy = LoadPrivacy()) {
         (self.format, self.loadUID, self.slot, self.adUnit, self.width, self.height) = (format, loadUID, slot, adUnit, width, height)
         (self.count, self.testMode, self.timeLeft, self.floor, self.privacy) = (count, testMode, timeLeft, floor, privacy)
     }
@@ -45,7 +45,7 @@ public enum MediaType: Int, Sendable, CaseIterable {
 }
 
 /// The load's privacy (plugin ABI 1.4, `adorch_privacy`), as OpenRTB 2.6 carries it.
-public struct PrivacyFacts: Sendable, Equatable {
+public struct LoadPrivacy: Sendable, Equatable {
     public enum Class: Int, Sendable { case personalized = 1, nonPersonalized = 2, childDirected = 3 }
 
     public var privacyClass: Class = .personalized

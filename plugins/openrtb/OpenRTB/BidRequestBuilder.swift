@@ -24,7 +24,7 @@ public struct BidRequestBuilder: Sendable {
     /// The request, and the impressions it offered (what a bid may answer).
     public func build(_ load: BidLoad) -> (json: JSONValue, offer: Offer) {
         let floor = max(settings.floor, load.floor)
-        let tmax = min(settings.tmax, load.timeLeft)
+        let tmax = max(.milliseconds(1), min(settings.tmax, load.timeLeft))
         var imps: [JSONValue] = []
         var offered: [String: Set<MediaType>] = [:]
         let count = load.format == .native ? max(1, min(load.count, 10)) : 1
@@ -39,7 +39,7 @@ public struct BidRequestBuilder: Sendable {
             "app": app(),
             "device": device(load.privacy),
             "source": ["tid": .string(load.loadUID)],
-            "tmax": .int(max(1, Int64(tmax / .milliseconds(1)))),
+            "tmax": .int(Int64(tmax / .milliseconds(1))),
             "cur": [.string(settings.currency)],
             "at": 1,
         ]
@@ -48,7 +48,7 @@ public struct BidRequestBuilder: Sendable {
         if !settings.blockedAdvertisers.isEmpty { request["badv"] = .array(settings.blockedAdvertisers.map { .string($0) }) }
         if let regs = regs(load.privacy) { request["regs"] = regs }
         if !load.privacy.tcString.isEmpty { request["user"] = ["consent": .string(load.privacy.tcString)] }
-        return (.object(request), Offer(requestID: load.loadUID, currency: settings.currency, floor: floor, imps: offered, format: load.format))
+        return (.object(request), Offer(requestID: load.loadUID, currency: settings.currency, floor: floor, imps: offered, format: load.format, tmax: tmax))
     }
 
     private func imp(id: String, load: BidLoad, floor: Double) -> JSONValue {
@@ -114,7 +114,7 @@ public struct BidRequestBuilder: Sendable {
         return .object(app)
     }
 
-    private func device(_ privacy: PrivacyFacts) -> JSONValue {
+    private func device(_ privacy: LoadPrivacy) -> JSONValue {
         let d = settings.device
         var device: [String: JSONValue] = ["os": "Linux", "devicetype": .int(Int64(d.type)), "lmt": privacy.limitsTracking ? 1 : 0]
         if !d.osVersion.isEmpty { device["osv"] = .string(d.osVersion) }
@@ -123,7 +123,7 @@ public struct BidRequestBuilder: Sendable {
         return .object(device)
     }
 
-    private func regs(_ privacy: PrivacyFacts) -> JSONValue? {
+    private func regs(_ privacy: LoadPrivacy) -> JSONValue? {
         var regs: [String: JSONValue] = [:]
         if let gdpr = privacy.gdpr { regs["gdpr"] = .int(Int64(gdpr)) }
         if privacy.coppa || privacy.privacyClass == .childDirected { regs["coppa"] = 1 }
@@ -142,8 +142,10 @@ public struct Offer: Sendable, Equatable {
     /// Each `imp.id`, with the media its bids may carry.
     public var imps: [String: Set<MediaType>]
     public var format: BidLoad.Format
+    /// The auction's time limit, as sent in `tmax`.
+    public var tmax: Duration
 
-    public init(requestID: String, currency: String, floor: Double, imps: [String: Set<MediaType>], format: BidLoad.Format) {
-        (self.requestID, self.currency, self.floor, self.imps, self.format) = (requestID, currency, floor, imps, format)
+    public init(requestID: String, currency: String, floor: Double, imps: [String: Set<MediaType>], format: BidLoad.Format, tmax: Duration = .milliseconds(500)) {
+        (self.requestID, self.currency, self.floor, self.imps, self.format, self.tmax) = (requestID, currency, floor, imps, format, tmax)
     }
 }

@@ -43,6 +43,9 @@ public struct RefusedBid: Error, Sendable, Equatable, CustomStringConvertible {
         case invalidBid = "invalid_bid"
     }
     public var bidID: String
+    /// The bid's `impid` and seat, as far as the response said them ("" not).
+    public var impID: String
+    public var seat: String
     public var reason: Reason
     public var detail: String
     /// The bid's loss notice, when it had one and the refusal has an OpenRTB loss reason.
@@ -166,7 +169,7 @@ public struct BidResponseReader: Sendable {
         let lossURL = bid["lurl"]?.stringValue ?? ""
         let price = bid["price"]?.doubleValue
         func refuse(_ reason: RefusedBid.Reason, _ detail: String) -> Result<AcceptedBid, RefusedBid> {
-            .failure(RefusedBid(bidID: id, reason: reason, detail: detail, lossURL: lossURL, price: price))
+            .failure(RefusedBid(bidID: id, impID: bid["impid"]?.stringValue ?? "", seat: seat, reason: reason, detail: detail, lossURL: lossURL, price: price))
         }
         guard !id.isEmpty else { return refuse(.invalidBid, "no bid id") }
         guard !duplicated else { return refuse(.duplicateID, "another bid in the response has the id \"\(Self.clip(id))\"") }

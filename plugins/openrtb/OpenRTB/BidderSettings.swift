@@ -165,4 +165,6 @@ public struct SettingsError: Error, Sendable, Equatable, CustomStringConvertible
     public var key: String
     public var problem: String
     public var description: String { "config \(key) \(problem)" }
+
+    public init(key: String, problem: String) { (self.key, self.problem) = (key, problem) }
 }

@@ -20,6 +20,12 @@ public struct NoticeMacros: Sendable, Equatable {
         (price, currency, self.loss, self.impressionTime) = (loss == nil ? bid.price : nil, offer.currency, loss, impressionTime)
     }
 
+    /// A refused bid's loss notice: the reason it was refused, no price.
+    public init(refused: RefusedBid, offer: Offer) {
+        (auctionID, bidID, impID, seatID, adID) = (offer.requestID, "", refused.impID, refused.seat, "")
+        (price, currency, loss, impressionTime) = (nil, offer.currency, refused.lossReason, nil)
+    }
+
     /// The value of each macro, by its name inside `${...}`. A loss notice gets no price: a
     /// loser is not told the clearing price.
     var values: [String: String] {

@@ -92,16 +92,28 @@ public final class ChainResolver: Sendable {
                 // An empty answer (HTTP 204 or no body) is how many servers say "no ad".
                 completion(.failure(fail(.noFill, 303, "\(url): empty answer, no ad", inherited.errors)))
             case .success(let data):
-                let response: VASTResponse
-                do throws(VASTError) { response = try VASTResponse.parse(data) } catch {
-                    return completion(.failure(fail(.malformed, error.code, "\(url): \(error.message)", inherited.errors)))
-                }
-                guard !response.ads.isEmpty else {
-                    return completion(.failure(fail(.noFill, 303, "\(url): no ad", inherited.errors + response.errorURLs)))
-                }
-                tryAd(response.ads, 0, wrappers: wrappers, inherited: inherited, allowWrapper: allowWrapper, completion: completion)
+                resolve(document: data, from: url, wrappers: wrappers, inherited: inherited, allowWrapper: allowWrapper, completion: completion)
             }
         }
+    }
+
+    /// A VAST document already in hand (an OpenRTB bid's `adm`), its wrappers followed as a tag's.
+    public func resolve(document: Data, completion: @escaping @Sendable (Result<ResolvedAd, ChainFailure>) -> Void) {
+        resolve(document: document, from: "the markup", wrappers: 0, inherited: Tracking(), allowWrapper: true) { [self] result in
+            if !isCancelled { completion(result) }
+        }
+    }
+
+    private func resolve(document data: Data, from source: String, wrappers: Int, inherited: Tracking, allowWrapper: Bool,
+                         completion: @escaping @Sendable (Result<ResolvedAd, ChainFailure>) -> Void) {
+        let response: VASTResponse
+        do throws(VASTError) { response = try VASTResponse.parse(data) } catch {
+            return completion(.failure(fail(.malformed, error.code, "\(source): \(error.message)", inherited.errors)))
+        }
+        guard !response.ads.isEmpty else {
+            return completion(.failure(fail(.noFill, 303, "\(source): no ad", inherited.errors + response.errorURLs)))
+        }
+        tryAd(response.ads, 0, wrappers: wrappers, inherited: inherited, allowWrapper: allowWrapper, completion: completion)
     }
 
     /// Tries the response's ads in order: the next one only if the previous gave no ad and

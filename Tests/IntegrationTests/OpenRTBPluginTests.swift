@@ -1,0 +1,243 @@
+import AdorchJSON
+import AdorchVarlink
+import Foundation
+import XCTest
+
+/// The loopback OpenRTB exchange of Tests/openrtb/exchange.py: it validates every BidRequest
+/// against IAB's 2.6 schema in ../shared and answers from fixtures; stopped by PID when done.
+final class Exchange {
+    let root: URL
+    let server: LoopbackServer
+    var base: String { server.base }
+
+    static let sharedOpenRTB = packageRoot.appendingPathComponent("../shared/data/openrtb").standardizedFileURL
+
+    init() throws {
+        let schema = Self.sharedOpenRTB.appendingPathComponent("schema")
+        guard FileManager.default.fileExists(atPath: schema.appendingPathComponent("BidRequest.json").path) else {
+            throw XCTSkip("the OpenRTB 2.6 schema is in the shared folder beside the package, and \(schema.path) is absent")
+        }
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-openrtb-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        server = try LoopbackServer(script: "Tests/openrtb/exchange.py", arguments: ["--root", root.path, "--schema", schema.path])
+    }
+
+    deinit { try? FileManager.default.removeItem(at: root) }
+
+    func put(_ name: String, _ text: String) throws { try text.write(to: root.appendingPathComponent(name), atomically: true, encoding: .utf8) }
+    func put(_ name: String, _ response: JSONValue) throws { try put(name, response.prettyString) }
+
+    /// IAB's example response `name` (../shared/data/openrtb/schema/examples/bid-responses) made
+    /// to answer any request ({ID}, {IMP}) with notices back to this exchange under /n/NAME/.
+    func iabExample(_ name: String, as fixture: String, change: (inout [String: JSONValue]) -> Void = { _ in }) throws {
+        let url = Self.sharedOpenRTB.appendingPathComponent("schema/examples/bid-responses/\(name).json")
+        var response = try XCTUnwrap(JSONValue.parse(Data(contentsOf: url))?.objectValue, url.path)
+        response["id"] = "{ID}"
+        var seats = response["seatbid"]?.arrayValue ?? []
+        for s in seats.indices {
+            var seat = seats[s].objectValue ?? [:]
+            var bids = seat["bid"]?.arrayValue ?? []
+            for b in bids.indices {
+                var bid = bids[b].objectValue ?? [:]
+                bid["impid"] = "{IMP}"
+                for (key, kind) in [("nurl", "win"), ("burl", "bill"), ("lurl", "loss")] {
+                    bid[key] = .string("{BASE}/n/\(fixture)/\(kind)?price=${AUCTION_PRICE}&loss=${AUCTION_LOSS}&auction=${AUCTION_ID}&imp=${AUCTION_IMP_ID}&cur=${AUCTION_CURRENCY}")
+                }
+                change(&bid)
+                bids[b] = .object(bid)
+            }
+            seat["bid"] = .array(bids)
+            seats[s] = .object(seat)
+        }
+        response["seatbid"] = .array(seats)
+        try put(fixture, .object(response))
+    }
+
+    /// Every BidRequest received, with the schema's violations of it.
+    func requests() throws -> [(path: String, request: JSONValue, errors: [String])] {
+        let list = JSONValue.parse(try server.get("/_requests"))?.arrayValue ?? []
+        return list.map { ($0["path"]?.stringValue ?? "", $0["request"] ?? .null, ($0["errors"]?.arrayValue ?? []).compactMap(\.stringValue)) }
+    }
+
+    func notices() throws -> [String] { try server.log() }
+    func wait(for prefix: String, count: Int = 1) throws { try server.wait(for: prefix, count: count) }
+}
+
+/// Issue 33 through the real daemon, the real openrtb plugin (dlopened in its boxed host) and
+/// a real HTTP exchange: requests valid for every format, bids shown at their price, the
+/// refusals, tmax, and bad answers.
+final class OpenRTBPluginTests: XCTestCase {
+    private func config(_ exchange: String, tmaxMS: Int = 2000, slots: String) -> String {
+        """
+        [plugins.openrtb]
+        config = { endpoint = "\(exchange)", tmax_ms = \(tmaxMS), floor = 0.1, badv = ["blocked.example"], app = { bundle = "org.example.game", name = "Example", store_url = "https://store.example/game" } }
+
+        \(slots)
+        """
+    }
+
+    private func slot(_ id: String, _ format: String, unit: String, size: (Int, Int)? = nil, timeoutMS: Int = 3000) -> String {
+        """
+        [[slots]]
+        id = "\(id)"
+        format = "\(format)"
+        \(["rewarded", "fullscreen", "interstitial"].contains(format) ? "buffer = 1" : "")
+        \(size.map { "width = \($0.0)\nheight = \($0.1)" } ?? "")
+        \(format == "rewarded" ? "reward_name = \"coins\"\nreward_amount = 5" : "")
+          [[slots.waterfall]]
+          plugin = "openrtb"
+          ad_unit_id = "\(unit)"
+          timeout_ms = \(timeoutMS)
+
+        """
+    }
+
+    private func vastFixture(_ exchange: Exchange, _ name: String, price: Double = 3) throws {
+        try exchange.iabExample("vast-inline", as: name) { $0["price"] = .double(price); $0["mtype"] = 2 }
+    }
+
+    private func bannerFixture(_ exchange: Exchange, _ name: String) throws {
+        try exchange.iabExample("ad-served-on-win", as: name) { bid in
+            bid["adm"] = "<a href=\"https://advertiser.example/\"><img src=\"https://cdn.example/320x50.png\"></a>"
+            bid["mtype"] = 1
+        }
+    }
+
+    func testEveryFormatBidsValidRequestsAndShowsTheWinningBidAtItsPrice() throws {
+        let exchange = try Exchange()
+        try vastFixture(exchange, "video")
+        try bannerFixture(exchange, "banner")
+        // One bid per impression: a native Load of two ads asks two.
+        let nativeBids: [JSONValue] = ["{IMP}", "{IMP2}"].enumerated().map { n, imp in [
+            "id": .string("n\(n)"), "impid": .string(imp), "price": 1.5, "mtype": 4, "nurl": "{BASE}/n/native/win?price=${AUCTION_PRICE}",
+            "adm": .string(JSONValue.object(["ver": "1.2", "assets": [["id": 1, "title": ["text": "A headline"]], ["id": 4, "img": ["url": "https://cdn.example/i.png", "w": 80, "h": 80]]],
+                                             "link": ["url": "https://advertiser.example/"], "imptrackers": ["{BASE}/n/native/imp"]]).jsonString),
+        ] }
+        try exchange.put("native", JSONValue.object(["id": "{ID}", "seatbid": [["seat": "n", "bid": .array(nativeBids)]]]))
+        let daemon = try DaemonProcess(config: config("\(exchange.base)/bid", slots:
+            slot("rewarded", "rewarded", unit: "video", size: (640, 360)) + slot("fullscreen", "fullscreen", unit: "video", size: (640, 360))
+                + slot("interstitial", "interstitial", unit: "video", size: (640, 360)) + slot("banner", "banner", unit: "banner", size: (320, 50))
+                + slot("splash", "splash", unit: "banner") + slot("native", "native", unit: "native")))
+        try daemon.waitFor("the three preloaded slots filled by bids") { try daemon.allSlotsFull() }
+        for id in ["rewarded", "fullscreen", "interstitial"] {
+            let ad = try XCTUnwrap(daemon.call("io.adorch.Ads.Show", ["slot": .string(id), "user_id": "u1"])["ad"], id)
+            XCTAssertEqual(ad["network"], "openrtb")
+            XCTAssertEqual(ad["payload"]?["price"]?.doubleValue, 3, id)
+            XCTAssertEqual(ad["payload"]?["media"]?["url"], "http://sample.com/video.mp4", id)
+        }
+        let banner = try XCTUnwrap(daemon.call("io.adorch.Ads.Load", ["slot": "banner", "width": 320, "height": 50])["ads"]?.arrayValue?.first)
+        XCTAssertEqual(banner["payload"]?["html"]?.stringValue?.contains("320x50.png"), true, "\(banner)")
+        XCTAssertEqual(banner["payload"]?["creative_type"], "banner")
+        XCTAssertNotNil(try daemon.call("io.adorch.Ads.Load", ["slot": "splash"])["ads"]?.arrayValue?.first?["payload"]?["html"])
+        let natives = try XCTUnwrap(daemon.call("io.adorch.Ads.Load", ["slot": "native", "count": 2])["ads"]?.arrayValue)
+        XCTAssertEqual(natives.count, 2)
+        XCTAssertEqual(natives.first?["payload"]?["headline"], "A headline")
+        XCTAssertEqual(natives.first?["payload"]?["icon"]?["url"], "https://cdn.example/i.png")
+
+        let requests = try exchange.requests()
+        XCTAssertGreaterThanOrEqual(requests.count, 6)
+        for r in requests { XCTAssertEqual(r.errors, [], "\(r.request)") }
+        let byUnit = Dictionary(grouping: requests) { $0.request["imp"]?.arrayValue?.first?["tagid"]?.stringValue ?? "" }
+        let rewarded = try XCTUnwrap(requests.first { $0.request["imp"]?.arrayValue?.first?["rwdd"]?.intValue == 1 })
+        XCTAssertEqual(rewarded.request["imp"]?.arrayValue?.first?["instl"]?.intValue, 1)
+        XCTAssertEqual(rewarded.request["app"]?["bundle"], "org.example.game")
+        XCTAssertLessThanOrEqual(rewarded.request["tmax"]?.intValue ?? 0, 2000)
+        XCTAssertEqual(byUnit["native"]?.map { $0.request["imp"]?.arrayValue?.count ?? 0 }, [2], "one imp per native ad asked")
+        XCTAssertEqual(byUnit["banner"]?.first?.request["imp"]?.arrayValue?.first?["banner"]?["w"]?.intValue, 320)
+        print("OpenRTBPluginTests: \(requests.count) BidRequests, all valid OpenRTB 2.6")
+    }
+
+    func testNoticesAreFiredOnceEachWithTheirMacros() throws {
+        let exchange = try Exchange()
+        try exchange.put("two", JSONValue.object(["id": "{ID}", "cur": "USD", "seatbid": [["seat": "s", "bid": [
+            ["id": "high", "impid": "{IMP}", "price": 4.25, "mtype": 1, "adm": "<b>high</b>",
+             "nurl": "{BASE}/n/high/win?p=${AUCTION_PRICE}&a=${AUCTION_ID}", "burl": "{BASE}/n/high/bill?p=${AUCTION_PRICE}", "lurl": "{BASE}/n/high/loss?r=${AUCTION_LOSS}"],
+            ["id": "low", "impid": "{IMP}", "price": 2, "mtype": 1, "adm": "<b>low</b>", "lurl": "{BASE}/n/low/loss?r=${AUCTION_LOSS}&p=${AUCTION_PRICE}&a=${AUCTION_ID}"],
+            ["id": "cheap", "impid": "{IMP}", "price": 0.05, "mtype": 1, "adm": "<b>cheap</b>", "lurl": "{BASE}/n/cheap/loss?r=${AUCTION_LOSS}&a=${AUCTION_ID}"],
+        ]]]]))
+        let daemon = try DaemonProcess(config: config("\(exchange.base)/bid", slots: slot("i", "interstitial", unit: "two")))
+        try daemon.waitFor("the slot filled") { try daemon.allSlotsFull() }
+        try exchange.wait(for: "/n/low/loss")
+        try exchange.wait(for: "/n/cheap/loss")
+        let auction = try XCTUnwrap(exchange.requests().first?.request["id"]?.stringValue)
+        XCTAssertFalse(try exchange.notices().contains { $0.hasPrefix("/n/high/win") }, "no win notice before the ad is handed to a viewer")
+        let ad = try XCTUnwrap(daemon.call("io.adorch.Ads.Show", ["slot": "i", "user_id": "u1"])["ad"])
+        XCTAssertEqual(ad["payload"]?["price"]?.doubleValue, 4.25)
+        try exchange.wait(for: "/n/high/win")
+        _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": try XCTUnwrap(ad["id"]), "event": "impression"])
+        XCTAssertEqual(try daemon.callExpectingError("io.adorch.Ads.Report", ["ad_id": try XCTUnwrap(ad["id"]), "event": "impression"]).0,
+                       "io.adorch.Ads.AdNotValid", "an impression counts once")
+        try exchange.wait(for: "/n/high/bill")
+        _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": try XCTUnwrap(ad["id"]), "event": "close"])
+        // Reports are served in order, and the plugin fires before answering status: nothing more is coming.
+        _ = try daemon.status()
+        let notices = try exchange.notices().filter { $0.hasPrefix("/n/") }
+        XCTAssertEqual(notices.filter { $0.hasPrefix("/n/high/win") }, ["/n/high/win?p=4.25&a=\(auction)"])
+        XCTAssertEqual(notices.filter { $0.hasPrefix("/n/high/bill") }, ["/n/high/bill?p=4.25"])
+        // The slot refilled after the Show, from the same fixture: each auction has its own losers.
+        XCTAssertEqual(notices.filter { $0.hasPrefix("/n/low/") && $0.hasSuffix("&a=\(auction)") }, ["/n/low/loss?r=102&p=&a=\(auction)"],
+                       "lost to a higher bid, and not told the price")
+        XCTAssertEqual(notices.filter { $0.hasPrefix("/n/cheap/") && $0.hasSuffix("&a=\(auction)") }, ["/n/cheap/loss?r=100&a=\(auction)"], "below the floor")
+        let auctions = Set(try exchange.requests().compactMap { $0.request["id"]?.stringValue })
+        XCTAssertEqual(notices.filter { $0.hasPrefix("/n/low/") }.count, auctions.count, "one loss notice per auction: \(notices)")
+        XCTAssertFalse(notices.contains { $0.hasPrefix("/n/high/loss") }, "a shown ad did not lose")
+    }
+
+    func testTmaxCutsALateExchangeAndNoShowWaitsForIt() throws {
+        let exchange = try Exchange()
+        try vastFixture(exchange, "video")
+        let daemon = try DaemonProcess(config: config("\(exchange.base)/bid", tmaxMS: 150, slots: slot("late", "interstitial", unit: "slow-1500-video")))
+        try exchange.server.wait(for: "/bid", kind: "bid")
+        let started = ContinuousClock.now
+        let (error, _) = try daemon.callExpectingError("io.adorch.Ads.Show", ["slot": "late", "user_id": "u1"])
+        XCTAssertEqual(error, "io.adorch.Ads.NoAdReady")
+        XCTAssertLessThan(ContinuousClock.now - started, .milliseconds(100), "a Show answers from the buffer, never waiting for a bidder")
+        try daemon.waitForLog("the load cut at tmax") { $0.contains("timeout: no answer within tmax (0.15 seconds)") }
+        let stats = try XCTUnwrap(daemon.status()["plugins"]?.arrayValue?.first { $0["name"] == "openrtb" }?["stats"])
+        XCTAssertGreaterThanOrEqual(stats["timeouts"]?.intValue ?? 0, 1, "\(stats)")
+        XCTAssertEqual(try daemon.slotStatus("late")["waterfall"]?.arrayValue?.first?["last_error"], "timeout")
+    }
+
+    func testEachBadAnswerIsANamedFailureAndTheDaemonServesThroughout() throws {
+        let exchange = try Exchange()
+        try bannerFixture(exchange, "good")
+        var twins = try XCTUnwrap(JSONValue.parse(Data(contentsOf: exchange.root.appendingPathComponent("good")))?.objectValue)
+        let bid = twins["seatbid"]?.arrayValue?.first?["bid"]?.arrayValue?.first ?? .null
+        twins["seatbid"] = [["bid": [bid, bid]]]
+        try exchange.put("twins", .object(twins))
+        var wrongID = twins
+        (wrongID["id"], wrongID["seatbid"]) = ("not-the-request", [["bid": [bid]]])
+        try exchange.put("wrongid", .object(wrongID))
+        let cases: [(unit: String, error: String, counter: String)] = [
+            ("garbage", "malformed_response: not JSON", "failed_malformed_response"),
+            ("big-10485760", "response_too_large", "failed_response_too_large"),
+            ("wrongid", "wrong_response_id: id \"not-the-request\" answers another request", "failed_wrong_response_id"),
+            ("twins", "duplicate_bid_id", "no_valid_bids"),
+            ("redirect", "the exchange answered HTTP 302", "failed_http_status"),
+            ("status-500", "the exchange answered HTTP 500", "failed_http_status"),
+        ]
+        let slots = cases.enumerated().map { slot("bad\($0.offset)", "interstitial", unit: $0.element.unit) }.joined()
+        let daemon = try DaemonProcess(config: config("\(exchange.base)/bid", slots: slots + slot("ok", "interstitial", unit: "good")))
+        try daemon.waitFor("the good slot filled") { try daemon.slotStatus("ok")["ready"]?.intValue == 1 }
+        for (index, c) in cases.enumerated() {
+            try daemon.waitForLog("bad\(index): \(c.error)") { $0.contains(c.error) }
+            XCTAssertNotNil(try daemon.slotStatus("bad\(index)")["waterfall"]?.arrayValue?.first?["last_error"], c.unit)
+        }
+        let stats = try XCTUnwrap(daemon.status()["plugins"]?.arrayValue?.first { $0["name"] == "openrtb" }?["stats"])
+        for c in cases { XCTAssertGreaterThanOrEqual(stats[c.counter]?.intValue ?? 0, 1, "\(c.counter) in \(stats)") }
+        XCTAssertEqual(try exchange.requests().filter { $0.path == "/bid" && $0.request["imp"]?.arrayValue?.first?["tagid"] == "redirect" }.count,
+                       try exchange.requests().filter { $0.request["imp"]?.arrayValue?.first?["tagid"] == "redirect" }.count,
+                       "the redirect is not followed")
+        let ad = try XCTUnwrap(daemon.call("io.adorch.Ads.Show", ["slot": "ok", "user_id": "u1"])["ad"])
+        XCTAssertEqual(ad["network"], "openrtb", "the daemon served throughout")
+    }
+
+    func testATLSErrorIsANamedNetworkFailure() throws {
+        let exchange = try Exchange()
+        // The exchange speaks plain HTTP: a TLS handshake with it fails.
+        let daemon = try DaemonProcess(config: config(exchange.base.replacingOccurrences(of: "http:", with: "https:") + "/bid", slots: slot("tls", "interstitial", unit: "good")))
+        try daemon.waitForLog("the TLS failure") { $0.contains("network: ") && $0.contains("tls") }
+        XCTAssertEqual(try daemon.slotStatus("tls")["waterfall"]?.arrayValue?.first?["last_error"], "network")
+        XCTAssertNotNil(try daemon.call("io.adorch.Manager.GetStatus")["slots"])
+    }
+}

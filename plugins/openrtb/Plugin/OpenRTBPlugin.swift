@@ -1,0 +1,414 @@
+// openrtb — an adorch plugin that buys each ad by real-time bidding from an OpenRTB 2.6
+// exchange, written against adorch/plugin.h only, as any outside plugin author would. The
+// protocol (requests, strict responses, macros, native markup) is the OpenRTB module beside
+// it; video markup goes through the VAST plugin's VAST module; this file is the ABI glue.
+//
+// Threads: ad_* run on the host's plugin queue and return at once; HTTP runs on URLSession's
+// threads. Host callbacks are made while holding `plugin`'s lock, and ad_destroy and deinit
+// take it too, so a destroyed ad is never reported and nothing is reported after deinit.
+
+import AdorchJSON
+import AdorchLocking
+import CAdorchPlugin
+import Foundation
+import OpenRTB
+import VAST
+
+/// One load: its request, then the winning bid and its markup once the auction is done.
+private struct AdState: Sendable {
+    var load: BidLoad
+    var offer: Offer?
+    var won: [Won] = []
+    var shown = false
+    /// Notices and trackers fired for this ad, by name: each at most once.
+    var fired: Set<String> = []
+    var resolver: ChainResolver?
+}
+
+/// A bid that won its impression, with its markup made ready.
+private struct Won: Sendable {
+    var bid: AcceptedBid
+    var payload: [String: JSONValue]
+    /// Whether its markup came with the win notice (the notice was then sent at load).
+    var markupFromWin: Bool
+    var vast: ResolvedAd?
+    var native: NativeMarkup?
+}
+
+/// Why a winning bid's markup could not be made ready.
+private struct MarkupProblem: Error { var why: String }
+
+private struct PluginState: ~Copyable {
+    var hostAddress: UInt = 0
+    var exchange: BidExchange?
+    var settings: BidderSettings?
+    var ads: [adorch_ad_id: AdState] = [:]
+    var counters: [String: Int] = [:]
+
+    var host: UnsafePointer<adorch_host>? { UnsafePointer(bitPattern: hostAddress) }
+}
+
+private let plugin = LockedValue(PluginState())
+/// Starting a URLSession task can take a while under load: the plugin queue only hands it here.
+private let starter = DispatchQueue(label: "adorch.plugin.openrtb.start")
+/// How long a notice or a markup fetch may take: it is not an auction, tmax does not bound it.
+private let noticeTimeout: Duration = .seconds(5)
+
+private func count(_ key: String, _ n: Int = 1) { plugin.withLock { $0.counters[key, default: 0] += n } }
+
+private func log(_ level: adorch_log_level, _ text: String) {
+    plugin.withLock { state in
+        guard let host = state.host else { return }
+        text.withCString { host.pointee.log(host, level.rawValue, $0) }
+    }
+}
+
+/// Fires one notice or tracker URL, once per ad and name; the answer only counts.
+private func fire(_ name: String, _ url: String, of id: adorch_ad_id?) {
+    guard !url.isEmpty, let target = URL(string: url) else { return }
+    if let id {
+        let first = plugin.withLock { state -> Bool in
+            guard state.ads[id] != nil else { return false }
+            return state.ads[id]!.fired.insert(name).inserted
+        }
+        guard first else { return }
+    }
+    guard let exchange = plugin.withLock({ $0.exchange }) else { return }
+    count("notices_sent")
+    exchange.get(target, timeout: noticeTimeout, limit: 64 << 10) { outcome in
+        if case .response(let status, _) = outcome, (200..<400).contains(status) { return }
+        count("notices_failed")
+    }
+}
+
+private func string(_ p: UnsafePointer<CChar>?) -> String { p.map { String(cString: $0) } ?? "" }
+
+/// plugin.h's ADORCH_STRUCT_HAS, which Swift cannot import.
+private func covers(_ size: UInt32, _ offset: Int?, _ fieldSize: Int) -> Bool {
+    offset.map { Int(size) >= $0 + fieldSize } ?? false
+}
+
+private let formats: [UInt32: BidLoad.Format] = [
+    adorch_format.ADORCH_FORMAT_REWARDED.rawValue: .rewarded, adorch_format.ADORCH_FORMAT_FULLSCREEN.rawValue: .fullscreen,
+    adorch_format.ADORCH_FORMAT_INTERSTITIAL.rawValue: .interstitial, adorch_format.ADORCH_FORMAT_BANNER.rawValue: .banner,
+    adorch_format.ADORCH_FORMAT_SPLASH.rawValue: .splash, adorch_format.ADORCH_FORMAT_NATIVE.rawValue: .native,
+]
+
+/// The load's privacy as the request gives it (ABI 1.4); none from an older host.
+private func privacy(_ request: UnsafePointer<adorch_request>) -> LoadPrivacy {
+    var facts = LoadPrivacy()
+    guard covers(request.pointee.struct_size, MemoryLayout<adorch_request>.offset(of: \.privacy), MemoryLayout<UnsafeRawPointer>.size),
+          let pointer = request.pointee.privacy,
+          covers(pointer.pointee.struct_size, MemoryLayout<adorch_privacy>.offset(of: \.max_content_rating), MemoryLayout<UnsafeRawPointer>.size)
+    else { return facts }
+    let p = pointer.pointee
+    facts.privacyClass = LoadPrivacy.Class(rawValue: Int(p.privacy_class)) ?? .childDirected
+    facts.gdpr = p.gdpr < 0 ? nil : Int(p.gdpr)
+    (facts.coppa, facts.underAgeOfConsent, facts.nonPersonalized) = (p.coppa != 0, p.under_age_of_consent != 0, p.non_personalized != 0)
+    (facts.tcString, facts.gpp, facts.usPrivacy) = (string(p.tc_string), string(p.gpp), string(p.us_privacy))
+    facts.gppSectionIDs = p.gpp_sid.map { Array(UnsafeBufferPointer(start: $0, count: Int(p.gpp_sid_count))).map(Int.init) } ?? []
+    return facts
+}
+
+/// A waterfall entry's server_parameter: space-separated key=value tokens; only `floor=CPM` so far.
+private func entryFloor(_ text: String) -> Result<Double, SettingsError> {
+    var floor = 0.0
+    for token in text.split(whereSeparator: { $0 == " " || $0 == "\t" }) {
+        guard let eq = token.firstIndex(of: "=") else { return .failure(SettingsError(key: "server_parameter", problem: "token '\(token)' is not key=value")) }
+        let (key, value) = (token[..<eq], token[token.index(after: eq)...])
+        guard key == "floor" else { return .failure(SettingsError(key: "server_parameter", problem: "has the unknown key '\(key)' (known: floor)")) }
+        guard let cpm = Double(value), cpm.isFinite, cpm >= 0 else { return .failure(SettingsError(key: "server_parameter", problem: "floor must be a CPM of 0 or more, got \(value)")) }
+        floor = cpm
+    }
+    return .success(floor)
+}
+
+/// The host's error for a response that could not be used.
+private func hostError(_ kind: ResponseFailure.Kind) -> adorch_error {
+    kind == .httpStatus ? .ADORCH_ERROR_NETWORK : .ADORCH_ERROR_MALFORMED
+}
+
+private func fail(_ id: adorch_ad_id, _ error: adorch_error, _ counter: String, _ message: String) {
+    count(counter)
+    plugin.withLock { state in
+        guard let host = state.host, state.ads[id] != nil else { return }
+        message.withCString { host.pointee.failed(host, id, Int32(error.rawValue), 0, $0) }
+    }
+}
+
+/// The auction's answer came: read it, notify the losers, make the winners' markup ready.
+private func answered(_ id: adorch_ad_id, _ outcome: BidExchange.Outcome, offer: Offer, settings: BidderSettings) {
+    let status: Int, body: [UInt8]
+    switch outcome {
+    case .timeout: return fail(id, .ADORCH_ERROR_TIMEOUT, "timeouts", "timeout: no answer within tmax (\(offer.tmax))")
+    case .tooLarge(let bytes):
+        return fail(id, .ADORCH_ERROR_MALFORMED, "failed_response_too_large", "response_too_large: \(bytes) bytes or more, over the \(settings.maxResponseBytes) taken")
+    case .failed(let why): return fail(id, .ADORCH_ERROR_NETWORK, "network_errors", "network: \(why)")
+    case .response(let s, let b): (status, body) = (s, b)
+    }
+    let read: ReadResponse
+    switch BidResponseReader(settings: settings).read(status: status, body: body, offer: offer) {
+    case .failure(let failure): return fail(id, hostError(failure.kind), "failed_\(failure.kind.rawValue)", failure.description)
+    case .success(let r): read = r
+    }
+    for refused in read.refused {
+        count("refused_\(refused.reason.rawValue)")
+        log(ADORCH_LOG_WARNING, "openrtb: \(refused)")
+        fire("loss", NoticeMacros(refused: refused, offer: offer).substitute(refused.lossURL), of: nil)
+    }
+    // The best bid of each impression wins it; the others lost to a higher bid.
+    var winners: [String: AcceptedBid] = [:]
+    for bid in read.bids where winners[bid.impID] == nil { winners[bid.impID] = bid }
+    for bid in read.bids where winners[bid.impID]?.id != bid.id {
+        fire("loss", NoticeMacros(bid: bid, offer: offer, loss: .lostToHigherBid).substitute(bid.lossURL), of: nil)
+    }
+    guard !winners.isEmpty else {
+        let reason = read.refused.isEmpty ? (read.noBidReason.map { "no bid (nbr \($0))" } ?? "no bid") : "no bid taken: \(read.refused.map(\.description).joined(separator: "; "))"
+        return fail(id, .ADORCH_ERROR_NO_FILL, read.refused.isEmpty ? "no_bids" : "no_valid_bids", reason)
+    }
+    count("bids_won", winners.count)
+    let ordered = offer.imps.keys.sorted { (Int($0) ?? 0, $0) < (Int($1) ?? 0, $1) }.compactMap { winners[$0] }
+    prepare(id, ordered, offer: offer, ready: [])
+}
+
+/// Makes each winner's markup ready in turn (fetching it from its win notice, resolving VAST),
+/// then reports the load.
+private func prepare(_ id: adorch_ad_id, _ pending: [AcceptedBid], offer: Offer, ready: [Won]) {
+    guard let bid = pending.first else { return loaded(id, ready) }
+    let rest = Array(pending.dropFirst())
+    let next: @Sendable (Result<Won, MarkupProblem>) -> Void = { result in
+        switch result {
+        case .success(let won): prepare(id, rest, offer: offer, ready: ready + [won])
+        case .failure(let problem): fail(id, .ADORCH_ERROR_MALFORMED, "failed_markup", "markup of bid \(bid.id): \(problem.why)")
+        }
+    }
+    switch bid.markup {
+    case .inline(let adm): make(id, bid, markup: adm, fromWin: false, offer: offer, done: next)
+    case .onWin:
+        guard let exchange = plugin.withLock({ $0.exchange }), let url = URL(string: NoticeMacros(bid: bid, offer: offer).substitute(bid.winURL)) else {
+            return next(.failure(MarkupProblem(why: "its nurl is not a URL")))
+        }
+        count("markups_fetched")
+        exchange.get(url, timeout: noticeTimeout, limit: 1 << 20) { outcome in
+            guard case .response(200, let body) = outcome, !body.isEmpty else { return next(.failure(MarkupProblem(why: "the win notice gave no markup (\(outcome))"))) }
+            make(id, bid, markup: String(decoding: body, as: UTF8.self), fromWin: true, offer: offer, done: next)
+        }
+    }
+}
+
+/// The payload the app gets for one bid, once its markup is usable.
+private func make(_ id: adorch_ad_id, _ bid: AcceptedBid, markup: String, fromWin: Bool, offer: Offer, done: @escaping @Sendable (Result<Won, MarkupProblem>) -> Void) {
+    let adm = NoticeMacros(bid: bid, offer: offer).substitute(markup)
+    var payload: [String: JSONValue] = [
+        "network": "openrtb", "price": .double(bid.price), "currency": .string(offer.currency), "bid_id": .string(bid.id),
+        "seat": .string(bid.seat), "creative_id": .string(bid.creativeID), "deal_id": .string(bid.dealID),
+        "advertiser_domains": .array(bid.advertiserDomains.map { .string($0) }),
+        "expires_in_s": .int(max(1, Int64(bid.expiry / .seconds(1)))), "tracks_impressions": false,
+    ]
+    switch bid.media {
+    case .banner:
+        payload["creative_type"] = "banner"
+        payload["html"] = .string(adm)
+        done(.success(Won(bid: bid, payload: payload, markupFromWin: fromWin)))
+    case .native:
+        do throws(NativeMarkup.Problem) {
+            let native = try NativeMarkup(adm: adm)
+            payload["creative_type"] = "native"
+            for (key, value) in native.assets { payload[key] = value }
+            payload["click_url"] = .string(native.clickURL)
+            done(.success(Won(bid: bid, payload: payload, markupFromWin: fromWin, native: native)))
+        } catch { done(.failure(MarkupProblem(why: error.description))) }
+    case .video, .audio:
+        guard let exchange = plugin.withLock({ $0.exchange }), let load = plugin.withLock({ $0.ads[id]?.load }) else { return }
+        var preferences = MediaPreferences()
+        (preferences.width, preferences.height) = (load.width, load.height)
+        let resolver = ChainResolver(settings: ChainResolver.Settings(preferences: preferences), deadline: .now + noticeTimeout,
+            fetch: { url, timeout, completion in
+                guard let target = URL(string: url) else { return completion(.failure(.failed("not a URL"))) }
+                exchange.get(target, timeout: timeout, limit: 1 << 20) { outcome in
+                    switch outcome {
+                    case .response(let status, let body) where (200..<300).contains(status): completion(.success(Data(body)))
+                    case .response(let status, _): completion(.failure(.failed("HTTP \(status)")))
+                    case .timeout: completion(.failure(.timeout))
+                    case .tooLarge(let bytes): completion(.failure(.failed("\(bytes) bytes, too large")))
+                    case .failed(let why): completion(.failure(.failed(why)))
+                    }
+                }
+            },
+            ping: { url in fire("vast-error:\(url)", url, of: id) })
+        plugin.withLock { $0.ads[id]?.resolver = resolver }
+        resolver.resolve(document: Data(adm.utf8)) { [payload] result in
+            var payload = payload
+            switch result {
+            case .failure(let failure): done(.failure(MarkupProblem(why: failure.description)))
+            case .success(let vast):
+                for (key, value) in JSONValue.parse((try? JSONSerialization.data(withJSONObject: vast.payload())) ?? Data())?.objectValue ?? [:] where key != "network" {
+                    payload[key] = value
+                }
+                payload["creative_type"] = "video"
+                // The shorter of the bid's exp and the VAST <Expires>.
+                if let expires = vast.inline.expires { payload["expires_in_s"] = .int(min(Int64(expires), payload["expires_in_s"]?.intValue ?? Int64(expires))) }
+                payload["network"] = "openrtb"
+                done(.success(Won(bid: bid, payload: payload, markupFromWin: fromWin, vast: vast)))
+            }
+        }
+    }
+}
+
+/// Every winner's markup is ready: the load succeeded.
+private func loaded(_ id: adorch_ad_id, _ won: [Won]) {
+    count("fills")
+    plugin.withLock { state in
+        guard let host = state.host, state.ads[id] != nil else { return }
+        state.ads[id]!.won = won
+        for (n, w) in won.enumerated() where w.markupFromWin { state.ads[id]!.fired.insert("win\(n)") }
+        // Several native ads asked at once come as {"ads": [...]} (plugin.h, `loaded`), however many were won.
+        let several = (state.ads[id]?.load.count ?? 1) > 1
+        let payload: JSONValue = !several ? .object(won[0].payload) : ["ads": .array(won.map { .object($0.payload) }), "price": .double(won.map(\.bid.price).max() ?? 0),
+                                                                      "expires_in_s": .int(won.compactMap { $0.payload["expires_in_s"]?.intValue }.min() ?? 1)]
+        payload.jsonString.withCString { host.pointee.loaded(host, id, $0) }
+    }
+}
+
+/// The notices and trackers of one app event, for every winner of the ad.
+private func notify(_ id: adorch_ad_id, _ event: UInt32) {
+    let (won, offer) = plugin.withLock { state in (state.ads[id]?.won ?? [], state.ads[id]?.offer) }
+    guard let offer else { return }
+    for (index, w) in won.enumerated() {
+        let tag = "\(index)"
+        switch event {
+        case adorch_event.ADORCH_EVENT_IMPRESSION.rawValue:
+            fire("billing\(tag)", NoticeMacros(bid: w.bid, offer: offer, impressionTime: Date()).substitute(w.bid.billingURL), of: id)
+            let trackers = (w.vast.map { $0.tracking.impressions + ($0.tracking.events["creativeView"] ?? []) } ?? []) + (w.native?.impressionTrackers ?? [])
+            for (n, url) in trackers.enumerated() { fire("imp\(tag).\(n)", url, of: id) }
+        case adorch_event.ADORCH_EVENT_CLICK.rawValue:
+            let trackers = (w.vast?.tracking.clickTracking ?? []) + (w.native?.clickTrackers ?? [])
+            for (n, url) in trackers.enumerated() { fire("click\(tag).\(n)", url, of: id) }
+        default:
+            let names: [UInt32: String] = [
+                adorch_event.ADORCH_EVENT_START.rawValue: "start", adorch_event.ADORCH_EVENT_FIRST_QUARTILE.rawValue: "firstQuartile",
+                adorch_event.ADORCH_EVENT_MIDPOINT.rawValue: "midpoint", adorch_event.ADORCH_EVENT_THIRD_QUARTILE.rawValue: "thirdQuartile",
+                adorch_event.ADORCH_EVENT_COMPLETE.rawValue: "complete", adorch_event.ADORCH_EVENT_SKIP.rawValue: "skip",
+                adorch_event.ADORCH_EVENT_CLOSE.rawValue: "close",
+            ]
+            guard let name = names[event], let urls = w.vast?.tracking.events[name] else { continue }
+            for (n, url) in urls.enumerated() { fire("\(name)\(tag).\(n)", url, of: id) }
+        }
+    }
+}
+
+nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin_entry_t> = {
+    let entry = UnsafeMutablePointer<adorch_plugin_entry_t>.allocate(capacity: 1)
+    entry.initialize(to: adorch_plugin_entry_t(
+        abi_major: UInt32(ADORCH_PLUGIN_ABI_MAJOR),
+        abi_minor: UInt32(ADORCH_PLUGIN_ABI_MINOR),
+        struct_size: UInt32(MemoryLayout<adorch_plugin_entry_t>.size),
+        name: UnsafePointer(strdup("openrtb")),
+        version: UnsafePointer(strdup("0.1.0")),
+        description: UnsafePointer(strdup("an OpenRTB 2.6 exchange: one bid request per load, strict responses, win, billing and loss notices")),
+        formats: formats.keys.reduce(0) { $0 | (1 << $1) },
+        init: { host, config in
+            guard let host else { return 1 }
+            let settings: BidderSettings
+            do throws(SettingsError) {
+                settings = try BidderSettings(config: JSONValue.parse(Data(string(config).utf8)) ?? .null)
+            } catch {
+                let line = "openrtb: \(error)"
+                line.withCString { host.pointee.log(host, ADORCH_LOG_ERROR.rawValue, $0) }
+                return 1
+            }
+            let exchange = BidExchange(userAgent: "adorch-openrtb/0.1")
+            let address = UInt(bitPattern: host)
+            plugin.withLock { state in
+                state = PluginState()
+                (state.hostAddress, state.exchange, state.settings) = (address, exchange, settings)
+            }
+            log(ADORCH_LOG_INFO, "openrtb: bidding at \(settings.endpoint.absoluteString) (tmax \(settings.tmax), \(settings.currency), floor \(settings.floor))")
+            return 0
+        },
+        deinit: {
+            let exchange = plugin.withLock { state -> BidExchange? in
+                for ad in state.ads.values { ad.resolver?.cancel() }
+                defer { state = PluginState() }
+                return state.exchange
+            }
+            exchange?.close()
+        },
+        ad_create: { id, request in
+            guard let request else { return nil }
+            let r = request.pointee
+            guard let format = formats[r.format] else { return nil }
+            let floor: Double
+            switch entryFloor(string(r.server_parameter)) {
+            case .success(let f): floor = f
+            case .failure(let problem):
+                log(ADORCH_LOG_ERROR, "openrtb: slot \(string(r.slot_id)): \(problem)")
+                return nil
+            }
+            let uid = covers(r.struct_size, MemoryLayout<adorch_request>.offset(of: \.load_uid), MemoryLayout<UnsafeRawPointer>.size) ? string(r.load_uid) : ""
+            let load = BidLoad(format: format, loadUID: uid.isEmpty ? UUID().uuidString : uid, slot: string(r.slot_id), adUnit: string(r.ad_unit_id),
+                               width: Int(r.width), height: Int(r.height), count: Int(r.count), testMode: r.test_mode != 0,
+                               timeLeft: .milliseconds(Int64(r.timeout_ms)), floor: floor, privacy: privacy(request))
+            plugin.withLock { $0.ads[id] = AdState(load: load) }
+            // The host only passes the object back: the id is all the plugin needs.
+            return UnsafeMutableRawPointer(bitPattern: UInt(id))
+        },
+        ad_load: { opaque in
+            let id = adorch_ad_id(UInt(bitPattern: opaque))
+            guard let (load, exchange, settings) = plugin.withLock({ state in state.ads[id].map { ($0.load, state.exchange, state.settings) } }),
+                  let exchange, let settings
+            else { return Int32(adorch_error.ADORCH_ERROR_INTERNAL.rawValue) }
+            let (json, offer) = BidRequestBuilder(settings: settings).build(load)
+            plugin.withLock { $0.ads[id]?.offer = offer }
+            count("requests")
+            starter.async {
+                exchange.post(settings.endpoint, json: json.jsonData, timeout: offer.tmax, limit: settings.maxResponseBytes) { outcome in
+                    answered(id, outcome, offer: offer, settings: settings)
+                }
+            }
+            return 0
+        },
+        ad_show: { opaque, _ in
+            let id = adorch_ad_id(UInt(bitPattern: opaque))
+            let ready = plugin.withLock { state -> Bool in
+                guard state.ads[id].map({ !$0.won.isEmpty }) == true else { return false }
+                state.ads[id]!.shown = true
+                return true
+            }
+            guard ready else { return Int32(adorch_error.ADORCH_ERROR_NOT_READY.rawValue) }
+            // Handed to a viewer: the win notice (unless the markup already came with it).
+            let (won, offer) = plugin.withLock { ($0.ads[id]?.won ?? [], $0.ads[id]?.offer) }
+            if let offer { for (n, w) in won.enumerated() { fire("win\(n)", NoticeMacros(bid: w.bid, offer: offer).substitute(w.bid.winURL), of: id) } }
+            return 0
+        },
+        ad_notify: { opaque, event, _ in notify(adorch_ad_id(UInt(bitPattern: opaque)), event) },
+        ad_destroy: { opaque in
+            let id = adorch_ad_id(UInt(bitPattern: opaque))
+            // Won but never shown (expired, replaced, drained): its loss notice says so.
+            let (unshown, offer) = plugin.withLock { state in (state.ads[id].map { $0.shown ? [] : $0.won } ?? [], state.ads[id]?.offer) }
+            if let offer {
+                for (n, w) in unshown.enumerated() { fire("loss\(n)", NoticeMacros(bid: w.bid, offer: offer, loss: .expired).substitute(w.bid.lossURL), of: id) }
+            }
+            plugin.withLock { state in state.ads.removeValue(forKey: id)?.resolver?.cancel() }
+        },
+        stats_json: {
+            let counters = plugin.withLock { state in state.counters.merging(["live": state.ads.count]) { $1 } }
+            let text = JSONValue.object(counters.mapValues { .int(Int64($0)) }).jsonString
+            return statsText.withLock { kept in
+                free(UnsafeMutableRawPointer(bitPattern: kept))
+                kept = strdup(text).map { UInt(bitPattern: $0) } ?? 0
+                return UnsafePointer(bitPattern: kept)
+            }
+        },
+        flags: 0
+    ))
+    return entry
+}()
+
+/// The last stats string, kept until the next call (the header's rule), as an address.
+private let statsText = LockedValue<UInt>(0)
+
+@_cdecl("adorch_plugin_get_entry")
+public func adorchPluginGetEntry() -> UnsafePointer<adorch_plugin_entry_t> {
+    UnsafePointer(entryStorage)
+}
