@@ -31,37 +31,19 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [here, os.path.join(here, "..")]
+from loopback_http import QuietHandler, changed, serve  # noqa: E402
 from openrtb_schema import Validator  # noqa: E402
 
 notices = []
 bids = []
-changed = threading.Condition()
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def send(self, status, body=b"", content_type="application/json", extra=None):
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for key, value in (extra or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        if body:
-            try:
-                self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
+class Handler(QuietHandler):
 
     def fixture(self, name, request):
         path = os.path.join(self.server.root, os.path.basename(name))
@@ -134,18 +116,7 @@ class Handler(BaseHTTPRequestHandler):
                 changed.wait_for(lambda: all(b["errors"] is not None for b in bids), timeout=30)
                 return self.send(200, json.dumps(bids).encode())
         if url.path == "/_wait":
-            q = urllib.parse.parse_qs(url.query)
-            prefix, count = q.get("prefix", [""])[0], int(q.get("count", ["1"])[0])
-            deadline = time.monotonic() + float(q.get("timeout", ["10"])[0])
-            with changed:
-                while True:
-                    seen = [b["path"] for b in bids] if q.get("kind", [""])[0] == "bid" else notices
-                    n = sum(1 for p in seen if p.startswith(prefix))
-                    left = deadline - time.monotonic()
-                    if n >= count or left <= 0:
-                        break
-                    changed.wait(left)
-            return self.send(200, json.dumps({"ok": n >= count, "count": n}).encode())
+            return self.answer_wait(url.query, lambda q: [b["path"] for b in bids] if q.get("kind", [""])[0] == "bid" else notices)
         with changed:
             notices.append(self.path)
             changed.notify_all()
@@ -158,27 +129,13 @@ class Handler(BaseHTTPRequestHandler):
         self.send(204)
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        # A client that gave up (a load cut at tmax) resets its connection: not an error here.
-        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
-            super().handle_error(request, client_address)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="the folder of BidResponse fixtures and markup")
     parser.add_argument("--schema", required=True, help="the OpenRTB 2.6 JSON Schema folder")
     parser.add_argument("--port", type=int, default=0, help="0: any free port")
     args = parser.parse_args()
-    server = Server(("127.0.0.1", args.port), Handler)
-    server.root = args.root
-    server.validator = Validator(args.schema)
-    server.base = "http://127.0.0.1:%d" % server.server_address[1]
-    print("listening on %d" % server.server_address[1], flush=True)
-    server.serve_forever()
+    serve(Handler, args.port, root=args.root, validator=Validator(args.schema))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ cp -r "$out/vast-docs" "$scratch/vast-docs"
 mkdir -p "$scratch/tree/Tests/vast"
 cp -r "$root/examples" "$scratch/tree/examples"
 cp "$root/Tests/vast/adserver.py" "$scratch/tree/Tests/vast/"
+cp "$root/Tests/loopback_http.py" "$scratch/tree/Tests/"
 for layer in usr etc var; do mkdir -p "$scratch/$layer-upper" "$scratch/$layer-work"; done
 : >"$scratch/console.log"
 

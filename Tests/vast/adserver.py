@@ -21,28 +21,19 @@ It prints "listening on PORT" once it accepts connections, then serves until kil
 import argparse
 import json
 import os
-import threading
+import sys
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from loopback_http import QuietHandler, changed, serve  # noqa: E402
 
 log = []
-changed = threading.Condition()
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
+class Handler(QuietHandler):
     def send(self, status, body=b"", content_type="application/xml"):
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if body:
-            self.wfile.write(body)
+        super().send(status, body, content_type)
 
     def document(self, name):
         path = os.path.join(self.server.root, os.path.basename(name))
@@ -58,17 +49,7 @@ class Handler(BaseHTTPRequestHandler):
             with changed:
                 return self.send(200, json.dumps(log).encode(), "application/json")
         if url.path == "/_wait":
-            q = urllib.parse.parse_qs(url.query)
-            prefix, count = q.get("prefix", [""])[0], int(q.get("count", ["1"])[0])
-            deadline = time.monotonic() + float(q.get("timeout", ["10"])[0])
-            with changed:
-                while True:
-                    n = sum(1 for p in log if p.startswith(prefix))
-                    left = deadline - time.monotonic()
-                    if n >= count or left <= 0:
-                        break
-                    changed.wait(left)
-            return self.send(200, json.dumps({"ok": n >= count, "count": n}).encode(), "application/json")
+            return self.answer_wait(url.query, lambda q: log)
         with changed:
             log.append(self.path)
             changed.notify_all()
@@ -89,12 +70,7 @@ def main():
     parser.add_argument("--root", required=True, help="the folder of VAST documents")
     parser.add_argument("--port", type=int, default=0, help="0: any free port")
     args = parser.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    server.daemon_threads = True
-    server.root = args.root
-    server.base = "http://127.0.0.1:%d" % server.server_address[1]
-    print("listening on %d" % server.server_address[1], flush=True)
-    server.serve_forever()
+    serve(Handler, args.port, root=args.root)
 
 
 if __name__ == "__main__":
