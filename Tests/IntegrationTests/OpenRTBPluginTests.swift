@@ -183,6 +183,27 @@ final class OpenRTBPluginTests: XCTestCase {
         XCTAssertFalse(notices.contains { $0.hasPrefix("/n/high/loss") }, "a shown ad did not lose")
     }
 
+    func testAThousandBadBidsCostAFewLogLinesAndSixteenLossNotices() throws {
+        let exchange = try Exchange()
+        let bids: [JSONValue] = (0..<1000).map { n in
+            ["id": .string("b\(n)"), "impid": "{IMP}", "price": 0.01, "mtype": 1, "adm": "<b>x</b>", "lurl": .string("{BASE}/n/flood/\(n)?r=${AUCTION_LOSS}")]
+        }
+        try exchange.put("flood", JSONValue.object(["id": "{ID}", "seatbid": [["bid": .array(bids)]]]))
+        let daemon = try DaemonProcess(config: config("\(exchange.base)/bid", slots: slot("f", "interstitial", unit: "flood")))
+        // The load's failure is reported last, after its notices went out and were counted.
+        try daemon.waitForLog("the flood refused") { $0.contains("and 997 more bids refused in that response") && $0.contains("no bid taken: ") }
+        // The log first, the counters after: the slot may ask again meanwhile, never the other way.
+        let lines = daemon.log.split(separator: "\n").filter { $0.contains("refused (below_floor)") }.count
+        let stats = try XCTUnwrap(daemon.status()["plugins"]?.arrayValue?.first { $0["name"] == "openrtb" }?["stats"])
+        let responses = Int(try XCTUnwrap(stats["refused_below_floor"]?.intValue)) / 1000
+        XCTAssertGreaterThanOrEqual(responses, 1, "\(stats)")
+        XCTAssertGreaterThanOrEqual(stats["loss_notices_dropped"]?.intValue ?? 0, Int64(1000 - 16), "\(stats)")
+        XCTAssertEqual((stats["loss_notices_dropped"]?.intValue ?? 0) % Int64(1000 - 16), 0, "\(stats)")
+        try exchange.wait(for: "/n/flood/", count: 16)
+        // Per response: three warnings and the load's failure, which names the first three.
+        XCTAssertTrue((4...4 * responses).contains(lines), "\(lines) lines for \(responses) responses")
+    }
+
     func testTmaxCutsALateExchangeAndNoShowWaitsForIt() throws {
         let exchange = try Exchange()
         try vastFixture(exchange, "video")

@@ -105,6 +105,13 @@ final class BidRequestBuilderTests: XCTestCase {
         XCTAssertEqual(open["device"]?["lmt"]?.intValue, 0)
     }
 
+    func testALoadsConsentStringsAreCutFromTextAboutIt() {
+        var privacy = LoadPrivacy()
+        (privacy.tcString, privacy.usPrivacy) = ("CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA", "1YNN")
+        XCTAssertEqual(privacy.redacting("bid CPXxRfAPXxRfAAfKABENB-CgAAAAAAAAAAYgAAAAAAAA refused; us 1YNN"), "bid [redacted] refused; us [redacted]")
+        XCTAssertEqual(LoadPrivacy().redacting("nothing to cut"), "nothing to cut")
+    }
+
     func testANativeLoadAsksOneImpressionPerAdWithANativeOneTwoRequest() throws {
         let (json, offer) = build(.native) { $0.count = 3 }
         let imps = try XCTUnwrap(json["imp"]?.arrayValue)

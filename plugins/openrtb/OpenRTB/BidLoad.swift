@@ -1,3 +1,5 @@
+import Foundation
+
 /// One load as the bidder sees it: the plugin's copy of `adorch_request`, without pointers.
 public struct BidLoad: Sendable, Equatable {
     public enum Format: String, Sendable, CaseIterable {
@@ -60,6 +62,12 @@ public struct LoadPrivacy: Sendable, Equatable {
     public var usPrivacy = ""
 
     public init() {}
+
+    /// `text` with this load's consent strings cut out: an exchange may echo them back (in a bid
+    /// id, an error), and they are personal data that no log line may hold in full.
+    public func redacting(_ text: String) -> String {
+        [tcString, gpp, usPrivacy].filter { !$0.isEmpty }.reduce(text) { $0.replacingOccurrences(of: $1, with: "[redacted]") }
+    }
 
     /// Tracking must be limited: anything but a personalised ad.
     var limitsTracking: Bool { privacyClass != .personalized || nonPersonalized || coppa || underAgeOfConsent }

@@ -53,6 +53,8 @@ private let plugin = LockedValue(PluginState())
 private let starter = DispatchQueue(label: "adorch.plugin.openrtb.start")
 /// How long a notice or a markup fetch may take: it is not an auction, tmax does not bound it.
 private let noticeTimeout: Duration = .seconds(5)
+/// Loss notices sent for one response at most; the rest are counted (`loss_notices_dropped`).
+private let maxLossNotices = 16
 
 private func count(_ key: String, _ n: Int = 1) { plugin.withLock { $0.counters[key, default: 0] += n } }
 
@@ -131,9 +133,15 @@ private func hostError(_ kind: ResponseFailure.Kind) -> adorch_error {
 private func fail(_ id: adorch_ad_id, _ error: adorch_error, _ counter: String, _ message: String) {
     count(counter)
     plugin.withLock { state in
-        guard let host = state.host, state.ads[id] != nil else { return }
-        message.withCString { host.pointee.failed(host, id, Int32(error.rawValue), 0, $0) }
+        guard let host = state.host, let ad = state.ads[id] else { return }
+        ad.load.privacy.redacting(message).withCString { host.pointee.failed(host, id, Int32(error.rawValue), 0, $0) }
     }
+}
+
+/// A line about one load's auction, with the load's consent strings cut out (`redacting`).
+private func log(_ level: adorch_log_level, about id: adorch_ad_id, _ text: String) {
+    guard let privacy = plugin.withLock({ $0.ads[id]?.load.privacy }) else { return }
+    log(level, privacy.redacting(text))
 }
 
 /// The auction's answer came: read it, notify the losers, make the winners' markup ready.
@@ -151,19 +159,29 @@ private func answered(_ id: adorch_ad_id, _ outcome: BidExchange.Outcome, offer:
     case .failure(let failure): return fail(id, hostError(failure.kind), "failed_\(failure.kind.rawValue)", failure.description)
     case .success(let r): read = r
     }
-    for refused in read.refused {
+    // A response of thousands of bids costs a few log lines and `maxLossNotices` requests: the
+    // exchange chooses the notice URLs, and must not make the plugin flood anyone.
+    var lossNotices: [String] = []
+    for (n, refused) in read.refused.enumerated() {
         count("refused_\(refused.reason.rawValue)")
-        log(ADORCH_LOG_WARNING, "openrtb: \(refused)")
-        fire("loss", NoticeMacros(refused: refused, offer: offer).substitute(refused.lossURL), of: nil)
+        if n < 3 { log(ADORCH_LOG_WARNING, about: id, "openrtb: \(refused)") }
+        lossNotices.append(NoticeMacros(refused: refused, offer: offer).substitute(refused.lossURL))
     }
+    if read.refused.count > 3 { log(ADORCH_LOG_WARNING, about: id, "openrtb: and \(read.refused.count - 3) more bids refused in that response") }
     // The best bid of each impression wins it; the others lost to a higher bid.
     var winners: [String: AcceptedBid] = [:]
     for bid in read.bids where winners[bid.impID] == nil { winners[bid.impID] = bid }
     for bid in read.bids where winners[bid.impID]?.id != bid.id {
-        fire("loss", NoticeMacros(bid: bid, offer: offer, loss: .lostToHigherBid).substitute(bid.lossURL), of: nil)
+        lossNotices.append(NoticeMacros(bid: bid, offer: offer, loss: .lostToHigherBid).substitute(bid.lossURL))
     }
+    let sent = lossNotices.filter { !$0.isEmpty }
+    for url in sent.prefix(maxLossNotices) { fire("loss", url, of: nil) }
+    if sent.count > maxLossNotices { count("loss_notices_dropped", sent.count - maxLossNotices) }
     guard !winners.isEmpty else {
-        let reason = read.refused.isEmpty ? (read.noBidReason.map { "no bid (nbr \($0))" } ?? "no bid") : "no bid taken: \(read.refused.map(\.description).joined(separator: "; "))"
+        // The first refusals name the trouble; a response of thousands of bad bids stays one line.
+        let more = read.refused.count > 3 ? "; and \(read.refused.count - 3) more" : ""
+        let reason = read.refused.isEmpty ? (read.noBidReason.map { "no bid (nbr \($0))" } ?? "no bid")
+            : "no bid taken: \(read.refused.prefix(3).map(\.description).joined(separator: "; "))\(more)"
         return fail(id, .ADORCH_ERROR_NO_FILL, read.refused.isEmpty ? "no_bids" : "no_valid_bids", reason)
     }
     count("bids_won", winners.count)
