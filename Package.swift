@@ -197,7 +197,7 @@ let package = Package(
         .target(name: "AdorchVASTPlugin", dependencies: ["CAdorchPlugin", "AdorchLocking", "VAST"], path: "plugins/vast/Plugin",
                 linkerSettings: vastPluginReleaseLink),
         // The OpenRTB 2.6 bidder's protocol: BidRequests, strict BidResponse reading, notice macros.
-        .target(name: "OpenRTB", dependencies: ["AdorchJSON"], path: "plugins/openrtb/OpenRTB"),
+        .target(name: "OpenRTB", dependencies: ["AdorchJSON", "CAdorchPlugin"], path: "plugins/openrtb/OpenRTB"),
         .target(name: "AdorchOpenRTBPlugin", dependencies: ["CAdorchPlugin", "AdorchLocking", "AdorchJSON", "OpenRTB", "VAST"], path: "plugins/openrtb/Plugin",
                 linkerSettings: vastPluginReleaseLink),
         // Fuzz targets: libFuzzer when built with -sanitize=fuzzer -DFUZZING (make fuzz), corpus

@@ -253,6 +253,56 @@ final class OpenRTBPluginTests: XCTestCase {
         XCTAssertEqual(ad["network"], "openrtb", "the daemon served throughout")
     }
 
+    /// CPU time (utime + stime) of the daemon's plugin hosts, from /proc.
+    private func hostsCPUSeconds(of daemon: Int32) -> Double {
+        var ticks = 0
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int32(entry) != nil {
+            guard let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { continue }
+            let name = stat[stat.index(after: stat.firstIndex(of: "(")!)..<close]
+            let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
+            guard name.hasPrefix("adorch-plugin-h"), Int32(fields[1]) == daemon else { continue }
+            ticks += (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+        }
+        return Double(ticks) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    func testAnEndlessAnswerIsCutAndNotReadOn() throws {
+        let exchange = try Exchange()
+        let daemon = try DaemonProcess(config: config("\(exchange.base)/bid", tmaxMS: 2000, slots: slot("e", "interstitial", unit: "endless")))
+        try daemon.waitForLog("the endless answer refused") { $0.contains("response_too_large") }
+        // Refused at 1 MiB: the transfer is cancelled, not read on in the background.
+        let before = hostsCPUSeconds(of: daemon.pid)
+        let started = ContinuousClock.now
+        try daemon.waitForLog("a second auction refused too") { $0.components(separatedBy: "response_too_large").count > 2 }
+        let spent = hostsCPUSeconds(of: daemon.pid) - before
+        let elapsed = (ContinuousClock.now - started) / .seconds(1)
+        XCTAssertLessThan(spent, max(0.5, elapsed * 0.5), "the hosts used \(spent) s of CPU in \(elapsed) s")
+        XCTAssertFalse(daemon.log.contains("host process died"), daemon.log)
+    }
+
+    func testAHighBidWithUnusableMarkupGivesWayToTheNextBid() throws {
+        let exchange = try Exchange()
+        try vastFixture(exchange, "video")
+        let good = try XCTUnwrap(JSONValue.parse(Data(contentsOf: exchange.root.appendingPathComponent("video")))?["seatbid"]?.arrayValue?.first?["bid"]?.arrayValue?.first?.objectValue)
+        var broken = good, html = good
+        (broken["id"], broken["price"], broken["adm"], broken["lurl"]) = ("broken", 4, "<VAST version=\"3.0\"><Ad><InLine>", "{BASE}/n/broken/loss?r=${AUCTION_LOSS}")
+        (html["id"], html["price"], html["adm"], html["mtype"], html["lurl"]) = ("html", 5, "<div>not video</div>", nil, "{BASE}/n/html/loss?r=${AUCTION_LOSS}")
+        var cheap = good
+        (cheap["id"], cheap["price"], cheap["lurl"]) = ("good", 1, "{BASE}/n/good/loss?r=${AUCTION_LOSS}")
+        try exchange.put("mixed", JSONValue.object(["id": "{ID}", "seatbid": [["bid": [.object(html), .object(broken), .object(cheap)]]]]))
+        let daemon = try DaemonProcess(config: config("\(exchange.base)/bid", slots: slot("r", "rewarded", unit: "mixed", size: (640, 360))))
+        try daemon.waitFor("the slot filled by the bid whose markup works") { try daemon.allSlotsFull() }
+        let ad = try XCTUnwrap(daemon.call("io.adorch.Ads.Show", ["slot": "r", "user_id": "u1"])["ad"])
+        XCTAssertEqual(ad["payload"]?["bid_id"], "good")
+        XCTAssertEqual(ad["payload"]?["price"]?.doubleValue, 1)
+        try exchange.wait(for: "/n/html/loss?r=204")
+        try exchange.wait(for: "/n/broken/loss?r=3")
+        XCTAssertFalse(try exchange.notices().contains { $0.hasPrefix("/n/good/loss") }, "the winner did not lose")
+        let stats = try XCTUnwrap(daemon.status()["plugins"]?.arrayValue?.first { $0["name"] == "openrtb" }?["stats"])
+        XCTAssertGreaterThanOrEqual(stats["refused_wrong_media_type"]?.intValue ?? 0, 1, "\(stats)")
+        XCTAssertGreaterThanOrEqual(stats["refused_bad_markup"]?.intValue ?? 0, 1, "\(stats)")
+    }
+
     func testATLSErrorIsANamedNetworkFailure() throws {
         let exchange = try Exchange()
         // The exchange speaks plain HTTP: a TLS handshake with it fails.

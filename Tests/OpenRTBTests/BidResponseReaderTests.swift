@@ -70,6 +70,10 @@ final class BidResponseReaderTests: XCTestCase {
             bid("blocked", ["adomain": ["ads.Blocked.example"]]),
             bid("category", ["cat": ["IAB25-3"]]),
             bid("audio", ["mtype": 3]),
+            bid("domainstring", ["adomain": "blocked.example"]),
+            bid("catstring", ["cat": "IAB25"]),
+            bid("dotted", ["adomain": ["blocked.example."]]),
+            bid("lowercat", ["cat": ["iab25"]]),
             bid("exp", ["exp": -5]),
             bid("twin"), bid("twin"),
             .object(["impid": "1", "price": 1, "adm": "x"]),
@@ -87,6 +91,10 @@ final class BidResponseReaderTests: XCTestCase {
         XCTAssertEqual(reasons["category"], .blockedCategory, "bcat IAB25 blocks IAB25-3")
         XCTAssertEqual(reasons["audio"], .wrongMedia)
         XCTAssertEqual(reasons["exp"], .invalidBid)
+        XCTAssertEqual(reasons["domainstring"], .invalidBid, "a block list's field of the wrong type is refused, not skipped")
+        XCTAssertEqual(reasons["catstring"], .invalidBid)
+        XCTAssertEqual(reasons["dotted"], .blockedAdvertiser, "a trailing dot names the same domain")
+        XCTAssertEqual(reasons["lowercat"], .blockedCategory, "categories compare without case")
         XCTAssertEqual(reasons[""], .invalidBid)
         XCTAssertEqual(read.refused.filter { $0.bidID == "twin" }.map(\.reason), [.duplicateID, .duplicateID], "both twins: their notices would be ambiguous")
         XCTAssertEqual(read.refused.count, bids.count - 1)
@@ -102,6 +110,16 @@ final class BidResponseReaderTests: XCTestCase {
         XCTAssertEqual(read.bids.map(\.id), ["high", "mid", "low"])
         XCTAssertEqual(read.bids[0].expiry, .seconds(30))
         XCTAssertEqual(read.bids[1].expiry, BidResponseReader.maxExpiry)
+    }
+
+    func testWithoutMtypeMarkupOfAMediumNotOfferedIsRefused() throws {
+        let video = try read(response([bid("html", ["mtype": .null, "adm": "<div>ad</div>"]), bid("vast", ["mtype": .null, "adm": "\u{FEFF}<VAST version=\"3.0\"></VAST>"])]),
+                             offer: offer(.rewarded))
+        XCTAssertEqual(video.bids.map(\.id), ["vast"], "a rewarded impression offered video only")
+        XCTAssertEqual(video.refused.map(\.reason), [.wrongMedia])
+        let banner = try read(response([bid("vast", ["mtype": .null, "adm": "<VAST version=\"3.0\"></VAST>"]), bid("native", ["mtype": .null, "adm": "{\"native\": {}}"])]),
+                              offer: offer(.banner))
+        XCTAssertEqual(banner.refused.map(\.reason), [.wrongMedia, .wrongMedia])
     }
 
     func testWithoutMtypeTheMarkupSaysWhatItIs() throws {

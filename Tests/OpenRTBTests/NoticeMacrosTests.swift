@@ -37,6 +37,15 @@ final class NoticeMacrosTests: XCTestCase {
         XCTAssertEqual(macros.substitute("plain"), "plain")
     }
 
+    func testANoticeURLIsHTTPWithItsOwnEscapesKept() {
+        XCTAssertEqual(NoticeMacros.url("http://x/n?x=${FOO}&u=a%2Fb&p=a|b")?.absoluteString, "http://x/n?x=$%7BFOO%7D&u=a%2Fb&p=a%7Cb",
+                       "what a URL may not hold is encoded once, escapes already there are kept")
+        XCTAssertEqual(NoticeMacros.url("https://x/n?b=x%20y")?.absoluteString, "https://x/n?b=x%20y")
+        for refused in ["ftp://127.0.0.1/m", "file:///etc/passwd", "data:text/html,<b>x</b>", "gopher://x/", "http:///nohost", "not a url at all"] {
+            XCTAssertNil(NoticeMacros.url(refused), refused)
+        }
+    }
+
     func testPricesArePlainDecimals() throws {
         var (bid, offer) = try accepted()
         for (price, text) in [(3.0, "3"), (0.000001, "0.000001"), (1234567.5, "1234567.5"), (1.10, "1.1")] {

@@ -176,14 +176,17 @@ public struct BidResponseReader: Sendable {
         guard let impID = bid["impid"]?.stringValue, let media = offer.imps[impID] else {
             return refuse(.unknownImp, "impid \(Self.clip(bid["impid"]?.description ?? "missing")) was not offered")
         }
-        guard let price, price.isFinite, price > 0 else { return refuse(.invalidPrice, "price \(bid["price"]?.description ?? "missing") is not a positive number") }
+        guard let price, price.isFinite, price > 0 else { return refuse(.invalidPrice, "price \(Self.clip(bid["price"]?.description ?? "missing")) is not a positive number") }
         guard price >= offer.floor else { return refuse(.belowFloor, "price \(price) is below the floor \(offer.floor)") }
         for key in ["nurl", "burl", "lurl", "adm", "crid", "dealid", "adid", "cid"] where bid[key] != nil && bid[key]?.stringValue == nil {
             return refuse(.invalidBid, "\(key) is not a string")
         }
-        let domains = (bid["adomain"]?.arrayValue ?? []).compactMap { $0.stringValue?.lowercased() }
+        // A block list is only as good as the fields it reads: a wrong type is refused, not skipped.
+        guard let domainList = Self.strings(bid["adomain"]) else { return refuse(.invalidBid, "adomain is not a list of strings") }
+        guard let categoryList = Self.strings(bid["cat"]) else { return refuse(.invalidBid, "cat is not a list of strings") }
+        let domains = domainList.map(BidderSettings.domain)
         if let blocked = domains.first(where: isBlocked) { return refuse(.blockedAdvertiser, "advertiser \(Self.clip(blocked)) is blocked (badv)") }
-        let categories = (bid["cat"]?.arrayValue ?? []).compactMap(\.stringValue)
+        let categories = categoryList.map { $0.uppercased() }
         if let blocked = categories.first(where: { category in blockedCategories.contains { category == $0 || category.hasPrefix($0 + "-") } }) {
             return refuse(.blockedCategory, "category \(Self.clip(blocked)) is blocked (bcat)")
         }
@@ -196,27 +199,37 @@ public struct BidResponseReader: Sendable {
         } else {
             return refuse(.noMarkup, "neither adm nor a nurl to fetch it from")
         }
+        // Without mtype the markup says what it is; markup fetched on win is taken as the
+        // impression's only medium, and refused where it offered several.
         let kind: MediaType
         if let mtype = bid["mtype"] {
-            guard let n = mtype.intValue, let declared = MediaType(rawValue: Int(n)) else { return refuse(.invalidBid, "mtype \(mtype) is not 1 to 4") }
+            guard let n = mtype.intValue, let declared = MediaType(rawValue: Int(n)) else { return refuse(.invalidBid, "mtype is not 1 to 4") }
             kind = declared
-        } else if media.count == 1, let only = media.first {
-            kind = only
         } else if case .inline(let adm) = markup {
             kind = Self.sniff(adm)
+        } else if media.count == 1, let only = media.first {
+            kind = only
         } else {
             return refuse(.wrongMedia, "no mtype, and the impression offered \(media.count) media")
         }
         guard media.contains(kind) else { return refuse(.wrongMedia, "mtype \(kind.rawValue) was not offered for imp \(impID)") }
         var expiry = Self.defaultExpiry[kind] ?? .seconds(300)
         if let exp = bid["exp"] {
-            guard let seconds = exp.intValue, seconds > 0 else { return refuse(.invalidBid, "exp \(exp) is not a positive number of seconds") }
+            guard let seconds = exp.intValue, seconds > 0 else { return refuse(.invalidBid, "exp is not a positive number of seconds") }
             expiry = min(.seconds(seconds), Self.maxExpiry)
         }
         return .success(AcceptedBid(
             id: id, responseBidID: "", impID: impID, seat: seat, price: price, markup: markup, media: kind, advertiserDomains: domains,
             creativeID: bid["crid"]?.stringValue ?? "", dealID: bid["dealid"]?.stringValue ?? "", adID: bid["adid"]?.stringValue ?? "",
             expiry: expiry, winURL: winURL, billingURL: bid["burl"]?.stringValue ?? "", lossURL: lossURL))
+    }
+
+    /// An absent list is empty; anything but a list of strings is nil.
+    static func strings(_ value: JSONValue?) -> [String]? {
+        guard let value else { return [] }
+        guard let items = value.arrayValue else { return nil }
+        let strings = items.compactMap(\.stringValue)
+        return strings.count == items.count ? strings : nil
     }
 
     /// A blocked domain blocks its subdomains too (`badv` "example.com" blocks "ads.example.com").
@@ -226,9 +239,9 @@ public struct BidResponseReader: Sendable {
 
     /// Markup without `mtype` on an impression offering several media: VAST is video, a JSON object native.
     static func sniff(_ adm: String) -> MediaType {
-        let head = adm.drop(while: { $0.isWhitespace }).prefix(512)
+        let head = adm.drop(while: { $0.isWhitespace || $0 == "\u{FEFF}" }).prefix(512)
         if head.hasPrefix("{") { return .native }
-        if head.hasPrefix("<VAST") || (head.hasPrefix("<?xml") && head.contains("<VAST")) { return .video }
+        if head.hasPrefix("<VAST") || ((head.hasPrefix("<?xml") || head.hasPrefix("<!--")) && head.contains("<VAST")) { return .video }
         return .banner
     }
 

@@ -1,4 +1,5 @@
 import AdorchJSON
+import CAdorchPlugin
 import Foundation
 
 /// One bidder: the plugin's config section (`[plugins.NAME] config = { ... }` in adorchd.toml),
@@ -28,6 +29,8 @@ public struct BidderSettings: Sendable, Equatable {
 
     /// The bounds a setting is checked against: one place, quoted in the errors and the docs.
     public static let tmaxRange = 10...10_000
+    /// A response, and so a markup, larger than the host takes as a payload could not be handed over.
+    public static let responseBytesRange = 1024...Int(ADORCH_PAYLOAD_MAX_BYTES)
     public static let maxBlocked = 1000
 
     public init(endpoint: URL) { self.endpoint = endpoint }
@@ -39,7 +42,8 @@ public struct BidderSettings: Sendable, Equatable {
         if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
             throw SettingsError(key: unknown, problem: "is not a setting of this plugin (known: \(known.sorted().joined(separator: ", ")))")
         }
-        guard let text = object["endpoint"]?.stringValue else { throw SettingsError(key: "endpoint", problem: "is required: the exchange's bid URL") }
+        guard let endpoint = object["endpoint"] else { throw SettingsError(key: "endpoint", problem: "is required: the exchange's bid URL") }
+        guard let text = endpoint.stringValue else { throw SettingsError(key: "endpoint", problem: "must be a string: the exchange's bid URL") }
         guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false else {
             throw SettingsError(key: "endpoint", problem: "\"\(text)\" is not an http or https URL")
         }
@@ -60,8 +64,8 @@ public struct BidderSettings: Sendable, Equatable {
             guard let cpm = value.doubleValue, cpm.isFinite, cpm >= 0 else { throw SettingsError(key: "floor", problem: "must be a CPM of 0 or more") }
             floor = cpm
         }
-        blockedCategories = try Self.strings(object["bcat"], key: "bcat")
-        blockedAdvertisers = try Self.strings(object["badv"], key: "badv").map { $0.lowercased() }
+        blockedCategories = try Self.strings(object["bcat"], key: "bcat").map { $0.uppercased() }
+        blockedAdvertisers = try Self.strings(object["badv"], key: "badv").map(Self.domain)
         if let value = object["app"] { app = try AppIdentity(config: value) }
         if let value = object["device"] { device = try DeviceFacts(config: value) }
         if let value = object["video_mimes"] {
@@ -69,11 +73,17 @@ public struct BidderSettings: Sendable, Equatable {
             guard !videoTypes.isEmpty else { throw SettingsError(key: "video_mimes", problem: "must name at least one type") }
         }
         if let value = object["max_response_bytes"] {
-            guard let bytes = value.intValue, (1024...(64 << 20)).contains(Int(bytes)) else {
-                throw SettingsError(key: "max_response_bytes", problem: "must be from 1024 to \(64 << 20)")
+            guard let bytes = value.intValue, Self.responseBytesRange.contains(Int(bytes)) else {
+                throw SettingsError(key: "max_response_bytes", problem: "must be from \(Self.responseBytesRange.lowerBound) to \(Self.responseBytesRange.upperBound) (the largest payload the daemon takes)")
             }
             maxResponseBytes = Int(bytes)
         }
+    }
+
+    /// A domain as `badv` and `adomain` are compared: lower case, without a trailing dot.
+    public static func domain(_ text: String) -> String {
+        let lower = text.lowercased()
+        return lower.hasSuffix(".") ? String(lower.dropLast()) : lower
     }
 
     private static func strings(_ value: JSONValue?, key: String) throws(SettingsError) -> [String] {

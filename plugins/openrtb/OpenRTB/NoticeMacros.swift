@@ -66,6 +66,20 @@ public struct NoticeMacros: Sendable, Equatable {
         return out + rest
     }
 
+    /// The URL a substituted notice or markup URL names: http or https only (an exchange picks
+    /// these URLs; no other scheme is fetched), the characters a URL may not hold
+    /// percent-encoded and its own escapes left as they are; nil when it is no such URL.
+    public static func url(_ text: String) -> URL? {
+        guard let encoded = text.addingPercentEncoding(withAllowedCharacters: urlCharacters),
+              let url = URL(string: encoded), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+              url.host?.isEmpty == false
+        else { return nil }
+        return url
+    }
+
+    /// RFC 3986's unreserved and reserved characters, and `%` for escapes already there.
+    static let urlCharacters = unreserved.union(CharacterSet(charactersIn: ":/?#[]@!$&'()*+,;=%"))
+
     /// RFC 3986's unreserved characters: everything else in a value is percent-encoded.
     static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 

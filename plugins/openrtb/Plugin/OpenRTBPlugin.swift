@@ -67,7 +67,8 @@ private func log(_ level: adorch_log_level, _ text: String) {
 
 /// Fires one notice or tracker URL, once per ad and name; the answer only counts.
 private func fire(_ name: String, _ url: String, of id: adorch_ad_id?) {
-    guard !url.isEmpty, let target = URL(string: url) else { return }
+    guard !url.isEmpty else { return }
+    guard let target = NoticeMacros.url(url) else { return count("notices_refused") }
     if let id {
         let first = plugin.withLock { state -> Bool in
             guard state.ads[id] != nil else { return false }
@@ -168,43 +169,57 @@ private func answered(_ id: adorch_ad_id, _ outcome: BidExchange.Outcome, offer:
         lossNotices.append(NoticeMacros(refused: refused, offer: offer).substitute(refused.lossURL))
     }
     if read.refused.count > 3 { log(ADORCH_LOG_WARNING, about: id, "openrtb: and \(read.refused.count - 3) more bids refused in that response") }
-    // The best bid of each impression wins it; the others lost to a higher bid.
-    var winners: [String: AcceptedBid] = [:]
-    for bid in read.bids where winners[bid.impID] == nil { winners[bid.impID] = bid }
-    for bid in read.bids where winners[bid.impID]?.id != bid.id {
-        lossNotices.append(NoticeMacros(bid: bid, offer: offer, loss: .lostToHigherBid).substitute(bid.lossURL))
-    }
     let sent = lossNotices.filter { !$0.isEmpty }
     for url in sent.prefix(maxLossNotices) { fire("loss", url, of: nil) }
     if sent.count > maxLossNotices { count("loss_notices_dropped", sent.count - maxLossNotices) }
-    guard !winners.isEmpty else {
+    // Each impression's bids, best first: the best whose markup is usable wins it (prepare).
+    let candidates = Dictionary(grouping: read.bids, by: \.impID)
+    guard !candidates.isEmpty else {
         // The first refusals name the trouble; a response of thousands of bad bids stays one line.
         let more = read.refused.count > 3 ? "; and \(read.refused.count - 3) more" : ""
         let reason = read.refused.isEmpty ? (read.noBidReason.map { "no bid (nbr \($0))" } ?? "no bid")
             : "no bid taken: \(read.refused.prefix(3).map(\.description).joined(separator: "; "))\(more)"
         return fail(id, .ADORCH_ERROR_NO_FILL, read.refused.isEmpty ? "no_bids" : "no_valid_bids", reason)
     }
-    count("bids_won", winners.count)
-    let ordered = offer.imps.keys.sorted { (Int($0) ?? 0, $0) < (Int($1) ?? 0, $1) }.compactMap { winners[$0] }
+    let ordered = offer.imps.keys.sorted { (Int($0) ?? 0, $0) < (Int($1) ?? 0, $1) }.compactMap { candidates[$0] }
     prepare(id, ordered, offer: offer, ready: [])
 }
 
-/// Makes each winner's markup ready in turn (fetching it from its win notice, resolving VAST),
-/// then reports the load.
-private func prepare(_ id: adorch_ad_id, _ pending: [AcceptedBid], offer: Offer, ready: [Won]) {
-    guard let bid = pending.first else { return loaded(id, ready) }
-    let rest = Array(pending.dropFirst())
+/// Notices for a settled impression: every bid under its winner lost to a higher one (102).
+private func lost(_ bids: ArraySlice<AcceptedBid>, offer: Offer) {
+    let urls = bids.map { NoticeMacros(bid: $0, offer: offer, loss: .lostToHigherBid).substitute($0.lossURL) }.filter { !$0.isEmpty }
+    for url in urls.prefix(maxLossNotices) { fire("loss", url, of: nil) }
+    if urls.count > maxLossNotices { count("loss_notices_dropped", urls.count - maxLossNotices) }
+}
+
+/// Makes each impression's winner ready in turn, best bid first (fetching its markup from its
+/// win notice, resolving VAST): a bid whose markup is unusable is refused (`failed_markup`,
+/// loss notice 3) and the next one tried, so a high bid with broken markup cannot keep the
+/// slot empty. Then reports the load.
+private func prepare(_ id: adorch_ad_id, _ pending: [[AcceptedBid]], offer: Offer, ready: [Won], problems: [String] = []) {
+    guard let bids = pending.first else {
+        guard ready.isEmpty else { return loaded(id, ready) }
+        return fail(id, .ADORCH_ERROR_MALFORMED, "failed_markup", "no bid with usable markup: \(problems.prefix(3).joined(separator: "; "))")
+    }
+    guard let bid = bids.first else { return prepare(id, Array(pending.dropFirst()), offer: offer, ready: ready, problems: problems) }
     let next: @Sendable (Result<Won, MarkupProblem>) -> Void = { result in
         switch result {
-        case .success(let won): prepare(id, rest, offer: offer, ready: ready + [won])
-        case .failure(let problem): fail(id, .ADORCH_ERROR_MALFORMED, "failed_markup", "markup of bid \(bid.id): \(problem.why)")
+        case .success(let won):
+            count("bids_won")
+            lost(bids.dropFirst(), offer: offer)
+            prepare(id, Array(pending.dropFirst()), offer: offer, ready: ready + [won], problems: problems)
+        case .failure(let problem):
+            count("refused_bad_markup")
+            log(ADORCH_LOG_WARNING, about: id, "openrtb: bid \(bid.id) refused (bad_markup): \(problem.why)")
+            fire("loss", NoticeMacros(bid: bid, offer: offer, loss: .invalidBidResponse).substitute(bid.lossURL), of: nil)
+            prepare(id, [Array(bids.dropFirst())] + pending.dropFirst(), offer: offer, ready: ready, problems: problems + ["bid \(bid.id): \(problem.why)"])
         }
     }
     switch bid.markup {
     case .inline(let adm): make(id, bid, markup: adm, fromWin: false, offer: offer, done: next)
     case .onWin:
-        guard let exchange = plugin.withLock({ $0.exchange }), let url = URL(string: NoticeMacros(bid: bid, offer: offer).substitute(bid.winURL)) else {
-            return next(.failure(MarkupProblem(why: "its nurl is not a URL")))
+        guard let exchange = plugin.withLock({ $0.exchange }), let url = NoticeMacros.url(NoticeMacros(bid: bid, offer: offer).substitute(bid.winURL)) else {
+            return next(.failure(MarkupProblem(why: "its nurl is not an http or https URL")))
         }
         count("markups_fetched")
         exchange.get(url, timeout: noticeTimeout, limit: 1 << 20) { outcome in
@@ -242,7 +257,7 @@ private func make(_ id: adorch_ad_id, _ bid: AcceptedBid, markup: String, fromWi
         (preferences.width, preferences.height) = (load.width, load.height)
         let resolver = ChainResolver(settings: ChainResolver.Settings(preferences: preferences), deadline: .now + noticeTimeout,
             fetch: { url, timeout, completion in
-                guard let target = URL(string: url) else { return completion(.failure(.failed("not a URL"))) }
+                guard let target = NoticeMacros.url(url) else { return completion(.failure(.failed("not an http or https URL"))) }
                 exchange.get(target, timeout: timeout, limit: 1 << 20) { outcome in
                     switch outcome {
                     case .response(let status, let body) where (200..<300).contains(status): completion(.success(Data(body)))
@@ -341,7 +356,11 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
                 state = PluginState()
                 (state.hostAddress, state.exchange, state.settings) = (address, exchange, settings)
             }
-            log(ADORCH_LOG_INFO, "openrtb: bidding at \(settings.endpoint.absoluteString) (tmax \(settings.tmax), \(settings.currency), floor \(settings.floor))")
+            // Without any user and password the URL holds: the journal is no place for them.
+            var shown = URLComponents(url: settings.endpoint, resolvingAgainstBaseURL: false)
+            shown?.user = nil
+            shown?.password = nil
+            log(ADORCH_LOG_INFO, "openrtb: bidding at \(shown?.string ?? "its endpoint") (tmax \(settings.tmax), \(settings.currency), floor \(settings.floor))")
             return 0
         },
         deinit: {
@@ -366,7 +385,8 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
             let uid = covers(r.struct_size, MemoryLayout<adorch_request>.offset(of: \.load_uid), MemoryLayout<UnsafeRawPointer>.size) ? string(r.load_uid) : ""
             let load = BidLoad(format: format, loadUID: uid.isEmpty ? UUID().uuidString : uid, slot: string(r.slot_id), adUnit: string(r.ad_unit_id),
                                width: Int(r.width), height: Int(r.height), count: Int(r.count), testMode: r.test_mode != 0,
-                               timeLeft: .milliseconds(Int64(r.timeout_ms)), floor: floor, privacy: privacy(request))
+                               // plugin.h rule 3: the answer is due ADORCH_DEADLINE_MARGIN_MS before the deadline.
+                               timeLeft: .milliseconds(max(1, Int64(r.timeout_ms) - Int64(ADORCH_DEADLINE_MARGIN_MS))), floor: floor, privacy: privacy(request))
             plugin.withLock { $0.ads[id] = AdState(load: load) }
             // The host only passes the object back: the id is all the plugin needs.
             return UnsafeMutableRawPointer(bitPattern: UInt(id))
