@@ -67,10 +67,10 @@ final class Exchange {
 /// a real HTTP exchange: requests valid for every format, bids shown at their price, the
 /// refusals, tmax, and bad answers.
 final class OpenRTBPluginTests: XCTestCase {
-    private func config(_ exchange: String, tmaxMS: Int = 2000, slots: String) -> String {
+    private func config(_ exchange: String, tmaxMS: Int = 2000, extra: String = "", slots: String) -> String {
         """
         [plugins.openrtb]
-        config = { endpoint = "\(exchange)", tmax_ms = \(tmaxMS), floor = 0.1, badv = ["blocked.example"], app = { bundle = "org.example.game", name = "Example", store_url = "https://store.example/game" } }
+        config = { endpoint = "\(exchange)", tmax_ms = \(tmaxMS), floor = 0.1, \(extra) badv = ["blocked.example"], app = { bundle = "org.example.game", name = "Example", store_url = "https://store.example/game" } }
 
         \(slots)
         """
@@ -251,33 +251,6 @@ final class OpenRTBPluginTests: XCTestCase {
                        "the redirect is not followed")
         let ad = try XCTUnwrap(daemon.call("io.adorch.Ads.Show", ["slot": "ok", "user_id": "u1"])["ad"])
         XCTAssertEqual(ad["network"], "openrtb", "the daemon served throughout")
-    }
-
-    /// CPU time (utime + stime) of the daemon's plugin hosts, from /proc.
-    private func hostsCPUSeconds(of daemon: Int32) -> Double {
-        var ticks = 0
-        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int32(entry) != nil {
-            guard let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { continue }
-            let name = stat[stat.index(after: stat.firstIndex(of: "(")!)..<close]
-            let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
-            guard name.hasPrefix("adorch-plugin-h"), Int32(fields[1]) == daemon else { continue }
-            ticks += (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
-        }
-        return Double(ticks) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
-
-    func testAnEndlessAnswerIsCutAndNotReadOn() throws {
-        let exchange = try Exchange()
-        let daemon = try DaemonProcess(config: config("\(exchange.base)/bid", tmaxMS: 2000, slots: slot("e", "interstitial", unit: "endless")))
-        try daemon.waitForLog("the endless answer refused") { $0.contains("response_too_large") }
-        // Refused at 1 MiB: the transfer is cancelled, not read on in the background.
-        let before = hostsCPUSeconds(of: daemon.pid)
-        let started = ContinuousClock.now
-        try daemon.waitForLog("a second auction refused too") { $0.components(separatedBy: "response_too_large").count > 2 }
-        let spent = hostsCPUSeconds(of: daemon.pid) - before
-        let elapsed = (ContinuousClock.now - started) / .seconds(1)
-        XCTAssertLessThan(spent, max(0.5, elapsed * 0.5), "the hosts used \(spent) s of CPU in \(elapsed) s")
-        XCTAssertFalse(daemon.log.contains("host process died"), daemon.log)
     }
 
     func testAHighBidWithUnusableMarkupGivesWayToTheNextBid() throws {

@@ -105,6 +105,22 @@ final class BidResponseReaderTests: XCTestCase {
         XCTAssertTrue(cheap.description.contains("below_floor"), cheap.description)
     }
 
+    func testLookalikesOfABlockedDomainOrCategoryAreBlockedToo() throws {
+        let domains = ["http://blocked.example/", "blocked.example/", "blocked.example:443", " blocked.example\t", "blocked.example..",
+                       "blocked%2Eexample", "\u{FF42}locked.example", "blocked\u{3002}example", "blocked\u{FF0E}example", "blocked.example\u{200B}",
+                       "blocked.example\u{AD}", "https://user@ads.blocked.example:8443/x?y", "*.blocked.example", ".blocked.example"]
+        let categories = ["IAB25 ", " IAB25", "IAB 25", "IAB-25", "IAB25.", "\u{FF29}AB25", "IAB25\u{200B}", "IAB25_3", "iab25-3"]
+        let bids = domains.enumerated().map { bid("d\($0.offset)", ["adomain": [.string($0.element)]]) }
+            + categories.enumerated().map { bid("c\($0.offset)", ["cat": [.string($0.element)]]) }
+            + [bid("fine", ["adomain": ["notblocked.example"], "cat": ["IAB2"]]), bid("blank", ["adm": "  \n "])]
+        let read = try read(response(bids))
+        XCTAssertEqual(read.bids.map(\.id), ["fine"])
+        let reasons = Dictionary(read.refused.map { ($0.bidID, $0.reason) }, uniquingKeysWith: { a, _ in a })
+        for (n, domain) in domains.enumerated() { XCTAssertEqual(reasons["d\(n)"], .blockedAdvertiser, domain) }
+        for (n, category) in categories.enumerated() { XCTAssertEqual(reasons["c\(n)"], .blockedCategory, category) }
+        XCTAssertEqual(reasons["blank"], .noMarkup, "markup of whitespace alone is none")
+    }
+
     func testBidsComeBestFirstWithTheirExpiry() throws {
         let read = try read(response([bid("low", price: 1), bid("high", price: 4.5, ["exp": 30]), bid("mid", price: 2, ["exp": 999_999_999])]))
         XCTAssertEqual(read.bids.map(\.id), ["high", "mid", "low"])

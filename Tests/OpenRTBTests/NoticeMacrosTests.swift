@@ -41,6 +41,8 @@ final class NoticeMacrosTests: XCTestCase {
         XCTAssertEqual(NoticeMacros.url("http://x/n?x=${FOO}&u=a%2Fb&p=a|b")?.absoluteString, "http://x/n?x=$%7BFOO%7D&u=a%2Fb&p=a%7Cb",
                        "what a URL may not hold is encoded once, escapes already there are kept")
         XCTAssertEqual(NoticeMacros.url("https://x/n?b=x%20y")?.absoluteString, "https://x/n?b=x%20y")
+        XCTAssertEqual(NoticeMacros.url("HTTP://x/n")?.absoluteString, "http://x/n", "a scheme is case-insensitive")
+        XCTAssertNil(NoticeMacros.url("http://x/n?a=%41&b=%zz"), "a malformed escape refuses the URL rather than have its escapes encoded again")
         for refused in ["ftp://127.0.0.1/m", "file:///etc/passwd", "data:text/html,<b>x</b>", "gopher://x/", "http:///nohost", "not a url at all"] {
             XCTAssertNil(NoticeMacros.url(refused), refused)
         }

@@ -16,7 +16,6 @@ substituted macros, are what the tests count.
     big-BYTES                 200 with BYTES of a JSON string (a response too large to take)
     garbage                   200 with text that is not JSON
     redirect                  302 to itself, for ever
-    endless                   200 with a chunked body that never ends (until the client goes)
   POST /bid/KIND              the same, KIND in place of the tagid
   GET  /markup/NAME           the file NAME of --root, {BASE} replaced (markup served on win)
   GET  anything else          204: a notice or a tracker
@@ -101,18 +100,6 @@ class Handler(QuietHandler):
             return self.send(200, b"{this is not json")
         if kind == "redirect":
             return self.send(302, extra={"Location": self.path})
-        if kind == "endless":
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            chunk = b"%x\r\n%s\r\n" % (65536, b" " * 65536)
-            try:
-                while True:
-                    self.wfile.write(chunk)
-            except (BrokenPipeError, ConnectionResetError):
-                self.close_connection = True
-                return
         if kind == "slow":
             time.sleep(int(words[1]) / 1000)
             return self.fixture(words[2], request or {})

@@ -186,13 +186,13 @@ public struct BidResponseReader: Sendable {
         guard let categoryList = Self.strings(bid["cat"]) else { return refuse(.invalidBid, "cat is not a list of strings") }
         let domains = domainList.map(BidderSettings.domain)
         if let blocked = domains.first(where: isBlocked) { return refuse(.blockedAdvertiser, "advertiser \(Self.clip(blocked)) is blocked (badv)") }
-        let categories = categoryList.map { $0.uppercased() }
+        let categories = categoryList.map(BidderSettings.category)
         if let blocked = categories.first(where: { category in blockedCategories.contains { category == $0 || category.hasPrefix($0 + "-") } }) {
             return refuse(.blockedCategory, "category \(Self.clip(blocked)) is blocked (bcat)")
         }
         let winURL = bid["nurl"]?.stringValue ?? ""
         let markup: Markup
-        if let adm = bid["adm"]?.stringValue, !adm.isEmpty {
+        if let adm = bid["adm"]?.stringValue, !adm.allSatisfy(\.isWhitespace) {
             markup = .inline(adm)
         } else if !winURL.isEmpty {
             markup = .onWin

@@ -45,7 +45,8 @@ public struct BidderSettings: Sendable, Equatable {
         guard let endpoint = object["endpoint"] else { throw SettingsError(key: "endpoint", problem: "is required: the exchange's bid URL") }
         guard let text = endpoint.stringValue else { throw SettingsError(key: "endpoint", problem: "must be a string: the exchange's bid URL") }
         guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false else {
-            throw SettingsError(key: "endpoint", problem: "\"\(text)\" is not an http or https URL")
+            // Not the text itself: an endpoint may carry a user and password.
+            throw SettingsError(key: "endpoint", problem: "is not an http or https URL with a host")
         }
         self.init(endpoint: url)
         if let value = object["tmax_ms"] {
@@ -64,7 +65,7 @@ public struct BidderSettings: Sendable, Equatable {
             guard let cpm = value.doubleValue, cpm.isFinite, cpm >= 0 else { throw SettingsError(key: "floor", problem: "must be a CPM of 0 or more") }
             floor = cpm
         }
-        blockedCategories = try Self.strings(object["bcat"], key: "bcat").map { $0.uppercased() }
+        blockedCategories = try Self.strings(object["bcat"], key: "bcat").map(Self.category)
         blockedAdvertisers = try Self.strings(object["badv"], key: "badv").map(Self.domain)
         if let value = object["app"] { app = try AppIdentity(config: value) }
         if let value = object["device"] { device = try DeviceFacts(config: value) }
@@ -80,10 +81,28 @@ public struct BidderSettings: Sendable, Equatable {
         }
     }
 
-    /// A domain as `badv` and `adomain` are compared: lower case, without a trailing dot.
+    /// A domain as `badv` and `adomain` are compared: the host alone (an exchange may send a
+    /// URL), compatibility-normalised (full-width letters, other full stops), without
+    /// invisible characters, percent escapes, a port, a wildcard or surrounding dots, lower case.
     public static func domain(_ text: String) -> String {
-        let lower = text.lowercased()
-        return lower.hasSuffix(".") ? String(lower.dropLast()) : lower
+        var host = (text.removingPercentEncoding ?? text).precomposedStringWithCompatibilityMapping.lowercased()
+        host = String(host.unicodeScalars.filter { !$0.properties.isWhitespace && !$0.properties.isDefaultIgnorableCodePoint && $0.properties.generalCategory != .control }
+            .map { ["\u{3002}", "\u{FF61}"].contains($0) ? "." : Character($0) })
+        if let scheme = host.range(of: "://") { host = String(host[scheme.upperBound...]) }
+        host = String(host.prefix { $0 != "/" && $0 != "?" && $0 != "#" })
+        if let at = host.lastIndex(of: "@") { host = String(host[host.index(after: at)...]) }
+        if let colon = host.lastIndex(of: ":") { host = String(host[..<colon]) }
+        if host.hasPrefix("*.") { host.removeFirst(2) }
+        return host.trimmingCharacters(in: CharacterSet(charactersIn: "."))
+    }
+
+    /// An IAB category as `bcat` and `cat` are compared: upper case, compatibility-normalised,
+    /// letters, digits and dashes only (an underscore is a dash), "IAB-25" as "IAB25".
+    public static func category(_ text: String) -> String {
+        let folded = text.precomposedStringWithCompatibilityMapping.uppercased().replacingOccurrences(of: "_", with: "-")
+        var canonical = String(folded.unicodeScalars.filter { ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "-" }.map(Character.init))
+        if canonical.hasPrefix("IAB-") { canonical.remove(at: canonical.index(canonical.startIndex, offsetBy: 3)) }
+        return canonical.trimmingCharacters(in: CharacterSet(charactersIn: "-"))
     }
 
     private static func strings(_ value: JSONValue?, key: String) throws(SettingsError) -> [String] {

@@ -70,11 +70,24 @@ public struct NoticeMacros: Sendable, Equatable {
     /// these URLs; no other scheme is fetched), the characters a URL may not hold
     /// percent-encoded and its own escapes left as they are; nil when it is no such URL.
     public static func url(_ text: String) -> URL? {
-        guard let encoded = text.addingPercentEncoding(withAllowedCharacters: urlCharacters),
-              let url = URL(string: encoded), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
-              url.host?.isEmpty == false
+        // The scheme in lower case (it is case-insensitive); a malformed escape refuses the URL
+        // rather than have it encoded again.
+        guard let colon = text.firstIndex(of: ":") else { return nil }
+        let scheme = text[..<colon].lowercased()
+        guard ["http", "https"].contains(scheme),
+              let encoded = (scheme + text[colon...]).addingPercentEncoding(withAllowedCharacters: urlCharacters),
+              !Self.hasBadEscape(encoded),
+              let url = URL(string: encoded), url.host?.isEmpty == false
         else { return nil }
         return url
+    }
+
+    /// A `%` not followed by two hex digits.
+    static func hasBadEscape(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        return bytes.indices.contains { i in
+            bytes[i] == UInt8(ascii: "%") && !(i + 2 < bytes.count && bytes[i + 1].isHexDigit && bytes[i + 2].isHexDigit)
+        }
     }
 
     /// RFC 3986's unreserved and reserved characters, and `%` for escapes already there.
@@ -90,4 +103,8 @@ public struct NoticeMacros: Sendable, Equatable {
         let kept = String(trimmed.reversed())
         return kept.hasSuffix(".") ? String(kept.dropLast()) : kept
     }
+}
+
+private extension UInt8 {
+    var isHexDigit: Bool { (48...57).contains(self) || (65...70).contains(self) || (97...102).contains(self) }
 }

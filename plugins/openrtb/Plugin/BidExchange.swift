@@ -23,7 +23,6 @@ final class BidExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         var limit: Int
         var body: [UInt8] = []
         var status = 0
-        var task: URLSessionDataTask
         var completion: @Sendable (Outcome) -> Void
     }
 
@@ -59,23 +58,23 @@ final class BidExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         request.setValue(userAgent, forHTTPHeaderField: "User-Agent")
         request.timeoutInterval = requestTimeoutInterval(for: timeout)  // the limit itself is the timer below
         let task = session.dataTask(with: request)
-        exchanges.withLock { $0[task.taskIdentifier] = Exchange(limit: limit, task: task, completion: completion) }
+        exchanges.withLock { $0[task.taskIdentifier] = Exchange(limit: limit, completion: completion) }
         task.resume()
+        // The answer is given up on at the limit, but the task is not cancelled: Foundation's
+        // URLSession on Linux can crash the process when a cancel races the task's own end
+        // (swift-corelibs-foundation #3296), and a cancel of a transfer still receiving (an
+        // endless body) neither stopped it nor let the session start another, when tried. Its
+        // timeoutInterval ends a silent transfer soon after; an endless one is read on and
+        // dropped until the daemon's CPU bound restarts the host (docs/bidding.md).
         let id = task.taskIdentifier
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(timeout / .milliseconds(1)))) { [self] in
-            finish(id, .timeout, stop: true)
+            finish(id, .timeout)
         }
     }
 
-    /// Ends an exchange once: the first outcome wins, later ones are dropped. `stop`: the
-    /// transfer is still running (cut at its limit, or too large) and is cancelled, or an
-    /// endless or trickling body would keep a core busy after the load ended.
-    private func finish(_ id: Int, _ outcome: Outcome, stop: Bool = false) {
+    /// Ends an exchange once: the first outcome wins, later ones are dropped.
+    private func finish(_ id: Int, _ outcome: Outcome) {
         guard let exchange = exchanges.withLock({ $0.removeValue(forKey: id) }) else { return }
-        // On the delegate queue, where the task's own end is reported, and only while it runs:
-        // that narrows the race a cancel has with the task's own end, on which Foundation on
-        // Linux could crash (swift-corelibs-foundation #3296).
-        if stop { session.delegateQueue.addOperation { if exchange.task.state == .running { exchange.task.cancel() } } }
         exchange.completion(outcome)
     }
 
@@ -95,7 +94,7 @@ final class BidExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         }
         if let bytes = tooLarge {
             finish(dataTask.taskIdentifier, .tooLarge(bytes: bytes))
-            return completionHandler(.cancel)  // before any of the body is read
+            return completionHandler(.cancel)
         }
         completionHandler(.allow)
     }
@@ -107,7 +106,9 @@ final class BidExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             all[dataTask.taskIdentifier] = exchange
             return exchange.body.count > exchange.limit ? exchange.body.count : nil
         }
-        if let bytes = over { finish(dataTask.taskIdentifier, .tooLarge(bytes: bytes), stop: true) }
+        // Past the limit what was read is dropped; the rest is left to the task's timeout
+        // rather than a cancel (see start).
+        if let bytes = over { finish(dataTask.taskIdentifier, .tooLarge(bytes: bytes)) }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
@@ -121,6 +122,6 @@ final class BidExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         finish(task.taskIdentifier, .response(status: status, body: body))
     }
 
-    /// Lets the tasks in flight end, then frees the session (not invalidateAndCancel: see finish).
+    /// Lets the tasks in flight end, then frees the session (not invalidateAndCancel: see start).
     func close() { session.finishTasksAndInvalidate() }
 }
