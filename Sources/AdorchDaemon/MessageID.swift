@@ -36,7 +36,7 @@ public enum MessageID: String, CaseIterable, Sendable {
         case .callbackIgnored, .contractViolation: self = .contractViolation
         case .rewardGranted: self = .rewardGranted
         case .session where event.terminal: self = .sessionEnded
-        case .adReplaced, .adEvent, .mediaCached, .networkPaused, .session: return nil
+        case .adReplaced, .adOutbid, .adEvent, .mediaCached, .networkPaused, .session: return nil
         }
     }
 }

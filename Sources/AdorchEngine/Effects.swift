@@ -24,6 +24,8 @@ public struct LoadOrder: Sendable, Equatable {
     public var interactive: InteractiveRequest?
     /// The class this ad is loaded under and the signals its plugin receives.
     public var privacy = LoadPrivacy(privacyClass: .personalized, signals: PrivacySignals())
+    /// The slot's floor per 1,000 impressions, 0 for none (docs/bidding.md, "Floors").
+    public var floor = 0.0
 }
 
 extension LoadOrder {
@@ -137,7 +139,8 @@ extension adorch_event {
              .ADORCH_EVENT_OPT_IN, .ADORCH_EVENT_OPT_OUT, .ADORCH_EVENT_SKIP_CARD_SHOWN, .ADORCH_EVENT_USER_CANCEL,
              .ADORCH_EVENT_POPUP_WEBSITE, .ADORCH_EVENT_AD_FREE_POD, .ADORCH_EVENT_COMPLETED,
              .ADORCH_EVENT_NO_ADS_AVAILABLE, .ADORCH_EVENT_ERROR, .ADORCH_EVENT_PAUSE, .ADORCH_EVENT_RESUME,
-             .ADORCH_EVENT_START, .ADORCH_EVENT_FIRST_QUARTILE, .ADORCH_EVENT_MIDPOINT, .ADORCH_EVENT_THIRD_QUARTILE:
+             .ADORCH_EVENT_START, .ADORCH_EVENT_FIRST_QUARTILE, .ADORCH_EVENT_MIDPOINT, .ADORCH_EVENT_THIRD_QUARTILE,
+             .ADORCH_EVENT_LOSS:
             self = value
         @unknown default:
             return nil
@@ -183,6 +186,7 @@ extension adorch_event {
         case .ADORCH_EVENT_FIRST_QUARTILE: ("first_quartile", false)
         case .ADORCH_EVENT_MIDPOINT: ("midpoint", false)
         case .ADORCH_EVENT_THIRD_QUARTILE: ("third_quartile", false)
+        case .ADORCH_EVENT_LOSS: ("loss", false)
         }
     }
 }
@@ -195,6 +199,8 @@ public struct EngineEvent: Sendable, Equatable {
         case adTimedOut = "ad_timed_out"
         case adExpired = "ad_expired"
         case adReplaced = "ad_replaced"
+        /// A bidder's or walked entry's ad its auction gave to higher prices (docs/bidding.md).
+        case adOutbid = "ad_outbid"
         case adShown = "ad_shown"
         case adEvent = "ad_event"
         case mediaCached = "media_cached"
@@ -276,6 +282,8 @@ public enum Effect: Sendable, Equatable {
     case show(AdID, plugin: String, userID: String?)
     /// Forward a viewer event to the plugin.
     case notify(AdID, plugin: String, event: ViewerEvent)
+    /// Tell a bidder's plugin why its ad ends unshown (ADORCH_EVENT_LOSS); its destroy follows.
+    case lose(AdID, plugin: String, reason: AuctionLoss)
     /// Destroy the plugin's object; nothing about this ad is accepted afterwards.
     case destroy(AdID, plugin: String)
     /// Tell subscribers and the log.

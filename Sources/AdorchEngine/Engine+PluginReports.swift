@@ -39,13 +39,19 @@ extension Engine {
             return loadRequestFilled(ad, items: items, expiresIn: expiresIn, price: price, tracksItself: tracksItself, now: now)
 
         case (.loaded(let payload, let expiresIn, let price, let tracksItself, _, let rewardByNetwork), .loading):
+            let slot = slots[ad.slot]!
+            if slot.config.floor > 0, let price, price < slot.config.floor {
+                return refusedBelowFloor(ad, price: price, floor: slot.config.floor, now: now)
+            }
+            if let price, !isBidder(slot, ad.entryIndex) { slots[ad.slot]!.entries[ad.entryIndex].paid.note(price) }
             let lifetime = Self.lifetime(reported: expiresIn, ttl: ad.ttl)
             let expiresAt = now + lifetime
             let margin = min(settings.refreshAhead, lifetime / 5)
             ads[id]!.state = .ready(expiresAt: expiresAt)
             ads[id]!.loadedAt = now
             ads[id]!.payloadJSON = payload
-            ads[id]!.price = price ?? 0
+            // A network that reports no price is worth its entry's eCPM (docs/bidding.md, "Prices").
+            ads[id]!.price = price ?? ecpm(of: slot, ad.entryIndex) ?? 0
             ads[id]!.tracksItself = tracksItself
             ads[id]!.rewardByNetwork = rewardByNetwork
             ads[id]!.refreshAt = expiresAt - margin

@@ -15,10 +15,13 @@ extension Engine {
     /// loads. An ad inside its refresh margin still counts as valid for Show but no longer as
     /// fresh, so its replacement is already on the way.
     mutating func refill(_ slotID: String, now: Moment, maxLoads: Int = .max) -> [Effect] {
-        guard let slot = slots[slotID], slot.config.format.isPreloaded else {
+        guard slots[slotID]?.config.format.isPreloaded == true else {
             if let rank = slotRank[slotID] { wanting.remove(rank) }
             return []
         }
+        // An auction's losers end before the slot is counted, so their places load again.
+        var effects = slots[slotID]!.config.isHybrid ? progressAuctions(slotID, now: now) : []
+        let slot = slots[slotID]!
         let closed = slot.config.hasCaps ? entriesClosedToAll(slot, now: now) : []
         let fresh = ads.countByClass(in: slotID, .ready) { $0.isValid(at: now) && $0.refreshAt > now && !closed.contains($0.entryIndex) }
         let loading = ads.countByClass(in: slotID, .loading) { _ in true }
@@ -29,8 +32,14 @@ extension Engine {
         var holding: [PrivacyClass: Int] = [:]
         for privacyClass in PrivacyClass.allCases { holding[privacyClass] = fresh[privacyClass, default: 0] + loading[privacyClass, default: 0] }
         for (privacyClass, target) in deficits { deficits[privacyClass] = target - holding[privacyClass]! }
-        var effects: [Effect] = []
-        if slot.config.parallel > 1 {
+        if slot.config.isHybrid {
+            // One auction per class at a time, for all the class still wants.
+            for privacyClass in PrivacyClass.preference where deficits[privacyClass, default: 0] > 0 {
+                let round = startAuction(slotID, privacyClass, want: deficits[privacyClass]!, now: now)
+                if !round.isEmpty || slots[slotID]!.auctions[privacyClass] != nil { deficits[privacyClass] = 0 }
+                effects += round
+            }
+        } else if slot.config.parallel > 1 {
             // One round: the first N usable entries at once, each a distinct network offer.
             for privacyClass in PrivacyClass.preference where deficits[privacyClass, default: 0] > 0 {
                 for (entryIndex, privacy) in usableEntries(slot, for: privacyClass, now: now).prefix(max(slot.config.parallel, deficits[privacyClass]!)) {
@@ -40,7 +49,7 @@ extension Engine {
             }
         }
         // The class furthest below its target loads first; one no entry may load for waits.
-        var open = Set(deficits.keys)
+        var open = slot.config.isHybrid ? [] : Set(deficits.keys)
         while effects.count < maxLoads,
               let privacyClass = PrivacyClass.preference.filter({ open.contains($0) && deficits[$0]! > 0 }).max(by: { deficits[$0]! < deficits[$1]! }) {
             let share = shares[privacyClass, default: 0]
@@ -177,6 +186,7 @@ extension Engine {
             testMode: config.testMode, targetingJSON: config.targetingJSON
         )
         order.privacy = privacy
+        order.floor = config.floor
         return .load(order)
     }
 

@@ -175,6 +175,9 @@ public struct Engine: Sendable {
                 effects.append(.destroy(object, plugin: ad.plugin))
             }
         } else {
+            if let loss = reason.loss, slots[ad.slot].map({ isBidder($0, ad.entryIndex) }) == true {
+                effects.append(.lose(id, plugin: ad.plugin, reason: loss))
+            }
             effects.append(.destroy(id, plugin: ad.plugin))
         }
         if reason == .expired { effects += markDryIfEmpty(ad.slot, now: now) }

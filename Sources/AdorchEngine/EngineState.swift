@@ -25,6 +25,8 @@ struct SlotState: Sendable {
     /// Per privacy class, the last Show whose viewer allowed some class but not this one:
     /// the slot's ads may be pooled in a class only while every Show could take it.
     var classRefused: [PrivacyClass: Moment] = [:]
+    /// A hybrid slot's auction under way, per privacy class (docs/bidding.md, "The auction").
+    var auctions: [PrivacyClass: AuctionRound] = [:]
 }
 
 struct EntryState: Sendable {
@@ -36,6 +38,8 @@ struct EntryState: Sendable {
     var estimate: EntryEstimate
     /// Per class, the last viewer who allowed it from this entry: the signals its loads carry.
     var viewers: [PrivacyClass: ClassViewer] = [:]
+    /// The prices its ads reported, averaged: its eCPM when the config gives none.
+    var paid = PaidAverage()
 
     init(_ entry: WaterfallEntry, of config: SlotConfig) {
         estimate = EntryEstimate(timeout: entry.timeout, ttl: config.ttl)

@@ -79,5 +79,8 @@ public struct SlotCounters: Sendable, Equatable {
     public var rewards = 0
     /// Second grants for one ad, refused.
     public var duplicateRewards = 0
+    /// Ads an auction gave to higher prices, and loads refused under the slot's floor.
+    public var outbid = 0
+    public var belowFloor = 0
     public init() {}
 }

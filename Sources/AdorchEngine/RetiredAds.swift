@@ -50,6 +50,20 @@ struct RetiredAd: Sendable {
     enum Reason: String, Sendable {
         case failed, timedOut = "timed out", expired, replaced, closed, ended = "shown and done", removed
         case failedToDisplay = "failed to display"
+        /// Its auction went to higher prices (docs/bidding.md, "The auction").
+        case outbid = "lost to a higher bid"
+        /// Its price was under the slot's floor.
+        case belowFloor = "priced under the floor"
+
+        /// What a bidder is told of an ad that ended so, unshown; nil for ends that are not a loss.
+        var loss: AuctionLoss? {
+            switch self {
+            case .expired, .replaced: .expired
+            case .outbid: .lostToHigherBid
+            case .belowFloor: .belowFloor
+            case .failed, .timedOut, .closed, .ended, .removed, .failedToDisplay, .pluginLost: nil
+            }
+        }
         /// Its plugin stopped under it: its host process died (PluginProcess), or a reload restarted it.
         case pluginLost = "its plugin stopped"
     }

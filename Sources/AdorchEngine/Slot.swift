@@ -88,9 +88,18 @@ public struct WaterfallEntry: Sendable, Equatable {
     /// What the network declares it may do: its vendor id and the classes it serves
     /// (docs/privacy.md, "Classes").
     public var privacy: NetworkPrivacy
+    /// A bidder (docs/bidding.md, "The auction"): asked with every other bidder at once, its
+    /// price coming back with each ad; not walked as a waterfall entry.
+    public var bidder: Bool
+    /// What the entry's ads are worth per 1,000 impressions when the publisher knows it: the
+    /// price the walk compares with the best bid, and its ads' price when the network reports
+    /// none. Nil: learned from the prices its ads reported.
+    public var ecpm: Double?
 
     public init(plugin: String, adUnitID: String = "", serverParameter: String = "", timeout: Duration = .seconds(5),
-                caps: [FrequencyRule] = [], privacy: NetworkPrivacy = NetworkPrivacy()) {
+                caps: [FrequencyRule] = [], privacy: NetworkPrivacy = NetworkPrivacy(), bidder: Bool = false, ecpm: Double? = nil) {
+        self.bidder = bidder
+        self.ecpm = ecpm
         self.plugin = plugin
         self.adUnitID = adUnitID
         self.serverParameter = serverParameter
@@ -105,7 +114,7 @@ public struct WaterfallEntry: Sendable, Equatable {
     /// The same network request, whatever its rules: a reload that changes only the rules
     /// keeps the entry's backoff and estimates.
     func loadsLike(_ other: WaterfallEntry) -> Bool {
-        (plugin, adUnitID, serverParameter, timeout) == (other.plugin, other.adUnitID, other.serverParameter, other.timeout)
+        (plugin, adUnitID, serverParameter, timeout, bidder) == (other.plugin, other.adUnitID, other.serverParameter, other.timeout, other.bidder)
     }
 }
 
@@ -161,6 +170,10 @@ public struct SlotConfig: Sendable, Equatable {
     public var caps: [FrequencyRule] = []
     /// When an ad's impression counts against the rules.
     public var capCounting = CapCounting.impression
+    /// The lowest price per 1,000 impressions the slot takes (docs/bidding.md, "Floors"):
+    /// sent to bidders as `imp.bidfloor`, an ad reported below it refused, an entry whose
+    /// eCPM is below it not asked. 0: no floor.
+    public var floor = 0.0
 
     /// A fixed buffer of `buffer` ads; with `bufferMax`, a demand-aware one from `buffer` to `bufferMax`.
     public init(
@@ -194,6 +207,9 @@ public struct SlotConfig: Sendable, Equatable {
 extension SlotConfig {
     /// buffer_max when a demand-aware slot does not name one.
     public static let defaultBufferMax = 10
+
+    /// Whether a refill runs an auction (docs/bidding.md, "The auction"): some entry is a bidder.
+    public var isHybrid: Bool { waterfall.contains(where: \.bidder) }
 
     /// Whether the scheduler chooses the buffer from demand, between `bufferMin` and `bufferMax`.
     public var isDemandAware: Bool { bufferMax > bufferMin }

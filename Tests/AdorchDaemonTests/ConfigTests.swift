@@ -230,6 +230,44 @@ final class ConfigTests: XCTestCase {
                        "test.toml: key slots[0].waterfall[0].serves_non_personalized: expected true or false, got integer")
     }
 
+    /// docs/bidding.md, "The auction": bidders, eCPMs and floors, each bad value refused by name.
+    func testAuctionKeysAreReadAndTheirMistakesNamed() throws {
+        let hybrid = """
+        [[slots]]
+        id = "s"
+        format = "interstitial"
+        floor = 0.75
+          [[slots.waterfall]]
+          plugin = "sim"
+          ecpm = 4
+          [[slots.waterfall]]
+          plugin = "openrtb"
+          bidder = true
+        """
+        let slot = try DaemonConfig.parse(toml: hybrid, source: "test.toml").slots[0]
+        XCTAssertEqual(slot.floor, 0.75)
+        XCTAssertTrue(slot.isHybrid)
+        XCTAssertEqual(slot.waterfall.map(\.bidder), [false, true])
+        XCTAssertEqual(slot.waterfall.map(\.ecpm), [4, nil])
+        XCTAssertEqual(try DaemonConfig.parse(toml: minimal, source: "test.toml").slots[0].floor, 0, "no floor unless set")
+        XCTAssertEqual(refusal(hybrid + "\n  ecpm = 2")?.description,
+                       "test.toml: key slots[0].waterfall[1].ecpm: a bidder's price comes with each bid; ecpm is for waterfall entries")
+        XCTAssertEqual(refusal(hybrid.replacingOccurrences(of: "ecpm = 4", with: "ecpm = -1"))?.description,
+                       "test.toml: key slots[0].waterfall[0].ecpm: expected a number from 0.0 to 100000.0, got -1.0")
+        XCTAssertEqual(refusal(hybrid.replacingOccurrences(of: "ecpm = 4", with: "ecpm = nan"))?.description,
+                       "test.toml: key slots[0].waterfall[0].ecpm: expected a number from 0.0 to 100000.0, got nan")
+        XCTAssertEqual(refusal(hybrid.replacingOccurrences(of: "floor = 0.75", with: "floor = \"1\""))?.description,
+                       "test.toml: key slots[0].floor: expected a number, got string")
+        XCTAssertEqual(refusal(hybrid.replacingOccurrences(of: "floor = 0.75", with: "floor = 0.75\nparallel = 2"))?.description,
+                       "test.toml: key slots[0].parallel: a slot with bidders runs an auction (docs/bidding.md); parallel mode is for a waterfall without")
+        XCTAssertEqual(refusal(hybrid.replacingOccurrences(of: "floor = 0.75", with: "").replacingOccurrences(of: "interstitial", with: "banner"))?.description,
+                       "test.toml: key slots[0].waterfall[1].bidder: the auction runs for preloaded slots (rewarded, fullscreen, interstitial); s is a banner slot, whose Load walks its waterfall")
+        XCTAssertEqual(refusal(minimal.replacingOccurrences(of: "interstitial\"", with: "native\"\nfloor = 1"))?.description,
+                       "test.toml: key slots[0].floor: floors hold the auction of preloaded slots (rewarded, fullscreen, interstitial); s is a native slot")
+        XCTAssertEqual(refusal(hybrid.replacingOccurrences(of: "bidder = true", with: "bidder = \"yes\""))?.description,
+                       "test.toml: key slots[0].waterfall[1].bidder: expected true or false, got string")
+    }
+
     /// [privacy] (docs/privacy.md, "Inventory"): what a viewer who said nothing or little
     /// allows; defaults, each value, and bad values refused by name.
     func testThePrivacyTableSaysWhatAViewerWhoSetNothingAllows() throws {

@@ -16,9 +16,10 @@ final class PluginABINumbersTests: XCTestCase {
         // Swift's own init(rawValue:) accepts them: that is why abiValue: exists.
         XCTAssertNotNil(adorch_format(rawValue: 20))
         for n: UInt32 in [0, 8, 20] { XCTAssertNil(adorch_format(abiValue: n), "\(n)") }
-        for n: UInt32 in [0, 31, 1000] { XCTAssertNil(adorch_event(abiValue: n), "\(n)") }
+        for n: UInt32 in [0, 32, 1000] { XCTAssertNil(adorch_event(abiValue: n), "\(n)") }
         for n: Int32 in [-2, 0, 9] { XCTAssertNil(adorch_error(abiValue: n), "\(n)") }
         XCTAssertEqual(adorch_event(abiValue: 30), .ADORCH_EVENT_THIRD_QUARTILE)
+        XCTAssertEqual(adorch_event(abiValue: 31), .ADORCH_EVENT_LOSS)
         XCTAssertEqual(AdErrorCode(abiValue: 3), .noFill)
         XCTAssertEqual(AdErrorCode(abiValue: 8), .pluginFault)
         XCTAssertEqual(AdErrorCode(abiValue: -40020), .pluginFault)
@@ -35,6 +36,16 @@ final class PluginABINumbersTests: XCTestCase {
         XCTAssertEqual(PluginABI.minor(introducing: .ADORCH_EVENT_DISLIKE), 0)
         XCTAssertEqual(PluginABI.minor(introducing: .ADORCH_EVENT_ADS_AVAILABLE), 1)
         XCTAssertEqual(PluginABI.minor(introducing: .ADORCH_FORMAT_INTERACTIVE), 1)
+        XCTAssertEqual(PluginABI.minor(introducing: .ADORCH_EVENT_LOSS), 4)
+        XCTAssertFalse(adorch_event.ADORCH_EVENT_LOSS.isReportedByPlugins, "the host tells it; a plugin never sends it")
+    }
+
+    /// The loss reasons are OpenRTB's codes, so a bidder puts them in its lurl as they are.
+    func testLossReasonsAreOpenRTBsCodesBothWays() {
+        let losses: [AuctionLoss] = [.expired, .belowFloor, .lostToHigherBid]
+        XCTAssertEqual(losses.map(\.abi.rawValue), [2, 100, 102])
+        for loss in losses { XCTAssertEqual(AuctionLoss(abiValue: UInt64(loss.abi.rawValue)), loss) }
+        for n: UInt64 in [0, 1, 101, 103] { XCTAssertNil(AuctionLoss(abiValue: n), "\(n)") }
     }
 
     /// 1.3 grew the request at its end (the evolution rule), and its margin is the one the
@@ -50,11 +61,13 @@ final class PluginABINumbersTests: XCTestCase {
         XCTAssertTrue(uids.allSatisfy { $0.count == 32 && $0.allSatisfy(\.isHexDigit) && $0 == $0.lowercased() }, "\(uids.prefix(3))")
     }
 
-    /// 1.4 grew the request at its end again, with the privacy its minor brought.
-    func testOneFourAddedPrivacyAtTheRequestsEnd() {
+    /// 1.4 grew the request at its end again, with the privacy its minor brought and the slot's floor.
+    func testOneFourAddedPrivacyAndTheFloorAtTheRequestsEnd() {
         XCTAssertGreaterThanOrEqual(PluginABI.minor, PluginABI.privacyMinor)
         XCTAssertEqual(PluginABI.privacyMinor, 4)
-        XCTAssertEqual(MemoryLayout<adorch_request>.offset(of: \.privacy), MemoryLayout<adorch_request>.size - MemoryLayout<UnsafeRawPointer>.size)
+        XCTAssertEqual(MemoryLayout<adorch_request>.offset(of: \.privacy)! + MemoryLayout<UnsafeRawPointer>.size,
+                       MemoryLayout<adorch_request>.offset(of: \.bid_floor))
+        XCTAssertEqual(MemoryLayout<adorch_request>.offset(of: \.bid_floor), MemoryLayout<adorch_request>.size - MemoryLayout<Double>.size)
         XCTAssertEqual(MemoryLayout<adorch_privacy>.offset(of: \.struct_size), 0)
     }
 }

@@ -19,13 +19,14 @@ final class PluginWireTests: XCTestCase {
                               testMode: true, targetingJSON: #"{"age":30}"#)
         order.count = 3; order.width = 320; order.height = 50; order.variant = "feed"; order.imageOptionsJSON = #"{"multiple":true}"#
         order.interactive = InteractiveRequest(creativeURL: "https://c.invalid/a", adParametersJSON: "{}", slotType: .midroll)
+        order.floor = 0.75
         var unsaid = order
         unsaid.privacy = LoadPrivacy(privacyClass: .personalized, signals: PrivacySignals())
         order.privacy = Self.everySignal
         let calls: [PluginWire.Call] = [
             .start(name: "sim", path: "/x/libadorch-plugin-sim.so", configJSON: #"{"k":"v"}"#, insecurePlugins: true, logLevel: "notice"),
             .load(order), .load(unsaid), .show(seq: 7, ad: 42, userID: "u1"), .show(seq: 8, ad: 43, userID: nil), .withdrawShow(42),
-            .notify(42, .thirdQuartile), .control(42, .pause), .destroy(42), .stats(seq: 9), .ping(seq: 10), .shutdown,
+            .notify(42, .thirdQuartile), .control(42, .pause), .lose(42, .lostToHigherBid), .lose(43, .belowFloor), .lose(44, .expired), .destroy(42), .stats(seq: 9), .ping(seq: 10), .shutdown,
         ]
         for call in calls { XCTAssertEqual(try PluginWire.Call(body: body(call.frame)), call) }
 

@@ -183,6 +183,46 @@ final class OpenRTBPluginTests: XCTestCase {
         XCTAssertFalse(notices.contains { $0.hasPrefix("/n/high/loss") }, "a shown ad did not lose")
     }
 
+    /// docs/bidding.md, "The auction", end to end: the slot's floor reaches the BidRequest, a
+    /// waterfall entry whose eCPM beats the bid is walked and takes the auction, and the bidder
+    /// hears it lost to a higher bid (ADORCH_EVENT_LOSS through the boxed host, into its lurl).
+    func testAHybridSlotsAuctionSendsTheFloorAndTellsTheBidderItLost() throws {
+        let exchange = try Exchange()
+        try exchange.put("bid", JSONValue.object(["id": "{ID}", "seatbid": [["seat": "s", "bid": [
+            ["id": "b", "impid": "{IMP}", "price": 3, "mtype": 1, "adm": "<b>bid</b>", "lurl": "{BASE}/n/bid/loss?r=${AUCTION_LOSS}&a=${AUCTION_ID}"],
+        ]]]]))
+        let daemon = try DaemonProcess(config: config("\(exchange.base)/bid", slots: """
+            [plugins.sim]
+
+            [[slots]]
+            id = "h"
+            format = "interstitial"
+            buffer = 1
+            floor = 0.5
+              [[slots.waterfall]]
+              plugin = "sim"
+              server_parameter = "latency_ms=0 price=9"
+              ecpm = 9
+              [[slots.waterfall]]
+              plugin = "openrtb"
+              bidder = true
+              ad_unit_id = "bid"
+              timeout_ms = 3000
+            """))
+        try daemon.waitFor("the slot filled") { try daemon.allSlotsFull() }
+        try exchange.wait(for: "/n/bid/loss")
+        let first = try XCTUnwrap(exchange.requests().first)
+        XCTAssertEqual(first.errors, [])
+        XCTAssertEqual(first.request["imp"]?.arrayValue?.first?["bidfloor"]?.doubleValue, 0.5, "the slot's floor, over the plugin's 0.1")
+        let auction = try XCTUnwrap(first.request["id"]?.stringValue)
+        XCTAssertEqual(try exchange.notices().filter { $0.hasSuffix("&a=\(auction)") }, ["/n/bid/loss?r=102&a=\(auction)"],
+                       "the walked entry's 9 beat the bid's 3")
+        let ad = try XCTUnwrap(daemon.call("io.adorch.Ads.Show", ["slot": "h", "user_id": "u1"])["ad"])
+        XCTAssertEqual(ad["network"], "sim")
+        let slot = try XCTUnwrap(daemon.status()["slots"]?.arrayValue?.first { $0["id"] == "h" })
+        XCTAssertGreaterThanOrEqual(slot["counters"]?["outbid"]?.intValue ?? 0, 1, "\(slot)")
+    }
+
     func testAThousandBadBidsCostAFewLogLinesAndSixteenLossNotices() throws {
         let exchange = try Exchange()
         let bids: [JSONValue] = (0..<1000).map { n in

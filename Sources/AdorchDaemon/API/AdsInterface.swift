@@ -352,7 +352,7 @@ extension VarlinkInterface {
             # reward_granted only if the ad was handed to its uid; root and the Manager users see all
             # (docs/rules.md, "Who sees what").
             type Event (
-              # subscribed, ad_loaded, ad_failed, ad_timed_out, ad_expired, ad_replaced, ad_shown,
+              # subscribed, ad_loaded, ad_failed, ad_timed_out, ad_expired, ad_replaced, ad_outbid, ad_shown,
               # ad_event, media_cached, slot_empty, network_paused, callback_ignored, contract_violation,
               # session_event, reward_granted
               kind: string,

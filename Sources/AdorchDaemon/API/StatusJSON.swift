@@ -184,6 +184,7 @@ struct StatusJSON {
                 "impressions": .int(Int64(c.impressions)), "clicks": .int(Int64(c.clicks)),
                 "duplicate_reports": .int(Int64(c.duplicateReports)), "display_failures": .int(Int64(c.displayFailures)),
                 "rewards": .int(Int64(c.rewards)), "duplicate_rewards": .int(Int64(c.duplicateRewards)),
+                "outbid": .int(Int64(c.outbid)), "below_floor": .int(Int64(c.belowFloor)),
             ],
         ]) { $1 }
         guard s.config.format == .interactive else { return .object(slot) }

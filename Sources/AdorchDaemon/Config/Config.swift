@@ -252,7 +252,7 @@ extension DaemonConfig {
         for s in try r.tables("slots") {
             try s.only(["id", "format", "buffer", "buffer_min", "buffer_max", "ttl_s", "reward_name", "reward_amount", "reward_extra", "test_mode", "targeting",
                         "width", "height", "count", "load_timeout_ms", "native_variant", "image_options", "parallel", "waterfall",
-                        "fetch_timeout_ms", "start_timeout_ms", "users", "groups"] + FrequencySettings.keys)
+                        "fetch_timeout_ms", "start_timeout_ms", "users", "groups", "floor"] + FrequencySettings.keys)
             let id = try s.requiredString("id")
             guard isName(id) else { throw s.error("id", "slot ids are [a-z0-9_-]+, got \"\(id)\"") }
             guard !slots.contains(where: { $0.id == id }) else { throw s.error("id", "slot \"\(id)\" is defined twice") }
@@ -268,7 +268,13 @@ extension DaemonConfig {
             var waterfall: [WaterfallEntry] = []
             for w in try s.tables("waterfall") {
                 try w.only(["plugin", "ad_unit_id", "server_parameter", "timeout_ms", "caps", "pacing", "gvl_id", "serves_children",
-                            "serves_non_personalized"])
+                            "serves_non_personalized", "bidder", "ecpm"])
+                let bidder = try w.bool("bidder") ?? false
+                if bidder, !format.isPreloaded {
+                    throw w.error("bidder", "the auction runs for preloaded slots (rewarded, fullscreen, interstitial); \(id) is \(format.slotInWords), whose Load walks its waterfall")
+                }
+                let ecpm = try w.double("ecpm", range: ConfigBounds.cpm)
+                if bidder, ecpm != nil { throw w.error("ecpm", "a bidder's price comes with each bid; ecpm is for waterfall entries") }
                 let entryRules = try w.frequency().rules(over: FrequencySettings())
                 if !format.isPreloaded, !entryRules.isEmpty {
                     throw w.error(w.table.contains(key: "caps") ? "caps" : "pacing", "frequency rules hold Shows: \(id) is \(format.slotInWords), \(format.howToUse)")
@@ -281,7 +287,7 @@ extension DaemonConfig {
                     plugin: plugin, adUnitID: try w.string("ad_unit_id") ?? "",
                     serverParameter: try w.string("server_parameter") ?? "",
                     timeout: .milliseconds(try w.int("timeout_ms", in: ConfigBounds.entryTimeoutMilliseconds) ?? 5000),
-                    caps: entryRules, privacy: try w.networkPrivacy()
+                    caps: entryRules, privacy: try w.networkPrivacy(), bidder: bidder, ecpm: ecpm
                 ))
             }
             guard !waterfall.isEmpty else { throw s.error("waterfall", "a slot needs at least one [[slots.waterfall]] entry") }
@@ -295,6 +301,13 @@ extension DaemonConfig {
             let parallel = try s.int("parallel", in: ConfigBounds.parallel)
             if !format.isPreloaded, parallel != nil {
                 throw s.error("parallel", "parallel mode is for preloaded slots (rewarded, fullscreen, interstitial)")
+            }
+            if parallel != nil, waterfall.contains(where: \.bidder) {
+                throw s.error("parallel", "a slot with bidders runs an auction (docs/bidding.md); parallel mode is for a waterfall without")
+            }
+            let floor = try s.double("floor", range: ConfigBounds.cpm)
+            if floor != nil, !format.isPreloaded {
+                throw s.error("floor", "floors hold the auction of preloaded slots (rewarded, fullscreen, interstitial); \(id) is \(format.slotInWords)")
             }
             let variant = try s.string("native_variant") ?? (format == .native ? "feed" : "")
             if format == .native, !["feed", "banner", "interstitial"].contains(variant) {
@@ -322,6 +335,7 @@ extension DaemonConfig {
                 fetchTimeout: .milliseconds(fetchTimeout ?? 5000), startTimeout: .milliseconds(startTimeout ?? 10_000)
             )
             slot.caps = rules
+            slot.floor = floor ?? 0
             slot.capCounting = frequency.counting ?? defaultRules.counting ?? .impression
             slots.append(slot)
         }

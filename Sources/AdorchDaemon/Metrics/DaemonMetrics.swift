@@ -101,6 +101,8 @@ enum DaemonMetrics {
         perSlot("slot_ran_dry", "Times the slot ran dry: its last valid ad went (shown or expired), or a Show found none while ads were ready before; once until an ad is ready again.") { $0.counters.ranDry }
         perSlot("ads_expired", "Ready ads that expired unshown.") { $0.counters.expired }
         perSlot("ads_replaced", "Ready ads retired for a fresher one.") { $0.counters.replaced }
+        perSlot("ads_outbid", "Ready ads an auction gave to higher prices (docs/bidding.md).") { $0.counters.outbid }
+        perSlot("loads_below_floor", "Loads refused for a price under the slot's floor.") { $0.counters.belowFloor }
 
         // Loads.
         perSlot("slot_loads", "Loads started for the slot.") { $0.counters.loads }

@@ -19,6 +19,7 @@ extension EngineRuntime {
             case .show(let id, let plugin, let userID): present(id, plugin: plugin, userID: userID)
             case .withdrawShow(let id, let plugin): plugins[plugin]?.withdrawShow(id)
             case .notify(let id, let plugin, let event): plugins[plugin]?.notify(id, event: event)
+            case .lose(let id, let plugin, let loss): plugins[plugin]?.lose(id, loss)
             case .destroy(let id, let plugin): plugins[plugin]?.destroy(id)
             case .emit(let event): feed.publish(event)
             case .completeShow(let request, .success(let ad)) where unpromised[ad.id] != nil:

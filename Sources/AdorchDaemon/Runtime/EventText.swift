@@ -10,7 +10,7 @@ import Logging
 extension EngineEvent {
     var logLevel: Logger.Level {
         switch kind {
-        case .adLoaded, .adShown, .adExpired, .adReplaced, .adEvent, .rewardGranted: .info
+        case .adLoaded, .adShown, .adExpired, .adReplaced, .adOutbid, .adEvent, .rewardGranted: .info
         case .mediaCached: .debug
         case .adFailed, .adTimedOut, .slotEmpty, .networkPaused: .notice
         case .callbackIgnored, .contractViolation: .warning
@@ -44,6 +44,7 @@ extension EngineEvent {
         case .adTimedOut: return "ad\(ad) timed out\(slot)\(network): \(message ?? "")"
         case .adExpired: return "ad\(ad) expired unshown\(slot)"
         case .adReplaced: return "ad\(ad) replaced by a fresher one\(slot)"
+        case .adOutbid: return "ad\(ad) lost its auction\(slot)\(network): \(message ?? "")"
         case .adShown: return "ad\(ad) shown\(slot)\(network)"
         case .adEvent: return "ad\(ad) \(viewerEvent?.rawValue ?? message ?? "event")\(slot)"
         case .mediaCached: return "ad\(ad) media cached\(slot)"

@@ -37,6 +37,8 @@ public enum PluginABI {
              .ADORCH_EVENT_PAUSE, .ADORCH_EVENT_RESUME, .ADORCH_EVENT_START, .ADORCH_EVENT_FIRST_QUARTILE,
              .ADORCH_EVENT_MIDPOINT, .ADORCH_EVENT_THIRD_QUARTILE:
             1
+        case .ADORCH_EVENT_LOSS:
+            4
         }
     }
 }

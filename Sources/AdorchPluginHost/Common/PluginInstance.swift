@@ -11,6 +11,8 @@ public protocol PluginInstance: AnyObject, Sendable {
     func withdrawShow(_ id: AdID)
     func notify(_ id: AdID, event: ViewerEvent)
     func control(_ id: AdID, _ control: SessionControl)
+    /// ADORCH_EVENT_LOSS before the ad's destroy: why a bidder's ad ends unshown.
+    func lose(_ id: AdID, _ loss: AuctionLoss)
     func destroy(_ id: AdID)
     func stats(timeout: DispatchTimeInterval, completion: @escaping @Sendable (String?) -> Void)
     @discardableResult func shutdown(timeout: DispatchTimeInterval) -> Bool

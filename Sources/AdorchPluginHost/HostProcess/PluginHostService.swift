@@ -105,6 +105,7 @@ private final class Served: @unchecked Sendable {
         case .withdrawShow(let ad): plugin.withdrawShow(ad)
         case .notify(let ad, let event): plugin.notify(ad, event: event)
         case .control(let ad, let control): plugin.control(ad, control)
+        case .lose(let ad, let loss): plugin.lose(ad, loss)
         case .destroy(let ad): plugin.destroy(ad)
         case .stats(let seq): plugin.stats(timeout: .seconds(1)) { reply(.stats(seq: seq, $0)) }
         case .ping(let seq): plugin.ping { reply(.pong(seq: seq)) }

@@ -175,6 +175,14 @@ public final class LoadedPlugin: @unchecked Sendable {
         }
     }
 
+    public func lose(_ id: AdID, _ loss: AuctionLoss) {
+        guard library.knows(event: .ADORCH_EVENT_LOSS) else { return }
+        queue.async { [self] in
+            guard let object = objects.withLock({ $0[id] }) else { return }
+            "{\"reason\":\(loss.abi.rawValue)}".withCString { entry.pointee.ad_notify(object, adorch_event.ADORCH_EVENT_LOSS.rawValue, $0) }
+        }
+    }
+
     public func destroy(_ id: AdID) {
         queue.async { [self] in
             if let object = objects.withLock({ $0.removeValue(forKey: id) }) { entry.pointee.ad_destroy(object) }

@@ -34,7 +34,8 @@ extension LoadOrder {
                         ad_parameters_json: strings.dup(interactive?.adParametersJSON ?? "{}"),
                         slot_type: strings.dup(interactive?.slotType.rawValue ?? ""),
                         load_uid: strings.dup(newLoadUID()),
-                        privacy: pluginMinor >= PluginABI.privacyMinor ? privacyPointer : nil
+                        privacy: pluginMinor >= PluginABI.privacyMinor ? privacyPointer : nil,
+                        bid_floor: floor
                     )
                     return withExtendedLifetime(strings) { body(&request) }
                 }

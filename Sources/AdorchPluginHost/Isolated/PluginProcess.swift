@@ -178,6 +178,7 @@ public final class PluginProcess: @unchecked Sendable {
     public func withdrawShow(_ id: AdID) { send(.withdrawShow(id)) }
     public func notify(_ id: AdID, event: ViewerEvent) { send(.notify(id, event)) }
     public func control(_ id: AdID, _ control: SessionControl) { send(.control(id, control)) }
+    public func lose(_ id: AdID, _ loss: AuctionLoss) { send(.lose(id, loss)) }
     public func destroy(_ id: AdID) { send(.destroy(id)) }
 
     public func stats(timeout: DispatchTimeInterval, completion: @escaping @Sendable (String?) -> Void) {

@@ -28,6 +28,7 @@ public enum PluginWire {
         case withdrawShow(AdID)
         case notify(AdID, ViewerEvent)
         case control(AdID, SessionControl)
+        case lose(AdID, AuctionLoss)
         case destroy(AdID)
         case stats(seq: UInt64)
         /// Answered from the plugin's queue: a host whose plugin is stuck in a call does not answer.
@@ -59,7 +60,7 @@ public enum PluginWire {
     }
 
     /// Each message's first byte: named here once, for the encoder and the decoder.
-    enum CallTag: UInt8 { case start = 1, load, show, withdrawShow, notify, control, destroy, stats, ping, shutdown }
+    enum CallTag: UInt8 { case start = 1, load, show, withdrawShow, notify, control, destroy, stats, ping, shutdown, lose }
     enum ReplyTag: UInt8 { case hello = 1, started, refused, report, shown, stats, pong, log, confined, shutDown }
     /// A report's byte after its ad id.
     enum ReportTag: UInt8 { case loaded = 1, loadedInvalid, failed, mediaCached, other, reward, destroyed }
@@ -230,6 +231,7 @@ extension PluginWire.Call {
             w.string(o.variant); w.string(o.imageOptionsJSON)
             w.optional(o.interactive) { w, i in w.string(i.creativeURL); w.string(i.adParametersJSON); w.string(i.slotType.rawValue) }
             w.privacy(o.privacy)
+            w.u64(o.floor.bitPattern)
             return w.frame()
         case .show(let seq, let ad, let user):
             var w = WireWriter(call: .show)
@@ -246,6 +248,10 @@ extension PluginWire.Call {
         case .control(let ad, let control):
             var w = WireWriter(call: .control)
             w.u64(ad); w.string(control.rawValue)
+            return w.frame()
+        case .lose(let ad, let loss):
+            var w = WireWriter(call: .lose)
+            w.u64(ad); w.u64(UInt64(loss.abi.rawValue))
             return w.frame()
         case .destroy(let ad):
             var w = WireWriter(call: .destroy)
@@ -288,11 +294,16 @@ extension PluginWire.Call {
                                    slotType: try r.named(InteractiveRequest.SlotType.self, "slot type"))
             }
             order.privacy = try r.privacy()
+            order.floor = Double(bitPattern: try r.u64())
             self = .load(order)
         case .show?: self = .show(seq: try r.u64(), ad: try r.u64(), userID: try r.optional { (r: inout WireReader) throws(PluginWire.Malformed) in try r.string() })
         case .withdrawShow?: self = .withdrawShow(try r.u64())
         case .notify?: self = .notify(try r.u64(), try r.named(ViewerEvent.self, "event"))
         case .control?: self = .control(try r.u64(), try r.named(SessionControl.self, "control"))
+        case .lose?:
+            let ad = try r.u64()
+            guard let loss = AuctionLoss(abiValue: try r.u64()) else { throw PluginWire.Malformed(description: "unknown loss reason") }
+            self = .lose(ad, loss)
         case .destroy?: self = .destroy(try r.u64())
         case .stats?: self = .stats(seq: try r.u64())
         case .ping?: self = .ping(seq: try r.u64())

@@ -20,6 +20,8 @@ private struct AdState: Sendable {
     var offer: Offer?
     var won: [Won] = []
     var shown = false
+    /// Why the daemon drops it unshown (ADORCH_EVENT_LOSS), for its loss notice.
+    var loss: LossReason?
     /// Notices and trackers fired for this ad, by name: each at most once.
     var fired: Set<String> = []
     var resolver: ChainResolver?
@@ -304,7 +306,13 @@ private func loaded(_ id: adorch_ad_id, _ won: [Won]) {
 }
 
 /// The notices and trackers of one app event, for every winner of the ad.
-private func notify(_ id: adorch_ad_id, _ event: UInt32) {
+private func notify(_ id: adorch_ad_id, _ event: UInt32, _ detail: String?) {
+    if event == adorch_event.ADORCH_EVENT_LOSS.rawValue {
+        // The daemon's auction decided: the code goes in the lurl as it is (plugin.h's adorch_loss).
+        let code = detail.flatMap { JSONValue.parse(Data($0.utf8))?.objectValue?["reason"]?.doubleValue }.flatMap { LossReason(rawValue: Int($0)) }
+        plugin.withLock { $0.ads[id]?.loss = code }
+        return
+    }
     let (won, offer) = plugin.withLock { state in (state.ads[id]?.won ?? [], state.ads[id]?.offer) }
     guard let offer else { return }
     for (index, w) in won.enumerated() {
@@ -375,7 +383,7 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
             guard let request else { return nil }
             let r = request.pointee
             guard let format = formats[r.format] else { return nil }
-            let floor: Double
+            var floor: Double
             switch entryFloor(string(r.server_parameter)) {
             case .success(let f): floor = f
             case .failure(let problem):
@@ -383,6 +391,10 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
                 return nil
             }
             let uid = covers(r.struct_size, MemoryLayout<adorch_request>.offset(of: \.load_uid), MemoryLayout<UnsafeRawPointer>.size) ? string(r.load_uid) : ""
+            // The slot's floor (1.4) over the entry's own when higher.
+            if covers(r.struct_size, MemoryLayout<adorch_request>.offset(of: \.bid_floor), MemoryLayout<Double>.size), r.bid_floor.isFinite {
+                floor = max(floor, r.bid_floor)
+            }
             let load = BidLoad(format: format, loadUID: uid.isEmpty ? UUID().uuidString : uid, slot: string(r.slot_id), adUnit: string(r.ad_unit_id),
                                width: Int(r.width), height: Int(r.height), count: Int(r.count), testMode: r.test_mode != 0,
                                // plugin.h rule 3: the answer is due ADORCH_DEADLINE_MARGIN_MS before the deadline.
@@ -419,13 +431,15 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
             if let offer { for (n, w) in won.enumerated() { fire("win\(n)", NoticeMacros(bid: w.bid, offer: offer).substitute(w.bid.winURL), of: id) } }
             return 0
         },
-        ad_notify: { opaque, event, _ in notify(adorch_ad_id(UInt(bitPattern: opaque)), event) },
+        ad_notify: { opaque, event, detail in notify(adorch_ad_id(UInt(bitPattern: opaque)), event, detail.map { String(cString: $0) }) },
         ad_destroy: { opaque in
             let id = adorch_ad_id(UInt(bitPattern: opaque))
-            // Won but never shown (expired, replaced, drained): its loss notice says so.
-            let (unshown, offer) = plugin.withLock { state in (state.ads[id].map { $0.shown ? [] : $0.won } ?? [], state.ads[id]?.offer) }
+            // Won but never shown: its loss notice says why, as the daemon told (expired when it did not).
+            let (unshown, offer, loss) = plugin.withLock { state in
+                (state.ads[id].map { $0.shown ? [] : $0.won } ?? [], state.ads[id]?.offer, state.ads[id]?.loss ?? .expired)
+            }
             if let offer {
-                for (n, w) in unshown.enumerated() { fire("loss\(n)", NoticeMacros(bid: w.bid, offer: offer, loss: .expired).substitute(w.bid.lossURL), of: id) }
+                for (n, w) in unshown.enumerated() { fire("loss\(n)", NoticeMacros(bid: w.bid, offer: offer, loss: loss).substitute(w.bid.lossURL), of: id) }
             }
             plugin.withLock { state in state.ads.removeValue(forKey: id)?.resolver?.cancel() }
         },

@@ -228,7 +228,18 @@ typedef enum ADORCH_CLOSED_ENUM adorch_event {
     ADORCH_EVENT_FIRST_QUARTILE = 28,  /* 25 % played */
     ADORCH_EVENT_MIDPOINT = 29,        /* 50 % played */
     ADORCH_EVENT_THIRD_QUARTILE = 30,  /* 75 % played */
+    /* 1.4, host->plugin: a bidder's ad ends unshown, ad_destroy follows; detail
+     * {"reason": n}, n an adorch_loss. Sent only for entries configured `bidder = true`. */
+    ADORCH_EVENT_LOSS = 31,
 } adorch_event;
+
+/* Why a bidder's ad ended unshown (ADORCH_EVENT_LOSS): OpenRTB's loss reason codes, so a
+ * bidder plugin can put n in its lurl's ${AUCTION_LOSS} as it is. More may be added. */
+typedef enum adorch_loss {
+    ADORCH_LOSS_EXPIRED = 2,               /* it expired (or neared expiry and was replaced) untaken */
+    ADORCH_LOSS_BELOW_FLOOR = 100,         /* its price was under the slot's floor (request.bid_floor) */
+    ADORCH_LOSS_LOST_TO_HIGHER_BID = 102,  /* its auction went to higher prices */
+} adorch_loss;
 
 /* Log levels for host->log, most severe first (the syslog order). */
 typedef enum adorch_log_level {
@@ -321,6 +332,8 @@ typedef struct adorch_request {
     /* ABI 1.4; present when struct_size covers it. */
     const adorch_privacy *privacy;  /* this load's privacy class and signals; never NULL to a plugin
                                      * built for 1.4 or later, NULL to an older one */
+    double bid_floor;               /* the slot's floor per 1,000 impressions (OpenRTB imp.bidfloor),
+                                     * 0 for none: an ad whose price is under it is refused */
 } adorch_request;
 
 /* What the host gives the plugin at init. The functions are thread-safe. */
