@@ -13,14 +13,25 @@ struct AuctionRound: Sendable {
     var walked: Set<Int> = []
 }
 
+/// Prices per 1,000 impressions: a reported price, an entry's `ecpm` and a slot's `floor`
+/// outside it are refused. Past 100,000 (100 for a single impression) it is a typo or a lie.
+public enum CPM {
+    public static let range: ClosedRange<Double> = 0...100_000
+}
+
 /// What a waterfall entry's ads reported paying: an average in which the newest price
-/// weighs `newest`, so an entry's eCPM follows its network's prices over a day.
+/// weighs `newest`, so an entry's eCPM follows its network's prices over a day. One price
+/// counts at most `outlier` times the average, or a `outlier`th of it: a single absurd report
+/// cannot make the walk ask the entry in every auction for thousands of them.
 struct PaidAverage: Sendable {
     static let newest = 0.125
+    static let outlier = 10.0
     private(set) var value: Double?
 
     mutating func note(_ price: Double) {
-        value = value.map { $0 + Self.newest * (price - $0) } ?? price
+        guard let value else { return self.value = price }
+        let bounded = value > 0 ? min(max(price, value / Self.outlier), value * Self.outlier) : price
+        self.value = value + Self.newest * (bounded - value)
     }
 }
 

@@ -37,26 +37,42 @@ extension Engine {
         return effects
     }
 
-    /// One step of an auction: waits while any of its loads is in flight (no entry is compared
-    /// with a bid not yet in hand), then walks the next entry whose eCPM beats the best bid, or
-    /// decides: the best `want` ads it holds stay, the others lose to a higher bid.
+    /// One step of an auction. While a bid is coming, it waits: no entry is compared with a bid
+    /// not in hand. Then the walk: while the auction holds fewer ads than it is for, each place
+    /// still open is walked at once from the top, whatever the eCPM; with every place
+    /// taken, one entry at a time, and only one whose eCPM beats the lowest price kept (with
+    /// one place, the best bid). With nothing left to walk it is decided: the best `want` ads
+    /// it holds stay, the others lose to a higher bid.
     private mutating func progressAuction(_ slotID: String, _ privacyClass: PrivacyClass, now: Moment) -> [Effect] {
         guard let slot = slots[slotID], var round = slot.auctions[privacyClass] else { return [] }
         let held = round.loads.compactMap { ads[$0] }
-        if held.contains(where: { if case .loading = $0.state { true } else { false } }) { return [] }
+        let loading = held.filter { if case .loading = $0.state { true } else { false } }
+        if loading.contains(where: { isBidder(slot, $0.entryIndex) }) { return [] }
         // Ads a Show took meanwhile won their viewer; only those still ready take part.
-        let inHand = held.filter { $0.isValid(at: now) }
-        let best = inHand.filter { isBidder(slot, $0.entryIndex) }.map(\.price).max()
-        let walkFilled = inHand.contains { !isBidder(slot, $0.entryIndex) }
-        if !walkFilled, let (index, privacy) = nextWalkEntry(slot, privacyClass, best: best, walked: round.walked, now: now) {
+        let ranked = held.filter { $0.isValid(at: now) }.sorted { ($0.price, $1.id) > ($1.price, $0.id) }
+        let open = round.want - ranked.count - loading.count
+        var effects: [Effect] = []
+        if open > 0 {
+            // Each open place walks from the top, as a waterfall of its own: several may ask
+            // one entry at once, as far as its network takes loads in flight; one that failed
+            // is backing off, and the next place starts below it.
+            for _ in 0..<open {
+                guard let (index, privacy) = walkEntries(slots[slotID]!, privacyClass, beating: nil, walked: [], now: now).first else { break }
+                round.walked.insert(index)
+                round.loads.append(nextID)
+                effects.append(startLoad(slotID, entryIndex: index, privacy: privacy, now: now))
+            }
+        } else if loading.isEmpty, ranked.count >= round.want,
+                  let (index, privacy) = walkEntries(slot, privacyClass, beating: ranked[round.want - 1].price, walked: round.walked, now: now).first {
             round.walked.insert(index)
             round.loads.append(nextID)
+            effects.append(startLoad(slotID, entryIndex: index, privacy: privacy, now: now))
+        }
+        if !effects.isEmpty || !loading.isEmpty {
             slots[slotID]!.auctions[privacyClass] = round
-            return [startLoad(slotID, entryIndex: index, privacy: privacy, now: now)]
+            return effects
         }
         slots[slotID]!.auctions[privacyClass] = nil
-        let ranked = inHand.sorted { ($0.price, $1.id) > ($1.price, $0.id) }
-        var effects: [Effect] = []
         for loser in ranked.dropFirst(round.want) {
             slots[slotID]!.counters.outbid += 1
             effects += end(loser.id, as: .outbid, now: now)
@@ -66,18 +82,31 @@ extension Engine {
         return effects
     }
 
-    /// The walk's next entry, in waterfall order: a waterfall entry (not a bidder) not yet
-    /// walked in this round, that may be asked now, whose eCPM is not under the floor and
-    /// beats the best bid. An entry of unknown eCPM is walked only when no bid is in hand.
-    private func nextWalkEntry(_ slot: SlotState, _ privacyClass: PrivacyClass, best: Double?, walked: Set<Int>,
-                               now: Moment) -> (Int, LoadPrivacy)? {
-        usableEntries(slot, for: privacyClass, now: now).first { index, _ in
+    /// The entries the walk may ask, in waterfall order: waterfall entries (not bidders) not
+    /// yet walked in this auction, that may be asked now, whose eCPM is not under the floor
+    /// and, when `beating` a price, beats it (an entry of unknown eCPM then does not).
+    private func walkEntries(_ slot: SlotState, _ privacyClass: PrivacyClass, beating price: Double?, walked: Set<Int>,
+                             now: Moment) -> [(Int, LoadPrivacy)] {
+        usableEntries(slot, for: privacyClass, now: now).filter { index, _ in
             guard !isBidder(slot, index), !walked.contains(index) else { return false }
             let value = ecpm(of: slot, index)
             if let value, value < slot.config.floor { return false }
-            guard let best else { return true }
-            return value.map { $0 > best } ?? false
+            guard let price else { return true }
+            return value.map { $0 > price } ?? false
         }
+    }
+
+    /// A price the engine cannot rank by: outside `CPM.range`, or none from a bidder, whose
+    /// price is what its auction is decided on. The load is the plugin's fault.
+    func priceRefusal(of report: PluginReport, for ad: AdRecord) -> String? {
+        guard case .loaded(_, _, let price, _, _, _) = report else { return nil }
+        if let price, !CPM.range.contains(price) {
+            return "a price of \(price) per 1,000 impressions, outside \(CPM.range.lowerBound)...\(CPM.range.upperBound)"
+        }
+        if price == nil, let slot = slots[ad.slot], isBidder(slot, ad.entryIndex) {
+            return "a bid without a price (the payload's \"price\", a number per 1,000 impressions)"
+        }
+        return nil
     }
 
     /// A load reported a price under its slot's floor: refused as the floor says, the entry

@@ -31,7 +31,7 @@ extension Engine {
             }
         }
         guard let ad = ads[id], ad.plugin == plugin else { return ignored(report, for: id, from: plugin) }
-        if case .loading = ad.state, let reason = payloadRefusal(of: report, for: ad) {
+        if case .loading = ad.state, let reason = payloadRefusal(of: report, for: ad) ?? priceRefusal(of: report, for: ad) {
             return pluginReported(.failed(.pluginFault, networkCode: 0, message: reason), for: id, from: plugin, now: now)
         }
         switch (report, ad.state) {

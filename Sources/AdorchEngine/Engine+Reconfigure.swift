@@ -45,6 +45,8 @@ extension Engine {
             }
             setBackoffTimers(of: config.id, to: slots[config.id]!.entries)
             slots[config.id]!.config = config
+            // An auction under way was for the old entries: its ads stay ready, the next refill starts afresh.
+            slots[config.id]!.auctions = [:]
             for ad in ads.inSlot(config.id) {
                 let entry = oldEntries[ad.entryIndex]
                 guard let newIndex = config.waterfall.firstIndex(where: { $0.plugin == entry.plugin && $0.adUnitID == entry.adUnitID && $0.serverParameter == entry.serverParameter }) else {

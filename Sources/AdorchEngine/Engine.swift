@@ -135,7 +135,7 @@ public struct Engine: Sendable {
                     EntryStatus(loads: entry.loads, fills: entry.fills, failuresInRow: entry.failuresInRow,
                                 lastError: entry.lastError,
                                 backoff: entry.backoffUntil > now ? entry.backoffUntil - now : .zero,
-                                estimate: entry.estimate)
+                                estimate: entry.estimate, learnedECPM: entry.paid.value)
                 },
                 target: target(of: id, now: now),
                 missingPlugins: missingPlugins(of: id),

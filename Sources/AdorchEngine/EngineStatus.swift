@@ -44,6 +44,8 @@ public struct EntryStatus: Sendable, Equatable {
     public var backoff: Duration
     /// What its loads have shown: time per load, fill rate, ad lifetime.
     public var estimate: EntryEstimate
+    /// The average of the prices its ads reported, its eCPM when the config gives none.
+    public var learnedECPM: Double?
 }
 
 /// A network (plugin) as the scheduler sees it.

@@ -208,8 +208,10 @@ extension SlotConfig {
     /// buffer_max when a demand-aware slot does not name one.
     public static let defaultBufferMax = 10
 
-    /// Whether a refill runs an auction (docs/bidding.md, "The auction"): some entry is a bidder.
-    public var isHybrid: Bool { waterfall.contains(where: \.bidder) }
+    /// Whether a refill runs an auction (docs/bidding.md, "The auction"): some entry is a
+    /// bidder or has a price. A slot priced so is filled by price, not by the demand-aware
+    /// choice of the entry whose ads last (docs/scheduler.md), which knows no price.
+    public var isHybrid: Bool { waterfall.contains { $0.bidder || $0.ecpm != nil } }
 
     /// Whether the scheduler chooses the buffer from demand, between `bufferMin` and `bufferMax`.
     public var isDemandAware: Bool { bufferMax > bufferMin }

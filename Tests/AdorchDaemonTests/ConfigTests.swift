@@ -259,11 +259,16 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(refusal(hybrid.replacingOccurrences(of: "floor = 0.75", with: "floor = \"1\""))?.description,
                        "test.toml: key slots[0].floor: expected a number, got string")
         XCTAssertEqual(refusal(hybrid.replacingOccurrences(of: "floor = 0.75", with: "floor = 0.75\nparallel = 2"))?.description,
-                       "test.toml: key slots[0].parallel: a slot with bidders runs an auction (docs/bidding.md); parallel mode is for a waterfall without")
-        XCTAssertEqual(refusal(hybrid.replacingOccurrences(of: "floor = 0.75", with: "").replacingOccurrences(of: "interstitial", with: "banner"))?.description,
-                       "test.toml: key slots[0].waterfall[1].bidder: the auction runs for preloaded slots (rewarded, fullscreen, interstitial); s is a banner slot, whose Load walks its waterfall")
+                       "test.toml: key slots[0].parallel: a slot with bidders or an ecpm runs an auction (docs/bidding.md); parallel mode is for a waterfall without")
+        XCTAssertEqual(refusal(hybrid.replacingOccurrences(of: "floor = 0.75", with: "").replacingOccurrences(of: "ecpm = 4", with: "")
+                                .replacingOccurrences(of: "interstitial", with: "banner"))?.description,
+                       "test.toml: key slots[0].waterfall[1].bidder: the auction runs for preloaded slots (rewarded, fullscreen, interstitial); s is a banner slot, its ads are loaded on demand with Load")
+        XCTAssertEqual(refusal(minimal.replacingOccurrences(of: "interstitial", with: "splash") + "\n  ecpm = 2")?.description,
+                       "test.toml: key slots[0].waterfall[0].ecpm: the auction runs for preloaded slots (rewarded, fullscreen, interstitial); s is a splash slot, its ads are loaded on demand with Load")
+        XCTAssertNoThrow(try DaemonConfig.parse(toml: hybrid.replacingOccurrences(of: "floor = 0.75", with: "parallel = 1"), source: "test.toml"),
+                         "parallel = 1 is the plain default")
         XCTAssertEqual(refusal(minimal.replacingOccurrences(of: "interstitial\"", with: "native\"\nfloor = 1"))?.description,
-                       "test.toml: key slots[0].floor: floors hold the auction of preloaded slots (rewarded, fullscreen, interstitial); s is a native slot")
+                       "test.toml: key slots[0].floor: floors hold the auction of preloaded slots (rewarded, fullscreen, interstitial); s is a native slot, its ads are loaded on demand with Load")
         XCTAssertEqual(refusal(hybrid.replacingOccurrences(of: "bidder = true", with: "bidder = \"yes\""))?.description,
                        "test.toml: key slots[0].waterfall[1].bidder: expected true or false, got string")
     }

@@ -123,6 +123,81 @@ final class AuctionTests: XCTestCase {
         XCTAssertEqual(prices, [5, 3])
     }
 
+    func testPlacesTheBidsLeaveOpenAreWalkedAtOnceWhateverTheirECPM() {
+        var h = harness(hybrid(buffer: 2, [("w1", 1), ("w2", 2), ("w3", 9), ("b1", nil)]))
+        h.fill(order(h, "b1")!.adID, price: 5)
+        XCTAssertEqual(h.loads.map(\.plugin), ["b1", "w1"], "two wanted, one bid: the open place is walked, from the top")
+        h.report(.failed(.noFill, networkCode: 0, message: ""), order(h, "w1")!.adID)
+        XCTAssertEqual(h.loads.map(\.plugin), ["b1", "w1", "w2"])
+        h.fill(order(h, "w2")!.adID)
+        XCTAssertEqual(h.loads.last!.plugin, "w3", "every place taken: only an entry beating the lowest kept price, 2")
+        h.fill(order(h, "w3")!.adID)
+        XCTAssertEqual(h.losses.count, 0, "the walked w2 lost, not a bid: no bidder is told")
+        XCTAssertEqual(h.status("s").counters.outbid, 1)
+        var prices: [Double] = []
+        for _ in 0..<2 {
+            guard case .success(let ad) = h.show("s") else { return XCTFail("no ad") }
+            prices.append(ad.price)
+        }
+        XCTAssertEqual(prices, [9, 5])
+
+        var none = harness(hybrid(buffer: 2, [("w1", nil), ("w2", nil), ("b1", nil)]))
+        none.report(.failed(.noFill, networkCode: 0, message: ""), order(none, "b1")!.adID)
+        XCTAssertEqual(none.loads.map(\.plugin), ["b1", "w1", "w1"], "no bid: both places walked at once, each from the top")
+    }
+
+    func testAPriceOutOfRangeOrABidWithoutOneIsThePluginsFaultAndTeachesNothing() {
+        var h = harness(hybrid([("b1", nil), ("w1", nil)]))
+        let bid = order(h, "b1")!.adID
+        h.fill(bid)  // no price
+        XCTAssertTrue(h.events.contains { $0.kind == .adFailed && $0.errorCode == .pluginFault && $0.adID == bid && ($0.message ?? "").contains("without a price") })
+        let walked = order(h, "w1")!.adID
+        h.fill(walked, price: -1)
+        XCTAssertTrue(h.events.contains { $0.kind == .adFailed && $0.errorCode == .pluginFault && $0.adID == walked && ($0.message ?? "").contains("outside 0.0...100000.0") })
+        XCTAssertEqual(h.status("s").ready, 0)
+        XCTAssertNil(h.status("s").entries[1].learnedECPM, "a refused price is not learned")
+        XCTAssertEqual(h.status("s").counters.errors, 2)
+    }
+
+    func testOneAbsurdPriceMovesTheLearnedECPMOnlyABit() {
+        var paid = PaidAverage()
+        paid.note(2)
+        paid.note(100_000)
+        XCTAssertEqual(paid.value!, 2 + PaidAverage.newest * (20 - 2), accuracy: 1e-9, "counted as ten times the average")
+        paid.note(0)
+        XCTAssertGreaterThan(paid.value!, 0, "nor does one zero")
+    }
+
+    func testAReloadDropsTheAuctionUnderWay() {
+        let config = hybrid([("b1", nil), ("b2", nil), ("w1", 1)])
+        var h = harness(config)
+        h.fill(order(h, "b1")!.adID, price: 3)  // b2 still bidding
+        var plain = config
+        for i in plain.waterfall.indices { plain.waterfall[i].bidder = false }
+        h.effects += h.engine.reconfigure(slots: [plain], settings: .init(backoffJitter: 0), now: h.now)
+        h.effects += h.engine.reconfigure(slots: [config], settings: .init(backoffJitter: 0), now: h.now)
+        h.fill(order(h, "b2")!.adID, price: 4)
+        XCTAssertEqual(h.status("s").counters.outbid, 0, "the old auction decides nothing")
+        var prices: [Double] = []
+        for _ in 0..<2 {
+            guard case .success(let ad) = h.show("s") else { return XCTFail("both bids stay ready") }
+            prices.append(ad.price)
+        }
+        XCTAssertEqual(prices, [4, 3])
+        XCTAssertEqual(h.loads.suffix(from: 2).map(\.plugin), ["b1", "b2"], "a fresh auction asks the bidders first, not the walk")
+    }
+
+    func testASlotWithPricesButNoBidderWalksItsWaterfallInOrder() {
+        var h = harness(hybrid(buffer: 2, [("w1", 6), ("w2", 2)]))
+        XCTAssertEqual(h.loads.map(\.plugin), ["w1", "w1"], "both places at once, each from the top")
+        h.report(.failed(.noFill, networkCode: 0, message: ""), h.loads[0].adID)
+        XCTAssertEqual(h.loads.map(\.plugin), ["w1", "w1", "w2"], "the failed place goes on below w1, which backs off")
+        h.fill(h.loads[2].adID)
+        h.fill(h.loads[1].adID)
+        guard case .success(let ad) = h.show("s") else { return XCTFail("no ad") }
+        XCTAssertEqual(ad.price, 6, "the higher eCPM first")
+    }
+
     func testNoShowWaitsForABidder() {
         var h = harness(hybrid(buffer: 1, [("b1", nil), ("b2", nil)]))
         guard case .failure(.noAdReady) = h.show("s") else { return XCTFail("a Show with nothing ready must fail at once") }

@@ -160,6 +160,7 @@ struct StatusJSON {
             "ready_ads": .array(s.readyAds.map { .string(ids.external($0)) }),
             "ready_by_class": .object(Dictionary(uniqueKeysWithValues: PrivacyClass.allCases.map { ($0.rawValue, .int(Int64(s.readyByClass[$0, default: 0]))) })),
             "ttl_s": .int(s.config.ttl.nanosecondsClamped / 1_000_000_000), "parallel": .int(Int64(s.config.parallel)),
+            "floor": .double(s.config.floor),
             "waterfall": .array(zip(s.config.waterfall, s.entries).map { entry, state in
                 var object: [String: JSONValue] = [
                     "plugin": .string(entry.plugin), "ad_unit_id": .string(entry.adUnitID),
@@ -173,6 +174,10 @@ struct StatusJSON {
                     ],
                 ]
                 if let error = state.lastError { object["last_error"] = .string(error.rawValue) }
+                // docs/bidding.md, "The auction": what the walk compares with the best bid.
+                if entry.bidder { object["bidder"] = true }
+                if let ecpm = entry.ecpm { object["ecpm"] = .double(ecpm) }
+                if let learned = state.learnedECPM { object["learned_ecpm"] = .double(learned) }
                 return .object(object)
             }),
             "counters": [

@@ -1,3 +1,4 @@
+import AdorchEngine
 import AdorchPrivacy
 
 /// The range of every number a config may set outside [limits] (those are checked where
@@ -35,9 +36,8 @@ enum ConfigBounds {
     /// Up to 2^53 - 1: an app reading the reward from JSON as a double still gets it exactly.
     static let rewardAmount: ClosedRange<Int64> = 0...(1 << 53) - 1
     static let parallel: ClosedRange<Int64> = 1...10
-    /// A price per 1,000 impressions (an entry's `ecpm`, a slot's `floor`): past 100,000 (100
-    /// a single impression) it is a typo, not a price.
-    static let cpm: ClosedRange<Double> = 0...100_000
+    /// A price per 1,000 impressions (an entry's `ecpm`, a slot's `floor`).
+    static let cpm = CPM.range
     /// fetch_timeout_ms and start_timeout_ms of an interactive slot.
     static let sessionTimeoutMilliseconds: ClosedRange<Int64> = 1...120_000
 

@@ -270,10 +270,10 @@ extension DaemonConfig {
                 try w.only(["plugin", "ad_unit_id", "server_parameter", "timeout_ms", "caps", "pacing", "gvl_id", "serves_children",
                             "serves_non_personalized", "bidder", "ecpm"])
                 let bidder = try w.bool("bidder") ?? false
-                if bidder, !format.isPreloaded {
-                    throw w.error("bidder", "the auction runs for preloaded slots (rewarded, fullscreen, interstitial); \(id) is \(format.slotInWords), whose Load walks its waterfall")
-                }
                 let ecpm = try w.double("ecpm", range: ConfigBounds.cpm)
+                if !format.isPreloaded, let key = bidder ? "bidder" : ecpm != nil ? "ecpm" : nil {
+                    throw w.error(key, "the auction runs for preloaded slots (rewarded, fullscreen, interstitial); \(id) is \(format.slotInWords), \(format.howToUse)")
+                }
                 if bidder, ecpm != nil { throw w.error("ecpm", "a bidder's price comes with each bid; ecpm is for waterfall entries") }
                 let entryRules = try w.frequency().rules(over: FrequencySettings())
                 if !format.isPreloaded, !entryRules.isEmpty {
@@ -302,12 +302,12 @@ extension DaemonConfig {
             if !format.isPreloaded, parallel != nil {
                 throw s.error("parallel", "parallel mode is for preloaded slots (rewarded, fullscreen, interstitial)")
             }
-            if parallel != nil, waterfall.contains(where: \.bidder) {
-                throw s.error("parallel", "a slot with bidders runs an auction (docs/bidding.md); parallel mode is for a waterfall without")
+            if (parallel ?? 1) > 1, waterfall.contains(where: { $0.bidder || $0.ecpm != nil }) {
+                throw s.error("parallel", "a slot with bidders or an ecpm runs an auction (docs/bidding.md); parallel mode is for a waterfall without")
             }
             let floor = try s.double("floor", range: ConfigBounds.cpm)
             if floor != nil, !format.isPreloaded {
-                throw s.error("floor", "floors hold the auction of preloaded slots (rewarded, fullscreen, interstitial); \(id) is \(format.slotInWords)")
+                throw s.error("floor", "floors hold the auction of preloaded slots (rewarded, fullscreen, interstitial); \(id) is \(format.slotInWords), \(format.howToUse)")
             }
             let variant = try s.string("native_variant") ?? (format == .native ? "feed" : "")
             if format == .native, !["feed", "banner", "interstitial"].contains(variant) {
