@@ -6,11 +6,17 @@ import AdorchEngine
 /// them itself and the engine knows nothing of them, as for the references. On the privacy
 /// day (`DayPrivacy`) each Show carries its viewer's privacy and each network its declaration;
 /// on any other day, none and the defaults, as a daemon whose apps set nothing.
+///
+/// With `auction`, the day's bidders join every slot as `bidder = true` entries and each
+/// network carries its `ecpm`: the hybrid auction (docs/bidding.md), measured on revenue.
 public final class AdorchPolicy: PreloadPolicy {
     public let name: String
     private let capsInEngine: Bool
+    private let auction: Bool
     /// The control's name in the tables.
     public static let controlName = "adorch, caps in the app"
+    /// The hybrid auction's name in the tables.
+    public static let auctionName = "adorch, hybrid auction"
     private var engine: Engine!
     private var slotIDs: [String] = []
     /// The engine's ad id for each load in flight, and for each ad the simulator's id.
@@ -23,9 +29,9 @@ public final class AdorchPolicy: PreloadPolicy {
     /// Per slot, the times of the requests the engine answered Capped.
     public private(set) var cappedAt: [[Double]] = []
 
-    public init(settings: SchedulerSettings = SchedulerSettings(), capsInEngine: Bool = true) {
-        (self.settings, self.capsInEngine) = (settings, capsInEngine)
-        name = capsInEngine ? "adorch" : Self.controlName
+    public init(settings: SchedulerSettings = SchedulerSettings(), capsInEngine: Bool = true, auction: Bool = false) {
+        (self.settings, self.capsInEngine, self.auction) = (settings, capsInEngine, auction)
+        name = auction ? Self.auctionName : capsInEngine ? "adorch" : Self.controlName
     }
 
     /// A time of the day on the engine's clock, whose origin is a second before the day's.
@@ -33,11 +39,14 @@ public final class AdorchPolicy: PreloadPolicy {
 
     public func start(_ sim: DaySimulator) {
         let w = sim.workload
-        networkIndex = Dictionary(uniqueKeysWithValues: w.networks.enumerated().map { ($1.name, $0) })
+        let sources = auction ? w.sources : w.networks
+        networkIndex = Dictionary(uniqueKeysWithValues: sources.enumerated().map { ($1.name, $0) })
         slotIDs = w.slots.map(\.id)
-        let waterfall = w.networks.enumerated().map { index, network in
-            WaterfallEntry(plugin: network.name, timeout: .milliseconds(Int64(network.timeoutSeconds * 1000)),
-                           privacy: sim.privacy?.networks[index] ?? NetworkPrivacy())
+        let waterfall = sources.enumerated().map { index, network in
+            let bidder = index >= w.networks.count
+            return WaterfallEntry(plugin: network.name, timeout: .milliseconds(Int64(network.timeoutSeconds * 1000)),
+                                  privacy: sim.privacy?.networks[index] ?? NetworkPrivacy(), bidder: bidder,
+                                  ecpm: auction && !bidder && network.ecpm > 0 ? network.ecpm : nil)
         }
         // As a user would run it: the workload's buffer is the floor of a demand-aware buffer.
         let slots = w.slots.enumerated().map { index, slot in
@@ -125,12 +134,14 @@ public final class AdorchPolicy: PreloadPolicy {
 
     public func loadFinished(_ load: Int, slot: Int, network: Int, _ result: LoadResult, _ sim: DaySimulator) {
         guard let id = engineIDForLoad.removeValue(forKey: load) else { return }
-        let plugin = sim.workload.networks[network].name
+        let plugin = sim.workload.sources[network].name
         let report: PluginReport
         switch result {
         case .fill(let ad, let expiresAt):
             simAd[id] = ad
-            report = .loaded(payloadJSON: "{}", expiresIn: .milliseconds(Int64((expiresAt - sim.now) * 1000)), price: nil)
+            // A bid says its price; a network says none, and its entry's ecpm stands for it.
+            let price = network >= sim.workload.networks.count ? sim.price(of: ad) : nil
+            report = .loaded(payloadJSON: "{}", expiresIn: .milliseconds(Int64((expiresAt - sim.now) * 1000)), price: price)
         case .noFill: report = .failed(.noFill, networkCode: 0, message: "")
         case .error: report = .failed(.network, networkCode: 0, message: "")
         case .rateLimited: report = .failed(.rateLimited, networkCode: 0, message: "")

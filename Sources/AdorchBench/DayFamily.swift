@@ -46,6 +46,15 @@ public struct DayFamily: Sendable, Equatable {
     public var rateLimitLoads: Count
     public var rateLimitWindowSeconds: Range
     public var rateLimitPauseMinutes: Range
+    /// Prices: every network's and bidder's eCPM and spread (`[prices]`).
+    public var ecpm: Range
+    public var priceSpread: Range
+    /// Bidders (`[bidders]`): how many, and what they are like; the rest as networks.
+    public var bidderCount: Count
+    public var bidderFill: Range
+    public var bidderMedianSeconds: Range
+    public var bidderTTLMinutes: Range
+    public var bidderTimeoutSeconds: Range
 
     public static func load(path: String) throws -> DayFamily {
         let root = try TOMLTable(string: try String(contentsOfFile: path, encoding: .utf8))
@@ -75,6 +84,7 @@ public struct DayFamily: Sendable, Equatable {
         }
         let slots = try table(root, "slots"), curve = try table(root, "curve"), bursts = try table(root, "bursts")
         let networks = try table(root, "networks"), limit = try table(networks, "rate_limit")
+        let prices = try table(root, "prices"), bidders = try table(root, "bidders")
         let formats = try (slots["formats"]?.array ?? []).map { value in
             guard let name = value.string, let format = AdFormat(rawValue: name), format.isPreloaded else {
                 throw fail("slots.formats: \(value) is not a preloaded format")
@@ -93,8 +103,12 @@ public struct DayFamily: Sendable, Equatable {
             p99OverMedian: try range(networks, "p99_over_median"), errors: try range(networks, "errors"),
             ttlMinutes: try range(networks, "ttl_minutes"), timeoutSeconds: try range(networks, "timeout_s"),
             rateLimitProbability: try number(limit, "probability"), rateLimitLoads: try count(limit, "loads"),
-            rateLimitWindowSeconds: try range(limit, "window_s"), rateLimitPauseMinutes: try range(limit, "pause_minutes"))
-        guard !formats.isEmpty, family.slots.min >= 1, family.networks.min >= 1, family.buffer.min >= 1, family.rateLimitLoads.min >= 1,
+            rateLimitWindowSeconds: try range(limit, "window_s"), rateLimitPauseMinutes: try range(limit, "pause_minutes"),
+            ecpm: try range(prices, "ecpm"), priceSpread: try range(prices, "spread"),
+            bidderCount: try count(bidders, "count"), bidderFill: try range(bidders, "fill"),
+            bidderMedianSeconds: try range(bidders, "median_s"), bidderTTLMinutes: try range(bidders, "ttl_minutes"),
+            bidderTimeoutSeconds: try range(bidders, "timeout_s"))
+        guard family.ecpm.min > 0, family.bidderCount.min >= 0, !formats.isEmpty, family.slots.min >= 1, family.networks.min >= 1, family.buffer.min >= 1, family.rateLimitLoads.min >= 1,
               (0...1).contains(family.rateLimitProbability), family.hours > 0 else {
             throw fail("needs formats, at least one slot, network, buffered ad and allowed load, and a probability in [0, 1]")
         }
@@ -130,8 +144,30 @@ public struct DayFamily: Sendable, Equatable {
             }
             return network
         }
-        return Workload(seed: seed, hours: hours, dayAmplitude: amplitude, peakHour: peak, burstsPerDay: burstCount,
-                        burstFactor: factor, burstSeconds: minutes * 60, slots: slots, networks: networks)
+        var day = Workload(seed: seed, hours: hours, dayAmplitude: amplitude, peakHour: peak, burstsPerDay: burstCount,
+                           burstFactor: factor, burstSeconds: minutes * 60, slots: slots, networks: networks)
+        addPrices(to: &day)
+        return day
+    }
+
+    /// Prices and bidders, from a stream of the day's own seed: added after the rest, they
+    /// move none of the day's other draws, nor any figure measured before prices were.
+    private func addPrices(to day: inout Workload) {
+        var draw = Draw(random: SplitMix64(seed: day.seed ^ Prices.salt))
+        for i in day.networks.indices { (day.networks[i].ecpm, day.networks[i].priceSpread) = (draw(ecpm), draw(priceSpread)) }
+        day.bidders = (0..<draw(bidderCount)).map { i in
+            let median = draw(bidderMedianSeconds)
+            var bidder = Workload.Network(
+                name: "bidder\(i + 1)", fill: draw(bidderFill), medianSeconds: median,
+                p99Seconds: draw.rounded(median * draw.uniform(p99OverMedian), within: median * p99OverMedian.min, median * p99OverMedian.max),
+                errors: draw(errors), ttlSeconds: draw(bidderTTLMinutes) * 60, timeoutSeconds: draw(bidderTimeoutSeconds))
+            if draw.random.nextUnit() < rateLimitProbability {
+                bidder.rateLimit = Workload.RateLimit(loads: draw(rateLimitLoads), window: draw(rateLimitWindowSeconds),
+                                                      pause: draw(rateLimitPauseMinutes) * 60)
+            }
+            (bidder.ecpm, bidder.priceSpread) = (draw(ecpm), draw(priceSpread))
+            return bidder
+        }
     }
 
     static func prefix(_ format: AdFormat) -> String {

@@ -53,12 +53,16 @@ public struct DayResult: Sendable {
     public var groupHits: [Int] = []
     public var groupSlotMisses: [[Int]] = []
     public var wrongClass = 0
+    /// What the shown ads paid, per 1,000 impressions each, added up.
+    public var revenue = 0.0
 
     /// The requests the policy was asked to serve.
     public var letIn: Int { requests - capped }
     public var hitRate: Double { letIn == 0 ? 0 : Double(hits) / Double(letIn) }
     public var waste: Double { fills == 0 ? 0 : Double(wasted) / Double(fills) }
     public var requestsPerShow: Double { hits == 0 ? .infinity : Double(loadCalls) / Double(hits) }
+    /// What 1,000 requests earned: each shown ad pays its price / 1,000.
+    public var revenuePerThousand: Double { letIn == 0 ? 0 : revenue / Double(letIn) }
     /// Group `g`'s hit rate; nil when it asked nothing.
     public func groupHitRate(_ g: Int) -> Double? { groupRequests[g] == 0 ? nil : Double(groupHits[g]) / Double(groupRequests[g]) }
 
@@ -87,6 +91,7 @@ public final class DaySimulator {
     private let refused: [[Bool]]
     public private(set) var now = 0.0
     private var outcomes: Outcomes
+    private var prices: Prices
     private var events = EventQueue()
     private var result: DayResult
     private var ads: [Ad] = []
@@ -103,6 +108,7 @@ public final class DaySimulator {
         /// The class the policy loaded it under, if it says.
         var privacyClass: PrivacyClass?
         var expiresAt: Double
+        var price: Double
         var shown = false
         var droppedAt: Double?
     }
@@ -115,14 +121,15 @@ public final class DaySimulator {
         refused = caps?.refused(in: trace) ?? trace.requests.map { $0.map { _ in false } }
         letIn = zip(trace.requests, refused).map { times, refused in zip(times, refused).filter { !$0.1 }.map(\.0) }
         outcomes = trace.outcomes()
+        prices = trace.prices()
         result = DayResult(policy: name, slotFills: workload.slots.map { _ in 0 }, slotMisses: workload.slots.map { _ in 0 })
         if let privacy {
             result.groupRequests = privacy.mix.groups.map { _ in 0 }
             result.groupHits = result.groupRequests
             result.groupSlotMisses = privacy.mix.groups.map { _ in workload.slots.map { _ in 0 } }
         }
-        recentLoads = workload.networks.map { _ in [] }
-        limitedUntil = workload.networks.map { _ in 0 }
+        recentLoads = workload.sources.map { _ in [] }
+        limitedUntil = workload.sources.map { _ in 0 }
         pendingMisses = workload.slots.map { _ in [] }
     }
 
@@ -149,13 +156,13 @@ public final class DaySimulator {
 
     // MARK: For policies
 
-    /// Starts one network load for a slot, under `privacyClass` if the policy has classes;
-    /// its result arrives through `loadFinished`.
+    /// Starts one load for a slot from a source (a network, or a bidder past the networks),
+    /// under `privacyClass` if the policy has classes; its result arrives through `loadFinished`.
     @discardableResult
     public func load(slot: Int, network: Int, privacyClass: PrivacyClass? = nil) -> Int {
         loadCount += 1
         result.loadCalls += 1
-        let n = workload.networks[network]
+        let n = workload.sources[network]
         if let limit = n.rateLimit {
             recentLoads[network] = recentLoads[network].filter { $0 > now - limit.window } + [now]
             if recentLoads[network].count > limit.loads { limitedUntil[network] = max(limitedUntil[network], now + limit.pause) }
@@ -173,7 +180,8 @@ public final class DaySimulator {
             let answer: LoadResult
             switch outcome.kind {
             case .fill:
-                ads.append(Ad(slot: slot, network: network, privacyClass: privacyClass, expiresAt: done + n.ttlSeconds))
+                ads.append(Ad(slot: slot, network: network, privacyClass: privacyClass, expiresAt: done + n.ttlSeconds,
+                              price: prices.next(slot: slot, source: network)))
                 answer = .fill(ad: ads.count - 1, expiresAt: done + n.ttlSeconds)
             case .noFill: answer = .noFill
             case .error: answer = .error
@@ -189,6 +197,10 @@ public final class DaySimulator {
     public func drop(_ ad: Int) {
         if !ads[ad].shown, ads[ad].droppedAt == nil { ads[ad].droppedAt = now }
     }
+
+    /// What the ad pays per 1,000 impressions: a bidder says it with its bid; a network's
+    /// publisher knows only its `ecpm`.
+    public func price(of ad: Int) -> Double { ads[ad].price }
 
     public func isValid(_ ad: Int) -> Bool { !ads[ad].shown && ads[ad].droppedAt == nil && now < ads[ad].expiresAt }
 
@@ -206,6 +218,7 @@ public final class DaySimulator {
                   allowed(ad, to: user) {
             ads[ad].shown = true
             result.hits += 1
+            result.revenue += ads[ad].price
             if let group { result.groupHits[group] += 1 }
         } else {
             result.slotMisses[slot] += 1

@@ -41,25 +41,39 @@ public struct FamilyBenchmark: Sendable {
     /// the family is kept, for the replay hint.
     public func report(file: String) -> String {
         var rows = [["policy", "hit median", "hit p10", "hit min", "waste median", "waste p90", "waste max",
-                     "requests/show median", "rate-limit hits median", "rate-limit hits max"]]
+                     "requests/show median", "rate-limit hits median", "rate-limit hits max", "revenue/1,000 median"]]
         for name in policies {
             let r = results(name)
             let hit = r.map(\.hitRate), waste = r.map(\.waste), limited = r.map { Double($0.rateLimitHits) }
             rows.append([name, percent(percentile(hit, 0.5)), percent(percentile(hit, 0.1)), percent(percentile(hit, 0)),
                          percent(percentile(waste, 0.5)), percent(percentile(waste, 0.9)), percent(percentile(waste, 1)),
                          decimal(percentile(r.map(\.requestsPerShow), 0.5)),
-                         String(format: "%.0f", percentile(limited, 0.5)), String(format: "%.0f", percentile(limited, 1))])
+                         String(format: "%.0f", percentile(limited, 0.5)), String(format: "%.0f", percentile(limited, 1)),
+                         String(format: "%.3f", percentile(r.map(\.revenuePerThousand), 0.5))])
         }
         let n = runs.count
         var out = "Family of \(n) generated days (\(totalRequests) show requests in all), simulated in \(seconds(elapsed)) s on "
             + "\(ProcessInfo.processInfo.activeProcessorCount) cores; percentiles over the days, by nearest rank.\n\n"
         out += markdownTable(rows) + "\n\nadorch vs reference, days out of \(n):\n\n"
         var versus = [["reference", "adorch hit ≥", "adorch waste ≤", "both"]]
-        for reference in policies where reference != "adorch" {
+        for reference in policies where !reference.hasPrefix("adorch") {
             let days = adorchAgainst(reference)
             versus.append([reference, "\(days.hit)", "\(days.waste)", "\(days.both)"])
         }
-        out += markdownTable(versus) + "\n" + cappedReport
+        out += markdownTable(versus) + "\n"
+        let ceilings = runs.map(\.ceiling)
+        out += "\nRevenue: the hybrid auction earns more per 1,000 requests than every reference, at a hit rate not lower, on "
+            + "\(auctionDays) of \(n) days; the price oracle's median is \(String(format: "%.3f", percentile(ceilings, 0.5))) per 1,000 requests.\n"
+        for (k, run) in runs.enumerated() where run.beatsReferencesOnRevenue(AdorchPolicy.auctionName) == false {
+            guard let auction = run.results.first(where: { $0.policy == AdorchPolicy.auctionName }) else { continue }
+            // The references it did not beat, and on what: revenue, or hit rate.
+            let lost = run.results.filter { DayBenchmark.references.contains($0.policy) }
+                .filter { auction.revenuePerThousand <= $0.revenuePerThousand || auction.hits < $0.hits }
+                .map { "\($0.policy) \(String(format: "%.3f", $0.revenuePerThousand)) at \(percent($0.hitRate))" }
+            out += "- day \(k + 1): the auction \(String(format: "%.3f", auction.revenuePerThousand)) at \(percent(auction.hitRate)), "
+                + "\(run.workload.bidders.count) bidder\(run.workload.bidders.count == 1 ? "" : "s"); not beaten: \(lost.joined(separator: ", "))\n"
+        }
+        out += cappedReport
         let worst = worstDays(5)
         guard !worst.isEmpty else { return out }
         out += "\nadorch's worst days by hit rate (replay one with `adorch-bench day --family-file \(file) --day K`):\n\n"
@@ -80,6 +94,9 @@ public struct FamilyBenchmark: Sendable {
             .prefix(count).map { $0.offset + 1 })
     }
 
+    /// Days on which the hybrid auction beats every reference on revenue, at a hit rate not lower.
+    public var auctionDays: Int { runs.filter { $0.beatsReferencesOnRevenue(AdorchPolicy.auctionName) == true }.count }
+
     /// The family's hit-rate targets for adorch, over its days: the median and the 10th percentile.
     public static let medianHitTarget = 0.99
     public static let p10HitTarget = 0.97
@@ -94,6 +111,8 @@ public struct FamilyBenchmark: Sendable {
             ("family: 10th percentile hit rate ≥ \(whole(p10)) (\(percent(percentile(hits, 0.1))))", percentile(hits, 0.1) >= p10),
             ("family: hit rate ≥ buffered's on every day (\(buffered.hit) of \(n))", buffered.hit == n),
             ("family: waste ≤ buffered's on at least \(wasteDays) of \(n) days (\(buffered.waste))", buffered.waste >= wasteDays),
+            ("family: the hybrid auction earns more per 1,000 requests than every reference, at a hit rate not lower, on at least "
+                + "\(wasteDays) of \(n) days (\(auctionDays))", auctionDays >= wasteDays),
         ] + cappedTargets
     }
 
@@ -128,5 +147,9 @@ extension DayFamily {
             + (w.burstsPerDay == 0 ? "no bursts; "
                 : "\(w.burstsPerDay) burst\(w.burstsPerDay == 1 ? "" : "s") a day ×\(String(format: "%g", w.burstFactor)) for \(String(format: "%g", w.burstSeconds / 60)) min; ")
             + "networks \(networks)"
+            + (w.networks.contains { $0.ecpm > 0 } ? "; eCPM " + w.networks.map { "\($0.name) \(String(format: "%.3g", $0.ecpm))" }.joined(separator: ", ") : "")
+            + (w.bidders.isEmpty ? "" : "; bidders " + w.bidders.map { b in
+                "\(b.name) \(Int((b.fill * 100).rounded())) % \(String(format: "%.3g", b.medianSeconds)) s bid \(String(format: "%.3g", b.ecpm))"
+            }.joined(separator: ", "))
     }
 }

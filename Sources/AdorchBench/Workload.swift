@@ -26,6 +26,11 @@ public struct Workload: Sendable, Equatable {
         public var ttlSeconds: Double
         public var timeoutSeconds: Double
         public var rateLimit: RateLimit?
+        /// What its ads pay per 1,000 impressions: each fill's price is lognormal around
+        /// `ecpm` (its median) with `priceSpread` as σ. A network's `ecpm` is what its
+        /// publisher configures; a bidder's price comes with each bid. 0: it pays nothing.
+        public var ecpm = 0.0
+        public var priceSpread = 0.5
     }
 
     public var seed: UInt64
@@ -37,7 +42,13 @@ public struct Workload: Sendable, Equatable {
     public var burstFactor: Double
     public var burstSeconds: Double
     public var slots: [Slot]
+    /// The waterfall, in order.
     public var networks: [Network]
+    /// Exchanges that sell by auction (docs/bidding.md): only a policy with an auction asks
+    /// them; the references are waterfall-only.
+    public var bidders: [Network] = []
+    /// Networks, then bidders: a load's `network` index counts in this.
+    public var sources: [Network] { networks + bidders }
 
     public var seconds: Double { hours * 3600 }
 
@@ -70,11 +81,11 @@ public struct Trace: Sendable {
     public var users: [[Int]]
     public var bursts: [Double]
     private let seed: UInt64
-    private let networks: [Workload.Network]
+    private let sources: [Workload.Network]
 
     public init(_ workload: Workload) {
         seed = workload.seed
-        networks = workload.networks
+        sources = workload.sources
         var random = SplitMix64(seed: workload.seed)
         let end = workload.seconds
         let bursts = (0..<Int((Double(workload.burstsPerDay) * workload.hours / 24).rounded())).map { _ in random.nextUnit() * end }.sorted()
@@ -101,7 +112,10 @@ public struct Trace: Sendable {
     }
 
     /// A fresh cursor over the outcomes: each policy run takes its own.
-    public func outcomes() -> Outcomes { Outcomes(seed: seed, networks: networks, slots: requests.count) }
+    public func outcomes() -> Outcomes { Outcomes(seed: seed, networks: sources, slots: requests.count) }
+
+    /// A fresh cursor over the prices fills pay: each policy run takes its own.
+    public func prices() -> Prices { Prices(seed: seed, sources: sources, slots: requests.count) }
 }
 
 /// The outcome streams: the k-th load of slot s to network n is the same for every policy.
@@ -111,12 +125,7 @@ public struct Outcomes: Sendable {
 
     init(seed: UInt64, networks: [Workload.Network], slots: Int) {
         self.networks = networks
-        streams = (0..<slots).map { s in
-            networks.indices.map { n in
-                let stream: UInt64 = (UInt64(s + 1) << 32) ^ (UInt64(n + 1) &* 0x1000_0001)
-                return SplitMix64(seed: seed ^ stream)
-            }
-        }
+        streams = streamGrid(slots: slots, sources: networks.count) { s, n in seed ^ (UInt64(s + 1) << 32) ^ (UInt64(n + 1) &* 0x1000_0001) }
     }
 
     public mutating func next(slot: Int, network: Int) -> Outcome {
@@ -127,4 +136,29 @@ public struct Outcomes: Sendable {
         let kind: Outcome.Kind = draw < n.errors ? .error : draw < n.errors + (1 - n.errors) * n.fill ? .fill : .noFill
         return Outcome(kind: kind, latency: latency)
     }
+}
+
+/// The price streams, apart from the outcome streams so that prices move no other figure:
+/// the k-th fill of slot s from source n pays the same to every policy.
+public struct Prices: Sendable {
+    /// Mixed into the seed: "PRIC".
+    static let salt: UInt64 = 0x5052_4943
+    private var streams: [[SplitMix64]]
+    private let sources: [Workload.Network]
+
+    init(seed: UInt64, sources: [Workload.Network], slots: Int) {
+        self.sources = sources
+        streams = streamGrid(slots: slots, sources: sources.count) { s, n in seed ^ Self.salt ^ (UInt64(s + 1) << 40) ^ (UInt64(n + 1) &* 0x9E37_79B9) }
+    }
+
+    /// The next fill's price per 1,000 impressions.
+    public mutating func next(slot: Int, source: Int) -> Double {
+        let n = sources[source]
+        return n.ecpm * exp(n.priceSpread * streams[slot][source].normal())
+    }
+}
+
+/// One random stream per (slot, source), each seeded by `seed(slot, source)`.
+private func streamGrid(slots: Int, sources: Int, seed: (Int, Int) -> UInt64) -> [[SplitMix64]] {
+    (0..<slots).map { s in (0..<sources).map { n in SplitMix64(seed: seed(s, n)) } }
 }

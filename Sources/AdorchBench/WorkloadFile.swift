@@ -48,16 +48,29 @@ extension Workload {
             }
             slots.append(Slot(id: try text(s, "id"), format: format, basePerHour: try number(s, "base_per_hour"), buffer: Int(try number(s, "buffer"))))
         }
-        var networks: [Network] = []
-        for case let n as TOMLTable in networkArray.map({ $0.table as Any }) {
-            var network = Network(name: try text(n, "name"), fill: try number(n, "fill"), medianSeconds: try number(n, "median_s"),
-                                  p99Seconds: try number(n, "p99_s"), errors: try number(n, "errors"),
-                                  ttlSeconds: try number(n, "ttl_minutes") * 60, timeoutSeconds: try number(n, "timeout_s"))
-            if n["rate_limit_loads"] != nil {
-                network.rateLimit = RateLimit(loads: Int(try number(n, "rate_limit_loads")), window: try number(n, "rate_limit_window_s"),
-                                              pause: try number(n, "rate_limit_pause_minutes") * 60)
+        func sources(_ array: TOMLArray) throws -> [Network] {
+            var networks: [Network] = []
+            for case let n as TOMLTable in array.map({ $0.table as Any }) {
+                var network = Network(name: try text(n, "name"), fill: try number(n, "fill"), medianSeconds: try number(n, "median_s"),
+                                      p99Seconds: try number(n, "p99_s"), errors: try number(n, "errors"),
+                                      ttlSeconds: try number(n, "ttl_minutes") * 60, timeoutSeconds: try number(n, "timeout_s"))
+                if n["rate_limit_loads"] != nil {
+                    network.rateLimit = RateLimit(loads: Int(try number(n, "rate_limit_loads")), window: try number(n, "rate_limit_window_s"),
+                                                  pause: try number(n, "rate_limit_pause_minutes") * 60)
+                }
+                // Optional: a day without prices earns nothing, and says so.
+                if n["ecpm"] != nil { network.ecpm = try number(n, "ecpm") }
+                if n["price_spread"] != nil { network.priceSpread = try number(n, "price_spread") }
+                guard network.ecpm >= 0, network.priceSpread >= 0 else { throw Failure(description: "\(path): ecpm and price_spread must be ≥ 0") }
+                networks.append(network)
             }
-            networks.append(network)
+            return networks
+        }
+        let networks = try sources(networkArray)
+        var bidders: [Network] = []
+        if let value = table["bidders"] {
+            guard let array = value.array else { throw Failure(description: "\(path): bidders must be [[bidders]] tables") }
+            bidders = try sources(array)
         }
         // The seed exactly, above 2^53 too: a TOML integer is read as one, not through a Double.
         let seed: UInt64
@@ -70,7 +83,7 @@ extension Workload {
         self.init(seed: seed, hours: try number(table, "hours"), dayAmplitude: try number(table, "day_amplitude"),
                   peakHour: table["peak_hour"] == nil ? 12 : try number(table, "peak_hour"),
                   burstsPerDay: Int(try number(bursts, "per_day")), burstFactor: try number(bursts, "factor"),
-                  burstSeconds: try number(bursts, "minutes") * 60, slots: slots, networks: networks)
+                  burstSeconds: try number(bursts, "minutes") * 60, slots: slots, networks: networks, bidders: bidders)
     }
 
     /// The day as a workload file (`prefix` empty), or as one `[[days]]` entry of a family
@@ -86,14 +99,15 @@ extension Workload {
             lines += ["", "[[\(key("slots"))]]", "id = \"\(slot.id)\"", "format = \"\(slot.format.rawValue)\"",
                       "base_per_hour = \(n(slot.basePerHour))", "buffer = \(slot.buffer)"]
         }
-        for network in networks {
-            lines += ["", "[[\(key("networks"))]]", "name = \"\(network.name)\"", "fill = \(n(network.fill))", "median_s = \(n(network.medianSeconds))",
+        for (network, list) in networks.map({ ($0, "networks") }) + bidders.map({ ($0, "bidders") }) {
+            lines += ["", "[[\(key(list))]]", "name = \"\(network.name)\"", "fill = \(n(network.fill))", "median_s = \(n(network.medianSeconds))",
                       "p99_s = \(n(network.p99Seconds))", "errors = \(n(network.errors))", "ttl_minutes = \(n(network.ttlSeconds / 60))",
                       "timeout_s = \(n(network.timeoutSeconds))"]
             if let limit = network.rateLimit {
                 lines += ["rate_limit_loads = \(limit.loads)", "rate_limit_window_s = \(n(limit.window))",
                           "rate_limit_pause_minutes = \(n(limit.pause / 60))"]
             }
+            if network.ecpm > 0 { lines += ["ecpm = \(n(network.ecpm))", "price_spread = \(n(network.priceSpread))"] }
         }
         return lines.joined(separator: "\n") + "\n"
     }

@@ -15,7 +15,7 @@ final class DayBenchmarkTests: XCTestCase {
         var workload = try Workload.load(path: workloadPath)
         workload.hours = 3
         let first = DayBenchmark.run(workload), second = DayBenchmark.run(workload)
-        XCTAssertEqual(first.results.map(\.policy), ["adorch", "classic", "buffered", "smart", "oracle"])
+        XCTAssertEqual(first.results.map(\.policy), ["adorch", AdorchPolicy.auctionName, "classic", "buffered", "smart", "oracle"])
         let requests = Trace(workload).requests.map(\.count).reduce(0, +)
         XCTAssertGreaterThan(requests, 100)
         for (a, b) in zip(first.results, second.results) {
@@ -26,9 +26,40 @@ final class DayBenchmarkTests: XCTestCase {
             XCTAssertEqual(a.waits.count, a.requests - a.hits, "one wait per miss")
             XCTAssertEqual([a.hits, a.fills, a.wasted, a.loadCalls, a.rateLimitHits], [b.hits, b.fills, b.wasted, b.loadCalls, b.rateLimitHits],
                            "\(a.policy): the same seed gives the same day")
+            XCTAssertEqual(a.revenue, b.revenue, "\(a.policy): the same prices")
+            XCTAssertGreaterThan(a.revenue, 0, "\(a.policy) showed ads that pay")
+            XCTAssertLessThan(a.revenuePerThousand, first.ceiling, "\(a.policy) under the price oracle's ceiling")
         }
         XCTAssertTrue(first.table.contains("| adorch "), first.table)
-        XCTAssertEqual(first.targets.count, 5, "hit, waste, rate limit, requests per show, engine cost")
+        XCTAssertTrue(first.table.contains("| price oracle (ceiling) "), first.table)
+        XCTAssertEqual(first.targets.count, 6, "hit, waste, rate limit, requests per show, revenue, engine cost")
+    }
+
+    /// Prices come from streams of their own: a day without prices has every other figure of
+    /// the day with them, and earns nothing (but for the auction, which decides by price); the
+    /// references never ask a bidder.
+    func testPricesMoveNoFigureButRevenueAndReferencesAskNoBidder() throws {
+        var priced = try Workload.load(path: workloadPath)
+        priced.hours = 3
+        XCTAssertFalse(priced.bidders.isEmpty, "the standard day has bidders")
+        var unpriced = priced
+        for i in unpriced.networks.indices { unpriced.networks[i].ecpm = 0 }
+        for i in unpriced.bidders.indices { unpriced.bidders[i].ecpm = 0 }
+        let a = DayBenchmark.run(priced), b = DayBenchmark.run(unpriced)
+        for (x, y) in zip(a.results, b.results) {
+            XCTAssertEqual(y.revenue, 0, y.policy)
+            guard x.policy != AdorchPolicy.auctionName else { continue }
+            XCTAssertEqual([x.hits, x.fills, x.wasted, x.loadCalls, x.rateLimitHits], [y.hits, y.fills, y.wasted, y.loadCalls, y.rateLimitHits],
+                           "\(x.policy): prices changed another figure")
+        }
+        XCTAssertEqual(b.ceiling, 0)
+        var noBidders = priced
+        noBidders.bidders = []
+        let c = DayBenchmark.run(noBidders)
+        for (x, y) in zip(a.results, c.results) where x.policy != AdorchPolicy.auctionName {
+            XCTAssertEqual([x.hits, x.loadCalls], [y.hits, y.loadCalls], "\(x.policy) asked a bidder")
+            XCTAssertEqual(x.revenue, y.revenue, x.policy)
+        }
     }
 
     /// A small family (3 days of 3 hours) from bench/family.toml: the same seed draws the same
@@ -64,7 +95,7 @@ final class DayBenchmarkTests: XCTestCase {
         XCTAssertEqual(try Workload.load(path: single), standard, "the standard day written out reads back the same")
 
         let first = FamilyBenchmark.run(days), second = FamilyBenchmark.run(days)
-        XCTAssertEqual(first.policies, ["adorch", "classic", "buffered", "smart", "oracle"])
+        XCTAssertEqual(first.policies, ["adorch", AdorchPolicy.auctionName, "classic", "buffered", "smart", "oracle"])
         for (day, (a, b)) in zip(days, zip(first.runs, second.runs)) {
             let requests = Trace(day).requests.map(\.count).reduce(0, +)
             XCTAssertEqual(a.workload, day)
@@ -74,7 +105,8 @@ final class DayBenchmarkTests: XCTestCase {
                                "\(x.policy): the same day gives the same figures, in parallel too")
             }
         }
-        XCTAssertEqual(first.targets.count, 6, "4, and the capped variants' 2")
+        XCTAssertEqual(first.targets.count, 7, "5, and the capped variants' 2")
+        XCTAssertTrue(first.report(file: file).contains("Revenue: the hybrid auction earns more"))
         XCTAssertEqual(first.capped.compactMap { $0?.engine.requests }, first.results("adorch").map(\.requests), "each day has its capped variant")
         let report = first.report(file: file)
         for policy in first.policies { XCTAssertTrue(report.contains("| \(policy) "), report) }
@@ -130,6 +162,19 @@ final class DayBenchmarkTests: XCTestCase {
                 check("loads", limit.loads, family.rateLimitLoads)
                 check("window_s", limit.window, family.rateLimitWindowSeconds)
                 check("pause_minutes", limit.pause / 60, family.rateLimitPauseMinutes)
+            }
+        }
+        for day in days {
+            check("bidders", day.bidders.count, family.bidderCount)
+            for n in day.networks + day.bidders {
+                check("ecpm", n.ecpm, family.ecpm)
+                check("spread", n.priceSpread, family.priceSpread)
+            }
+            for b in day.bidders {
+                check("bidder fill", b.fill, family.bidderFill)
+                check("bidder median_s", b.medianSeconds, family.bidderMedianSeconds)
+                check("bidder ttl_minutes", b.ttlSeconds / 60, family.bidderTTLMinutes)
+                check("bidder timeout_s", b.timeoutSeconds, family.bidderTimeoutSeconds)
             }
         }
         XCTAssertEqual(Set(days.flatMap { $0.slots.map(\.format) }), Set(family.formats), "every format is drawn")
