@@ -1,5 +1,5 @@
-// The hybrid auction of a slot with bidders (docs/bidding.md, "The auction"): bidders asked at
-// once, the waterfall walked only above the best bid, the slot's floor enforced.
+// The hybrid auction of a slot with bidders or prices (docs/bidding.md, "The auction"): bidders
+// asked at once, the waterfall walked by price, the slot's floor enforced.
 
 extension Engine {
     /// An entry's eCPM: the config's, else what its ads reported paying, else unknown.
