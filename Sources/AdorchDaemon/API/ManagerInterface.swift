@@ -196,7 +196,11 @@ extension VarlinkInterface {
               # second grants for one ad, refused
               duplicate_rewards: int,
               # shows whose plugin could not present the ad (the next one was handed out)
-              display_failures: int
+              display_failures: int,
+              # ready ads an auction gave to higher prices, and loads refused under the floor
+              # (docs/bidding.md, "The auction")
+              outbid: int,
+              below_floor: int
             )
             """),
         .type("""
@@ -213,7 +217,12 @@ extension VarlinkInterface {
               # how long this entry still rests after failures
               backoff_ms: int,
               # what its loads have shown the scheduler (moving averages over about 20 loads)
-              estimate: EntryEstimate
+              estimate: EntryEstimate,
+              # docs/bidding.md, "The auction": true for a bidder; the configured eCPM; the
+              # average of the prices its ads reported (per 1,000 impressions)
+              bidder: ?bool,
+              ecpm: ?float,
+              learned_ecpm: ?float
             )
             """),
         .type("""
@@ -265,6 +274,8 @@ extension VarlinkInterface {
               ttl_s: int,
               # how many waterfall entries a refill asks at once (1: one after the other)
               parallel: int,
+              # the lowest price per 1,000 impressions the slot takes, 0 for none (docs/bidding.md)
+              floor: float,
               waterfall: []WaterfallEntry,
               counters: Counters,
               # set when the slot cannot fill: why (no plugin its waterfall names is loaded)
