@@ -133,6 +133,10 @@ let package = Package(
         .target(name: "AdorchCapStore", dependencies: ["AdorchStateDatabase", .product(name: "GRDB", package: "GRDB.swift")]),
         // Privacy: the viewers' signals apps set with SetPrivacy, kept in the state directory (SQLite through GRDB).
         .target(name: "AdorchPrivacyStore", dependencies: ["AdorchStateDatabase", .product(name: "GRDB", package: "GRDB.swift")]),
+        // Bidders' notices: the durable outbox the daemon sends them from (SQLite through GRDB).
+        .target(name: "AdorchNoticeStore", dependencies: ["AdorchEngine", "AdorchStateDatabase", .product(name: "GRDB", package: "GRDB.swift")]),
+        // One HTTP GET through Debian's libcurl, for the notice outbox: its time and body bounded.
+        .target(name: "CAdorchHTTP", linkerSettings: [.linkedLibrary("curl")]),
         // Varlink: framing, a server on its own epoll loop, a blocking client, the service interface.
         .target(name: "AdorchVarlink", dependencies: ["AdorchJSON", "CEpoll", "CGlibcMalloc", .product(name: "Logging", package: "swift-log")]),
         // JSON values, a strict parser and a writer over bytes: the wire's and the plugin host's.
@@ -147,7 +151,7 @@ let package = Package(
             name: "AdorchDaemon",
             dependencies: [
                 "AdorchEngine", "AdorchLocking", "AdorchPaths", "AdorchPluginHost", "AdorchVarlink", "AdorchSystemd", "AdorchRewards", "AdorchCapStore",
-                "AdorchPrivacy", "AdorchPrivacyStore", "AdorchStateDatabase", .product(name: "TOMLKit", package: "TOMLKit"),
+                "AdorchPrivacy", "AdorchPrivacyStore", "AdorchStateDatabase", "AdorchNoticeStore", "CAdorchHTTP", .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             // A link to etc/adorch/adorchd.toml: the shipped config is the embedded default.
@@ -218,6 +222,7 @@ let package = Package(
                                                              "AdorchPrivacyStore", "AdorchVarlink", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "AdorchSystemdTests", dependencies: ["AdorchSystemd"]),
         .testTarget(name: "AdorchRewardsTests", dependencies: ["AdorchRewards"]),
+        .testTarget(name: "AdorchNoticeStoreTests", dependencies: ["AdorchNoticeStore", "AdorchEngine"]),
         .testTarget(name: "AdorchPrivacyStoreTests", dependencies: ["AdorchPrivacyStore", "AdorchStateDatabase", .product(name: "GRDB", package: "GRDB.swift")]),
         // The consent decoders against the vectors in shared/data/consent and, differentially,
         // against PyPI's iab-tcf (Reference/ holds the Python side).

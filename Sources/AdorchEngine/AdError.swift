@@ -83,6 +83,9 @@ public enum ShowError: Error, Equatable, Sendable {
     /// The rewarded ad's promise (docs/rules.md, "Across a restart") could not be written: the
     /// ad was not handed out, since a restart would cost its viewer the reward.
     case promiseUnwritten(slot: String, reason: String)
+    /// The ad's win notice (docs/bidding.md, "Notices") could not be written to the outbox: the
+    /// ad was not handed out, since a restart would cost its network the bill.
+    case noticeUnwritten(slot: String, reason: String)
 }
 
 extension ShowError {

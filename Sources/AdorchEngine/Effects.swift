@@ -286,6 +286,9 @@ public enum Effect: Sendable, Equatable {
     case lose(AdID, plugin: String, reason: AuctionLoss)
     /// Destroy the plugin's object; nothing about this ad is accepted afterwards.
     case destroy(AdID, plugin: String)
+    /// Move the ad's notices in the outbox (docs/bidding.md, "Notices"); a `.win` comes before
+    /// the Show's answer, so that it is durable before anyone is told.
+    case notice(AdID, plugin: String, NoticeStep)
     /// Tell subscribers and the log.
     case emit(EngineEvent)
     /// Drop a `.show` of this ad its plugin has not started yet: the engine stopped waiting.
@@ -337,7 +340,7 @@ public enum PluginReport: Sendable, Equatable {
     /// Loaded with a valid JSON object; the host read the keys it understands: the ad's
     /// lifetime, its price, and whether the plugin tracks impressions and clicks itself.
     case loaded(payloadJSON: String, expiresIn: Duration?, price: Double?, tracksItself: Bool = false, items: [PayloadItem] = [],
-                rewardByNetwork: Bool = false)
+                rewardByNetwork: Bool = false, notices: AdNotices? = nil)
     /// Loaded, but the payload is not a JSON object: the plugin broke the contract.
     case loadedInvalid(reason: String)
     case failed(AdErrorCode, networkCode: Int64, message: String)
@@ -358,9 +361,12 @@ public struct PayloadItem: Sendable, Equatable {
     public var json: String
     /// A native ad must have a non-empty "headline".
     public var hasHeadline: Bool
+    /// Its own notices, for an ad handed to the app by a Load.
+    public var notices: AdNotices?
 
-    public init(json: String, hasHeadline: Bool) {
+    public init(json: String, hasHeadline: Bool, notices: AdNotices? = nil) {
         self.json = json
         self.hasHeadline = hasHeadline
+        self.notices = notices
     }
 }

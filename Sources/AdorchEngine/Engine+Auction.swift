@@ -99,7 +99,7 @@ extension Engine {
     /// A price the engine cannot rank by: outside `CPM.range`, or none from a bidder, whose
     /// price is what its auction is decided on. The load is the plugin's fault.
     func priceRefusal(of report: PluginReport, for ad: AdRecord) -> String? {
-        guard case .loaded(_, _, let price, _, _, _) = report else { return nil }
+        guard case .loaded(_, _, let price, _, _, _, _) = report else { return nil }
         if let price, !CPM.range.contains(price) {
             return "a price of \(price) per 1,000 impressions, outside \(CPM.range.lowerBound)...\(CPM.range.upperBound)"
         }

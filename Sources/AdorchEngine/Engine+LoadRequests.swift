@@ -122,8 +122,15 @@ extension Engine {
             record.payloadJSON = item.json
             record.price = price ?? 0
             record.tracksItself = tracksItself
+            record.notices = nil
             ads[child] = record
             children.insert(child)
+            // Handed to the app as it loads: its notices are held and won at once.
+            if let notices = item.notices, !notices.isEmpty {
+                ads[child]!.notices = .held
+                effects.append(.notice(child, plugin: ad.plugin, .hold(notices)))
+                effects += won(child)
+            }
             shown.append(ShownAd(id: child, slot: ad.slot, network: ad.plugin, format: ad.format, payloadJSON: item.json,
                                  expiresAt: expiresAt, price: price ?? 0))
             effects.append(.emit(EngineEvent(.adShown, slot: ad.slot, adID: child, network: ad.plugin, holder: request.holder)))

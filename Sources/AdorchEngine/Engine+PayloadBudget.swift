@@ -11,7 +11,7 @@ extension Engine {
     /// The bytes a `.loaded` report would add to its plugin's ads: a preloaded ad keeps its
     /// payload, a Load's ads each keep their item.
     func payloadBytes(of report: PluginReport, for ad: AdRecord) -> Int {
-        guard case .loaded(let payload, _, _, _, let items, _) = report else { return 0 }
+        guard case .loaded(let payload, _, _, _, let items, _, _) = report else { return 0 }
         guard let rid = ad.requestID else { return payload.utf8.count }
         return items.prefix(requests[rid]?.count ?? items.count).reduce(0) { $0 + $1.json.utf8.count }
     }

@@ -35,13 +35,19 @@ extension Engine {
             return pluginReported(.failed(.pluginFault, networkCode: 0, message: reason), for: id, from: plugin, now: now)
         }
         switch (report, ad.state) {
-        case (.loaded(_, let expiresIn, let price, let tracksItself, let items, _), .loading) where ad.requestID != nil:
+        case (.loaded(_, let expiresIn, let price, let tracksItself, let items, _, _), .loading) where ad.requestID != nil:
             return loadRequestFilled(ad, items: items, expiresIn: expiresIn, price: price, tracksItself: tracksItself, now: now)
 
-        case (.loaded(let payload, let expiresIn, let price, let tracksItself, _, let rewardByNetwork), .loading):
+        case (.loaded(let payload, let expiresIn, let price, let tracksItself, _, let rewardByNetwork, let notices), .loading):
             let slot = slots[ad.slot]!
+            // Held first: however the ad ends from here, its notices say so (`end`).
+            var held: [Effect] = []
+            if let notices, !notices.isEmpty {
+                ads[id]!.notices = .held
+                held = [.notice(id, plugin: plugin, .hold(notices))]
+            }
             if slot.config.floor > 0, let price, price < slot.config.floor {
-                return refusedBelowFloor(ad, price: price, floor: slot.config.floor, now: now)
+                return held + refusedBelowFloor(ads[id]!, price: price, floor: slot.config.floor, now: now)
             }
             if let price, !isBidder(slot, ad.entryIndex) { slots[ad.slot]!.entries[ad.entryIndex].paid.note(price) }
             let lifetime = Self.lifetime(reported: expiresIn, ttl: ad.ttl)
@@ -57,7 +63,7 @@ extension Engine {
             ads[id]!.refreshAt = expiresAt - margin
             slots[ad.slot]?.counters.fills += 1
             entrySucceeded(ad, lifetime: lifetime, now: now)
-            var effects: [Effect] = [.emit(EngineEvent(.adLoaded, slot: ad.slot, adID: id, network: ad.plugin))]
+            var effects: [Effect] = held + [.emit(EngineEvent(.adLoaded, slot: ad.slot, adID: id, network: ad.plugin))]
             effects += retireSurplus(in: ad.slot, of: ad.privacy.privacyClass, now: now)
             return effects + refillWanting(now: now)
 

@@ -23,7 +23,7 @@ extension Engine {
                                             rewardsWaiting: rewardsWaiting, now: now)
         if case .success(let ad) = result {
             if slots[slotID]?.config.capCounting == .show { effects += countAgainstCaps(ad.id, now: now) }
-            effects += promise(ad.id)
+            effects += promise(ad.id) + won(ad.id)
         }
         return (result, effects)
     }
@@ -80,9 +80,22 @@ extension Engine {
         ads.timers.remove(.showAnswer(id))
         if presented {
             let counted = slots[pending.ad.slot]?.config.capCounting == .show ? countAgainstCaps(id, now: now) : []
-            return counted + promise(id) + [.completeShow(pending.request, .success(pending.ad))]
+            return counted + promise(id) + won(id) + [.completeShow(pending.request, .success(pending.ad))]
         }
         return displayFailed(id, reason: "the plugin could not present it", now: now) + retry(pending, now: now)
+    }
+
+    /// The ad is handed to its viewer: its win notices go (docs/bidding.md, "Notices").
+    mutating func won(_ id: AdID) -> [Effect] {
+        guard let ad = ads[id], ad.notices == .held else { return [] }
+        ads[id]!.notices = .won
+        return [.notice(id, plugin: ad.plugin, .win)]
+    }
+
+    /// The shell could not carry out the ad's `.win` (the outbox could not take it, or its
+    /// Show is refused already): no viewer got it, so its end is a loss.
+    public mutating func winUnwritten(_ id: AdID) {
+        if ads[id]?.notices == .won { ads[id]!.notices = .held }
     }
 
     /// The plugin could not present an ad a Show just took (failedToDisplayAd): the ad ends.

@@ -70,7 +70,8 @@ extension Engine {
             return []
         }
         slots[ad.slot]?.counters.impressions += 1
-        return countAgainstCaps(id, now: now)
+        let billed: [Effect] = ad.notices == .won ? [.notice(id, plugin: ad.plugin, .billing)] : []
+        return billed + countAgainstCaps(id, now: now)
     }
 
     // MARK: Rewards

@@ -180,6 +180,12 @@ public struct Engine: Sendable {
             }
             effects.append(.destroy(id, plugin: ad.plugin))
         }
+        // An ad no viewer was handed lost, whyever it ended: expired unless the auction says otherwise.
+        switch ad.notices {
+        case .held: effects.append(.notice(id, plugin: ad.plugin, .loss(reason.loss ?? .expired)))
+        case .won: effects.append(.notice(id, plugin: ad.plugin, .settle))
+        case nil: break
+        }
         if reason == .expired { effects += markDryIfEmpty(ad.slot, now: now) }
         return promise + effects + dropUncounted(id, slot: ad.slot, now: now)
     }

@@ -106,6 +106,8 @@ struct AdRecord: Sendable {
     var capCounted = false
     /// When a Show took it: the moment the frequency rules count it at, whenever it is seen.
     var takenAt: Moment?
+    /// Where its notices stand in the outbox; nil for an ad without any.
+    var notices: NoticePhase?
 
     var expiresAt: Moment? {
         if case .ready(let expiresAt) = state { expiresAt } else { nil }

@@ -117,7 +117,7 @@ public struct InteractiveSessions: Sendable {
         guard let session = live[id], session.plugin == plugin else { return late(report, for: id, from: plugin) }
         let fetching = session.fetchDeadline != nil
         switch report {
-        case .loaded(let payload, _, _, _, _, _) where fetching:
+        case .loaded(let payload, _, _, _, _, _, _) where fetching:
             live[id]!.fetchDeadline = nil
             var effects = [event("fetch_complete", id, detail: payload)]
             if session.startAsked { effects += sendStart(id) }

@@ -55,7 +55,7 @@ extension Validator {
         for _ in 0..<5 where filled == nil {
             guard let ad = create(request, check: check, problems: &problems) else { break }
             let (record, _) = loadAndWait(ad, request)
-            if case .loaded(let text)? = record?.completions.first, case .loaded(_, _, _, let tracksItself, _, _) = decodePayload(text) {
+            if case .loaded(let text)? = record?.completions.first, case .loaded(_, _, _, let tracksItself, _, _, _) = decodePayload(text) {
                 filled = (ad.id, ad.object, tracksItself)
             } else {
                 plugin.destroy(ad.id, ad.object)
@@ -118,7 +118,7 @@ extension Validator {
                 problems.append("run \(run): the rewarded load did not fill")
                 continue
             }
-            guard case .loaded(_, _, _, _, _, let rewardByNetwork) = decodePayload(text), rewardByNetwork else {
+            guard case .loaded(_, _, _, _, _, let rewardByNetwork, _) = decodePayload(text), rewardByNetwork else {
                 host.destroy(ad.id, object)
                 return add(check, .skip, "rewards are the host's (the payload has no \"reward_by\": \"network\")")
             }

@@ -43,7 +43,7 @@ final class PluginWireTests: XCTestCase {
         for reply in replies { XCTAssertEqual(try PluginWire.Reply(body: body(reply.frame)), reply) }
         // A payload crosses as the plugin's text and is read on the daemon's side as an in-process one is.
         let payload = #"{"price":2.5,"expires_in_s":60,"tracks_impressions":true}"#
-        guard case .report(9, .loaded(let text, let expiresIn, let price, let tracks, _, _)) =
+        guard case .report(9, .loaded(let text, let expiresIn, let price, let tracks, _, _, _)) =
                 try PluginWire.Reply(body: body(PluginWire.Reply.report(9, .loaded(payloadJSON: payload, expiresIn: nil, price: nil)).frame))
         else { return XCTFail("a loaded report decodes as loaded") }
         XCTAssertEqual(text, payload)

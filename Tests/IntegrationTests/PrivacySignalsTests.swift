@@ -95,7 +95,7 @@ final class PrivacySignalsTests: XCTestCase {
         }
 
         func price(_ ad: AdID) -> Double? {
-            if case .loaded(_, _, let price, _, _, _)? = all.withLock({ $0[ad] }) { return price }
+            if case .loaded(_, _, let price, _, _, _, _)? = all.withLock({ $0[ad] }) { return price }
             return nil
         }
 

@@ -352,6 +352,9 @@ private func showError(_ error: ShowError, _ call: VarlinkCall, _ gate: CallGate
     case .promiseUnwritten(let slot, let reason):
         AdsError.ledgerFailed(["message": .string(
             "the reward of the ad this call took in \(slot) could not be promised in the ledger (\(reason)), so it was not handed out")])
+    case .noticeUnwritten(let slot, let reason):
+        AdsError.ledgerFailed(["message": .string(
+            "the win notice of the ad this call took in \(slot) could not be written to the notice outbox (\(reason)), so it was not handed out")])
     case .invalidParameter(let name, let reason):
         invalidParameter(name, reason)
     case .tooManyOpenAds(let uid, let open, let loading, let limit):

@@ -30,7 +30,9 @@ enum ManagerMethod: String, VarlinkMethodName {
               # plugin reports for ads the plugin does not own
               unattributed_callbacks: int,
               # the [metrics] listener, when the config sets one
-              metrics: ?MetricsListener
+              metrics: ?MetricsListener,
+              # the notice outbox (docs/bidding.md, "Notices"), once a plugin gave notices
+              notices: ?Notices
             )
             """)
         case .getMetrics: VarlinkDeclaration(
@@ -312,6 +314,24 @@ extension VarlinkInterface {
               listen: string,
               listening: bool,
               error: ?string
+            )
+
+            # Bidders' win, billing and loss notices, sent from the state directory's outbox.
+            type Notices (
+              # waiting to be sent (again)
+              due: int,
+              # kept for ads still alive, until their fate names which go
+              held: int,
+              # steps the outbox could not take yet (a full disk), written again every second
+              unwritten: int,
+              # answered 2xx or 3xx since start
+              sent: int,
+              # refused for good (4xx but 408 and 429, a redirect loop) since start: not sent again
+              refused: int,
+              # failed attempts since start, each tried again after its backoff
+              retried: int,
+              # failed for 24 hours since start: given up
+              given_up: int
             )
             """),
         .method(ManagerMethod.getMetrics),

@@ -96,6 +96,13 @@ struct StatusJSON {
             }),
             "unattributed_callbacks": .int(Int64(s.unattributedCallbacks)),
         ]
+        if let n = s.notices {
+            status["notices"] = [
+                "due": .int(Int64(n.due)), "held": .int(Int64(n.held)), "unwritten": .int(Int64(n.unwritten)),
+                "sent": .int(Int64(n.sent.sent)), "refused": .int(Int64(n.sent.refused)), "retried": .int(Int64(n.sent.retried)),
+                "given_up": .int(Int64(n.sent.givenUp)),
+            ]
+        }
         if let m = s.metrics {
             var metrics: [String: JSONValue] = ["listen": .string(m.address.description), "listening": .bool(m.error == nil)]
             metrics["error"] = m.error.map { .string($0) }

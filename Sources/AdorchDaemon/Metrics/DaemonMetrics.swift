@@ -153,6 +153,14 @@ enum DaemonMetrics {
             $0.counters.ignoredCallbacks + (s.sessions[$0.config.id]?.counters.ignoredCallbacks ?? 0)
         }
         family("unattributed_callbacks", .counter, "Plugin reports for ads the plugin does not own.") { $0.add(s.unattributedCallbacks) }
+        if let n = s.notices {
+            family("notices_due", .gauge, "Bidders' notices waiting in the outbox to be sent (again).") { $0.add(n.due) }
+            family("notices", .counter, "Bidders' notices since start, by outcome: sent, refused (for good), retried (an attempt failed), given_up (after 24 hours).") { f in
+                for (outcome, count) in [("sent", n.sent.sent), ("refused", n.sent.refused), ("retried", n.sent.retried), ("given_up", n.sent.givenUp)] {
+                    f.add(count, [("outcome", outcome)])
+                }
+            }
+        }
         family("plugins", .gauge, "Plugins by state: loaded, restarting (an isolated plugin's host died), disabled (past its crash budget) or refused.") { f in
             let states = s.plugins.map { p -> String in
                 guard p.info != nil else { return "refused" }

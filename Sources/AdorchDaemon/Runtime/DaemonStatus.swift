@@ -52,6 +52,15 @@ struct DaemonStatus: Sendable {
     var showStats: [String: ShowStats]
     /// The [metrics] listener asked for, and why it is not listening if it is not.
     var metrics: MetricsEndpoint.State?
+    /// The notice outbox, once open (docs/bidding.md, "Notices").
+    var notices: Notices?
+
+    struct Notices {
+        var due: Int
+        var held: Int
+        var unwritten: Int
+        var sent: NoticeSender.Counters
+    }
 }
 
 /// Plugin stats arriving from several plugin queues.

@@ -245,7 +245,11 @@ extension EngineRuntime {
                 sessions: Dictionary(uniqueKeysWithValues: config.slots.filter { $0.format == .interactive }.map { slot in
                     (slot.id, (sessions.liveCount(in: slot.id), sessions.counters[slot.id] ?? SessionCounters()))
                 }),
-                networkLoads: engine.networkLoads, showStats: showStats, metrics: metricsEndpoint?.state
+                networkLoads: engine.networkLoads, showStats: showStats, metrics: metricsEndpoint?.state,
+                notices: notices.map { sender in
+                    let (due, held) = (try? sender.outbox.counts()) ?? (0, 0)
+                    return DaemonStatus.Notices(due: due, held: held, unwritten: unwrittenNotices.count, sent: sender.snapshot())
+                }
             )
             guard pluginStats else { return completion(base) }
             let group = DispatchGroup()

@@ -8,8 +8,8 @@ import Dispatch
 extension EngineRuntime {
     /// Carries out the effects in order, then re-arms the timer.
     func apply(_ effects: [Effect]) {
-        // Ads whose promise could not be written in this batch, and why: their Show is refused.
-        var unpromised: [AdID: String] = [:]
+        // Ads whose promise or win notice could not be written in this batch, and why: their Show is refused.
+        var unwritten: [AdID: (_ slot: String) -> ShowError] = [:]
         // An impression of this batch not in the caps history: a promise kept after it must not
         // say it counted, so that a restart counts it (docs/rules.md, "Across a restart").
         var impressionUnwritten = false
@@ -21,11 +21,20 @@ extension EngineRuntime {
             case .notify(let id, let plugin, let event): plugins[plugin]?.notify(id, event: event)
             case .lose(let id, let plugin, let loss): plugins[plugin]?.lose(id, loss)
             case .destroy(let id, let plugin): plugins[plugin]?.destroy(id)
+            case .notice(let id, _, .win) where unwritten[id] != nil:
+                // Its Show is refused already (its reward could not be promised): no win to write.
+                engine.winUnwritten(id)
+            case .notice(let id, let plugin, let step):
+                if let reason = record(step, of: id, plugin: plugin), step == .win {
+                    engine.winUnwritten(id)
+                    unwritten[id] = { .noticeUnwritten(slot: $0, reason: reason) }
+                }
             case .emit(let event): feed.publish(event)
-            case .completeShow(let request, .success(let ad)) where unpromised[ad.id] != nil:
-                // A restart would cost its viewer the reward: the ad goes, and the call says why.
-                apply(engine.displayFailed(ad.id, reason: "its reward could not be promised in the ledger", now: now()))
-                pendingShows.removeValue(forKey: request)?(.failure(.promiseUnwritten(slot: ad.slot, reason: unpromised[ad.id]!)))
+            case .completeShow(let request, .success(let ad)) where unwritten[ad.id] != nil:
+                // A restart would cost its viewer the reward, or its network the bill: the ad goes, and the call says why.
+                let error = unwritten[ad.id]!(ad.slot)
+                apply(engine.displayFailed(ad.id, reason: "\(error)", now: now()))
+                pendingShows.removeValue(forKey: request)?(.failure(error))
             case .completeShow(let request, let result):
                 pendingShows.removeValue(forKey: request)?(result)
             case .completeLoad(let request, let result):
@@ -47,7 +56,7 @@ extension EngineRuntime {
                 }
             case .keepPromise(var promise):
                 if impressionUnwritten { promise.counted = false }
-                unpromised[promise.adID] = keep(promise)
+                if let reason = keep(promise) { unwritten[promise.adID] = { .promiseUnwritten(slot: $0, reason: reason) } }
             case .dropPromise(let id): dropPromise(id)
             }
         }

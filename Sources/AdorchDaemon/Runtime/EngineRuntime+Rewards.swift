@@ -62,7 +62,8 @@ extension EngineRuntime {
             guard let self else { return }
             rewardRetryArmed = false
             retryUnrecordedRewards()
-            if !unrecordedRewards.isEmpty || capHistory?.hasWaiting == true { armDurableRetry() }
+            retryUnwrittenNotices()
+            if !unrecordedRewards.isEmpty || capHistory?.hasWaiting == true || !unwrittenNotices.isEmpty { armDurableRetry() }
         }
     }
 }

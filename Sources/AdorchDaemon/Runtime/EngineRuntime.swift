@@ -74,6 +74,14 @@ final class EngineRuntime: Sendable {
         set { state.value.capHistory = newValue }
     }
     /// The privacy signals apps set, durably, and which applies to a call; opened by start.
+    var notices: NoticeSender? {
+        get { state.value.notices }
+        set { state.value.notices = newValue }
+    }
+    var unwrittenNotices: [(id: AdID, plugin: String, step: NoticeStep)] {
+        get { state.value.unwrittenNotices }
+        _modify { yield &state.value.unwrittenNotices }
+    }
     private(set) var privacyBook: PrivacyBook? {
         get { state.value.privacy }
         set { state.value.privacy = newValue }
@@ -142,6 +150,7 @@ final class EngineRuntime: Sendable {
             try prepareStateDirectory()
             rewards = try RewardDesk(stateDir: stateDir, config: config, logger: logger)
             privacyBook = try PrivacyBook(stateDir: stateDir, logger: logger)
+            try openNoticesLeftBefore()
             // Before any plugin starts: a history that cannot be opened now fails the start.
             let caps = config.slots.contains(where: \.hasCaps) ? try CapHistoryFile(stateDir: stateDir, logger: logger) : nil
             plugins.route(reports: reportHandler, exits: exitHandler)
@@ -191,6 +200,8 @@ final class EngineRuntime: Sendable {
         queue.sync {
             for source in tickers + [timer].compactMap({ $0 }) { source.cancel() }
             saveEstimates()
+            // Before the ads end: their losses wait in the outbox for the next start.
+            closeNotices()
             apply(sessions.endAll(where: { _, _ in true }, reason: "the daemon is stopping", now: now()) + engine.shutdown(now: now()))
             feed.endSubscriptions()
             plugins.shutdownAll()
@@ -204,6 +215,7 @@ final class EngineRuntime: Sendable {
             rewards?.checkpoint()
             capHistory?.checkpoint()
             privacyBook?.checkpoint()
+            checkpointNotices()
         }
     }
 

@@ -20,6 +20,11 @@ final class RuntimeState {
     var rewards: RewardDesk?
     var capHistory: CapHistoryFile?
     var privacy: PrivacyBook?
+    /// The notice outbox and its sender, once a plugin gave notices or a past run left some.
+    var notices: NoticeSender?
+    /// Notice steps the outbox could not take yet (a full disk), oldest first: written again
+    /// every second, in order.
+    var unwrittenNotices: [(id: AdID, plugin: String, step: NoticeStep)] = []
     /// The state directory's lock, held for the daemon's life: two daemons on one ledger and
     /// one history would each undo the other's (closed on exec, so no plugin host holds it).
     var stateLock: Int32 = -1

@@ -284,17 +284,24 @@ private func sink(_ host: UnsafePointer<adorch_host>?) -> CallbackSink? {
     return Unmanaged<CallbackSink>.fromOpaque(data).takeUnretainedValue()
 }
 
-/// Decodes a loaded payload: it must be a JSON object; `expires_in_s`, `price` and
-/// `tracks_impressions` are read.
+/// Decodes a loaded payload: it must be a JSON object; `expires_in_s`, `price`,
+/// `tracks_impressions` and `notices` are read, and `notices` taken out of what apps get.
 public func decodePayload(_ text: String) -> PluginReport {
     if text.isEmpty { return .loadedInvalid(reason: "loaded with an empty payload") }
-    guard let (value, hadDuplicateKeys) = JSONValue.parseForwarding(text), case .object(let object) = value else {
+    guard let (value, hadDuplicateKeys) = JSONValue.parseForwarding(text), case .object(var object) = value else {
         return .loadedInvalid(reason: "loaded with a payload that is not a JSON object")
     }
+    // The billing URLs are the daemon's to send, not an app's to fire.
+    let notices: AdNotices?
+    switch object.removeValue(forKey: "notices").map({ readNotices($0, at: "notices") }) {
+    case .failure(let problem)?: return .loadedInvalid(reason: problem.reason)
+    case .success(let read)?: notices = read
+    case nil: notices = nil
+    }
     // The payload goes to apps as the plugin wrote it (never parsed again): unless a key came
-    // twice, when readers would disagree on which value counts. Then it goes as the daemon read
-    // it, the first of each.
-    let forwarded = hadDuplicateKeys ? JSONValue.object(object).jsonString : text
+    // twice, when readers would disagree on which value counts, or notices were taken out.
+    // Then it goes as the daemon read it, the first of each.
+    var forwarded = hadDuplicateKeys || notices != nil ? JSONValue.object(object).jsonString : text
     // A lifetime past a century is no lifetime a network means: not read, rather than overflowing.
     // Zero or less is an ad already expired: the engine's floor (Engine.shortestLifetime) raises
     // it as it does 1e-300, rather than the slot's ttl taking its place.
@@ -303,13 +310,66 @@ public func decodePayload(_ text: String) -> PluginReport {
     let tracksItself = object["tracks_impressions"].flatMap { $0.boolValue ?? $0.doubleValue.map { $0 != 0 } } ?? false
     // Several native ads come as {"ads": [...]}; anything else is one ad.
     // One ad keeps the plugin's own text: serializing it again costs more than the rest of a load.
-    let items = object["ads"]?.arrayValue.map { ads in
-        ads.compactMap(\.objectValue).map { element in
-            PayloadItem(json: JSONValue.object(element).jsonString, hasHeadline: !(element["headline"]?.stringValue ?? "").isEmpty)
+    var items: [PayloadItem] = []
+    if let ads = object["ads"]?.arrayValue {
+        for (n, element) in ads.enumerated() {
+            guard var element = element.objectValue else { continue }
+            var own: AdNotices?
+            switch element.removeValue(forKey: "notices").map({ readNotices($0, at: "ads[\(n)].notices") }) {
+            case .failure(let problem)?: return .loadedInvalid(reason: problem.reason)
+            case .success(let read)?: own = read
+            case nil: own = nil
+            }
+            items.append(PayloadItem(json: JSONValue.object(element).jsonString, hasHeadline: !(element["headline"]?.stringValue ?? "").isEmpty, notices: own))
         }
-    } ?? [PayloadItem(json: forwarded, hasHeadline: !(object["headline"]?.stringValue ?? "").isEmpty)]
+        if notices != nil { return .loadedInvalid(reason: "notices of several ads go in each of \"ads\", not beside it") }
+        if items.contains(where: { $0.notices != nil }) {
+            object["ads"] = .array(items.compactMap { JSONValue.parse(Data($0.json.utf8)) })
+            forwarded = JSONValue.object(object).jsonString
+        }
+    } else {
+        items = [PayloadItem(json: forwarded, hasHeadline: !(object["headline"]?.stringValue ?? "").isEmpty, notices: notices)]
+    }
     return .loaded(payloadJSON: forwarded, expiresIn: expiresIn, price: price,
-                   tracksItself: tracksItself, items: items, rewardByNetwork: object["reward_by"]?.stringValue == "network")
+                   tracksItself: tracksItself, items: items, rewardByNetwork: object["reward_by"]?.stringValue == "network", notices: notices)
+}
+
+/// Why a payload's notices cannot be taken, naming where.
+struct NoticesProblem: Error { var reason: String }
+
+/// A payload's "notices" (plugin.h): an object of http or https URL lists, each kind at most
+/// `AdNotices.maxPerKind` long, each URL at most `AdNotices.maxURLBytes`.
+func readNotices(_ value: JSONValue, at path: String) -> Result<AdNotices, NoticesProblem> {
+    guard let object = value.objectValue else { return .failure(NoticesProblem(reason: "\(path) is not a JSON object")) }
+    let known = NoticeKind.allCases.map(\.rawValue)
+    if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
+        return .failure(NoticesProblem(reason: "\(path) has the unknown key \"\(unknown)\" (known: \(known.joined(separator: ", ")))"))
+    }
+    var notices = AdNotices()
+    for kind in NoticeKind.allCases {
+        let key = kind.rawValue
+        guard let list = object[key] else { continue }
+        guard let urls = list.arrayValue else { return .failure(NoticesProblem(reason: "\(path).\(key) is not an array of URLs")) }
+        guard urls.count <= AdNotices.maxPerKind else {
+            return .failure(NoticesProblem(reason: "\(path).\(key) has \(urls.count) URLs, over the \(AdNotices.maxPerKind) a kind may have"))
+        }
+        for (n, url) in urls.enumerated() {
+            guard let text = url.stringValue, text.utf8.count <= AdNotices.maxURLBytes, isNoticeURL(text) else {
+                return .failure(NoticesProblem(reason: "\(path).\(key)[\(n)] is not an http or https URL of at most \(AdNotices.maxURLBytes) bytes"))
+            }
+            notices[kind].append(text)
+        }
+    }
+    return .success(notices)
+}
+
+/// An absolute http or https URL with a host, escaped by the plugin (printable ASCII), once
+/// the macros the daemon fills are.
+private func isNoticeURL(_ text: String) -> Bool {
+    let lower = text.prefix(8).lowercased()
+    guard lower.hasPrefix("http://") || lower.hasPrefix("https://"), text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else { return false }
+    let filled = AdNotices.daemonMacros.reduce(text) { $0.replacingOccurrences(of: $1, with: "0") }
+    return URLComponents(string: filled)?.host.map { !$0.isEmpty } ?? false
 }
 
 private let hostLoaded: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, UnsafePointer<CChar>?) -> Void = {

@@ -337,7 +337,7 @@ extension PluginWire.Reply {
             w.u64(ad)
             switch report {
             // The plugin's own text: the daemon decodes it as an in-process load's is decoded.
-            case .loaded(let payload, _, _, _, _, _): w.tag(.loaded); w.string(payload)
+            case .loaded(let payload, _, _, _, _, _, _): w.tag(.loaded); w.string(payload)
             case .loadedInvalid(let reason): w.tag(.loadedInvalid); w.string(reason)
             case .failed(let code, let networkCode, let message): w.tag(.failed); w.string(code.rawValue); w.i64(networkCode); w.string(message)
             case .mediaCached: w.tag(.mediaCached)

@@ -356,7 +356,17 @@ struct adorch_host {
      * counts the view (after ad_show returned 0: at PRESENTED or later), and CLICK for each
      * click; the host counts each once per ad (1.3). For a rewarded
      * ad, "reward_by": "network" says the plugin reports ADORCH_EVENT_REWARD itself;
-     * otherwise the host grants the reward when the app reports the video complete. */
+     * otherwise the host grants the reward when the app reports the video complete.
+     * (1.4) "notices" hands the ad's notice URLs to the daemon, which sends each once from a
+     * durable outbox in its state directory, retried with backoff, across crashes of the
+     * plugin and of itself; apps never see the key. An object of arrays of absolute http or
+     * https URLs, escaped, at most 16 per array and 4096 bytes per URL: "win" (sent when the
+     * ad is handed to a viewer), "billing" (when its impression counts; "${AUCTION_IMP_TS}"
+     * becomes the time in ms since the epoch), "loss" (when it ends unshown;
+     * "${AUCTION_LOSS}" becomes its adorch_loss, any other end than those named being
+     * ADORCH_LOSS_EXPIRED) and "due" (sent now: losses the plugin decided itself). For
+     * several ads ({"ads": [...]}) each ad carries its own. A malformed "notices" fails the
+     * load as the plugin's fault, naming the problem. */
     void (*loaded)(const adorch_host *host, adorch_ad_id ad, const char *payload_json);
 
     /* [any thread] The load of `ad` failed with `error` (an adorch_error). `network_code`

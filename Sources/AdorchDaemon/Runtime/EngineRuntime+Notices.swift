@@ -1,0 +1,110 @@
+import AdorchEngine
+import AdorchNoticeStore
+import AdorchStateDatabase
+import Foundation
+
+// [engine queue] Bidders' notices (docs/bidding.md, "Notices"): each step the engine takes on
+// an ad's notices is written to the outbox before the effects after it are carried out, so a
+// win notice is on disk before its Show is answered; the sender sends what is due.
+
+extension EngineRuntime {
+    static let noticesFileName = "notices.sqlite"
+
+    /// A past run's outbox: its held notices become what their ads' end makes them, and what
+    /// is due is sent. None yet: it is made with the first notice a plugin gives.
+    func openNoticesLeftBefore() throws {
+        guard FileManager.default.fileExists(atPath: stateDir + "/" + Self.noticesFileName) else { return }
+        try openNotices()
+    }
+
+    /// Opens the outbox. A damaged one is moved aside, said in the journal; any other failure is thrown.
+    @discardableResult
+    private func openNotices() throws -> NoticeSender {
+        if let notices { return notices }
+        let path = stateDir + "/" + Self.noticesFileName
+        let outbox: NoticeOutbox
+        do {
+            outbox = try NoticeOutbox(path: path)
+        } catch let error where StateDatabase.isDamage(error) {
+            let aside = moveAsideDamaged(path)
+            logger.error("notices: \(path) could not be opened (\(error)); moved to \(aside ?? "nowhere: it stays"), and notices start afresh")
+            outbox = try NoticeOutbox(path: path)
+        } catch {
+            throw StateDirectoryError(path: stateDir, reason: "holds the notice outbox, \(Self.noticesFileName), which cannot be opened now: \(error); nothing was changed")
+        }
+        let recovered = try outbox.recoverHeld(nowMS: NoticeSender.nowMS())
+        if recovered > 0 { logger.notice("notices: \(recovered) loss notices of ads the last run held unshown are due (expired)") }
+        let sender = NoticeSender(outbox: outbox, logger: logger)
+        notices = sender
+        sender.wake()
+        return sender
+    }
+
+    /// Writes one step of an ad's notices, after any still waiting; nil when it is on disk,
+    /// else why not. A win not written is not kept: its Show is refused, and the ad's end
+    /// follows as a loss. Any other step waits, and is written again every second.
+    func record(_ step: NoticeStep, of id: AdID, plugin: String) -> String? {
+        let reason: String
+        if unwrittenNotices.isEmpty {
+            do {
+                let sender = try openNotices()
+                try sender.outbox.apply(step, ad: id, plugin: plugin, nowMS: NoticeSender.nowMS())
+                sender.wake()
+                return nil
+            } catch {
+                reason = "\(error)"
+                logger.error("notices: the outbox could not take a \(step.name) of \(plugin)'s ad (\(error)); \(step == .win ? "the ad is not handed out" : "written again every second")")
+            }
+        } else {
+            reason = "notices written before it are still waiting for the outbox"
+        }
+        guard step != .win else { return reason }
+        unwrittenNotices.append((id, plugin, step))
+        armDurableRetry()
+        return reason
+    }
+
+    /// Writes the waiting steps in order, up to the first that still fails.
+    func retryUnwrittenNotices() {
+        guard !unwrittenNotices.isEmpty, let sender = try? openNotices() else { return }
+        let before = unwrittenNotices.count
+        while let first = unwrittenNotices.first, (try? sender.outbox.apply(first.step, ad: first.id, plugin: first.plugin, nowMS: NoticeSender.nowMS())) != nil {
+            unwrittenNotices.removeFirst()
+        }
+        if unwrittenNotices.count < before {
+            logger.notice("notices: \(before - unwrittenNotices.count) waiting steps written to the outbox; \(unwrittenNotices.count) still waiting")
+            sender.wake()
+        }
+    }
+
+    /// How long a clean stop waits for the notices in flight.
+    static let noticesStopGrace: Duration = .seconds(2)
+
+    /// For a clean stop: no more notices are sent in this run.
+    func closeNotices() {
+        guard let notices else { return }
+        let left = notices.close(grace: Self.noticesStopGrace)
+        if left > 0 { logger.warning("notices: \(left) notices were still unanswered at stop; the next start sends them again") }
+    }
+
+    /// Merges the outbox's WAL into its file, for a clean stop.
+    func checkpointNotices() {
+        if !unwrittenNotices.isEmpty {
+            logger.error("notices: \(unwrittenNotices.count) notice steps could not be written to the outbox and are lost with this stop")
+        }
+        do { try notices?.outbox.checkpoint() } catch { logger.warning("notices: the outbox could not be checkpointed at stop: \(error)") }
+    }
+}
+
+extension NoticeStep {
+    /// The step in a word, for the journal.
+    var name: String {
+        switch self {
+        case .hold: "hold"
+        case .win: "win"
+        case .billing: "billing"
+        case .loss: "loss"
+        case .settle: "settle"
+        }
+    }
+}
