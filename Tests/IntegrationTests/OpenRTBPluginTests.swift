@@ -61,6 +61,9 @@ final class Exchange {
 
     func notices() throws -> [String] { try server.log() }
     func wait(for prefix: String, count: Int = 1) throws { try server.wait(for: prefix, count: count) }
+    /// From now, notices and trackers are answered 503 (recorded apart), or again 204.
+    func down(_ on: Bool) throws { _ = try server.get("/_down?on=\(on ? 1 : 0)") }
+    func waitRefused(_ prefix: String) throws { try server.wait(for: prefix, kind: "refused") }
 }
 
 /// Issue 33 through the real daemon, the real openrtb plugin (dlopened in its boxed host) and
@@ -169,8 +172,6 @@ final class OpenRTBPluginTests: XCTestCase {
                        "io.adorch.Ads.AdNotValid", "an impression counts once")
         try exchange.wait(for: "/n/high/bill")
         _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": try XCTUnwrap(ad["id"]), "event": "close"])
-        // Reports are served in order, and the plugin fires before answering status: nothing more is coming.
-        _ = try daemon.status()
         let notices = try exchange.notices().filter { $0.hasPrefix("/n/") }
         XCTAssertEqual(notices.filter { $0.hasPrefix("/n/high/win") }, ["/n/high/win?p=4.25&a=\(auction)"])
         XCTAssertEqual(notices.filter { $0.hasPrefix("/n/high/bill") }, ["/n/high/bill?p=4.25"])
@@ -221,6 +222,134 @@ final class OpenRTBPluginTests: XCTestCase {
         XCTAssertEqual(ad["network"], "sim")
         let slot = try XCTUnwrap(daemon.status()["slots"]?.arrayValue?.first { $0["id"] == "h" })
         XCTAssertGreaterThanOrEqual(slot["counters"]?["outbid"]?.intValue ?? 0, 1, "\(slot)")
+    }
+
+    /// Acceptance 2: win, billing and loss notices go through the daemon's outbox in its state
+    /// directory. Notices the exchange refused before a `kill -9`, and the loss of the ad the
+    /// killed daemon held, arrive after the restart; a clean stop's held ad loses at the next
+    /// start; none arrives twice.
+    func testEachNoticeArrivesExactlyOnceAcrossAKill9() throws {
+        let exchange = try Exchange()
+        try exchange.put("kill", JSONValue.object(["id": "{ID}", "cur": "USD", "seatbid": [["seat": "s", "bid": [
+            ["id": "b", "impid": "{IMP}", "price": 2.5, "mtype": 1, "adm": "<b>ad</b>", "nurl": "{BASE}/n/win?a=${AUCTION_ID}&p=${AUCTION_PRICE}",
+             "burl": "{BASE}/n/bill?a=${AUCTION_ID}&t=${AUCTION_IMP_TS}", "lurl": "{BASE}/n/loss?a=${AUCTION_ID}&r=${AUCTION_LOSS}"],
+        ]]]]))
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-notices-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: state) }
+        let settings = config("\(exchange.base)/bid", slots: slot("k", "interstitial", unit: "kill"))
+        func auctions() throws -> [String] { try exchange.requests().compactMap { $0.request["id"]?.stringValue } }
+        func showAndCount(_ daemon: DaemonProcess) throws {
+            let ad = try XCTUnwrap(daemon.call("io.adorch.Ads.Show", ["slot": "k", "user_id": "u1"])["ad"])
+            _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": try XCTUnwrap(ad["id"]), "event": "impression"])
+        }
+
+        var first: DaemonProcess? = try DaemonProcess(config: settings, stateDir: state)
+        try first!.waitFor("the slot filled") { try first!.allSlotsFull() }
+        try showAndCount(first!)
+        let shown = try XCTUnwrap(auctions().first)
+        try exchange.wait(for: "/n/win?a=\(shown)&p=2.5")
+        try exchange.wait(for: "/n/bill?a=\(shown)&t=")
+        // The exchange goes down: the next ad's notices are refused, and wait in the outbox.
+        try exchange.down(true)
+        try first!.waitFor("the slot refilled") { try first!.allSlotsFull() && auctions().count == 2 }
+        try showAndCount(first!)
+        let unsent = try auctions()[1]
+        try exchange.waitRefused("/n/win?a=\(unsent)")
+        try exchange.waitRefused("/n/bill?a=\(unsent)")
+        try first!.waitFor("the slot refilled again") { try first!.allSlotsFull() && auctions().count == 3 }
+        let held = try auctions()[2]
+        kill(first!.pid, SIGKILL)
+        first!.stop()
+        first = nil
+        try exchange.down(false)
+
+        var second: DaemonProcess? = try DaemonProcess(config: settings, stateDir: state)
+        try exchange.wait(for: "/n/win?a=\(unsent)&p=2.5")
+        try exchange.wait(for: "/n/bill?a=\(unsent)&t=")
+        try exchange.wait(for: "/n/loss?a=\(held)&r=2")
+        try second!.waitFor("the slot filled after the restart") { try second!.allSlotsFull() }
+        let heldAtStop = try XCTUnwrap(auctions().last)
+        XCTAssertEqual(second!.stop(), 0)
+        second = nil
+        let third = try DaemonProcess(config: settings, stateDir: state)
+        try exchange.wait(for: "/n/loss?a=\(heldAtStop)&r=2")
+        let status = try third.status()
+        XCTAssertNotNil(status["notices"], "\(status)")
+
+        let notices = try exchange.notices().filter { $0.hasPrefix("/n/") }
+        XCTAssertEqual(notices.count, Set(notices).count, "no notice twice: \(notices)")
+        for (auction, kinds) in [(shown, ["win", "bill"]), (unsent, ["win", "bill"]), (held, ["loss"]), (heldAtStop, ["loss"])] {
+            XCTAssertEqual(notices.filter { $0.contains("a=\(auction)&") }.map { String($0.dropFirst(3).prefix { $0 != "?" }) }.sorted(), kinds.sorted(),
+                           "auction \(auction): \(notices)")
+        }
+        XCTAssertTrue(notices.contains { $0.hasPrefix("/n/bill?a=\(unsent)&t=") && Int64($0.split(separator: "=").last ?? "") != nil },
+                      "the impression's time filled in by the daemon: \(notices)")
+    }
+
+    /// A full disk: an ad whose win notice cannot be written is not handed out (the Show says
+    /// why), and once space returns its loss and the next ad's notices go, each once.
+    func testAFullDiskRefusesAShowWhoseWinCannotBeWrittenAndLosesNoNotice() throws {
+        let disk = try smallDisk(megabytes: 4)
+        let exchange = try Exchange()
+        try exchange.put("full", JSONValue.object(["id": "{ID}", "seatbid": [["bid": [
+            ["id": "b", "impid": "{IMP}", "price": 2, "mtype": 1, "adm": "<b>ad</b>", "nurl": "{BASE}/n/win?a=${AUCTION_ID}",
+             "lurl": "{BASE}/n/loss?a=${AUCTION_ID}&r=${AUCTION_LOSS}"],
+        ]]]]))
+        let daemon = try DaemonProcess(config: config("\(exchange.base)/bid", slots: slot("f", "interstitial", unit: "full")),
+                                       stateDir: disk.appendingPathComponent("state"))
+        defer { daemon.stop() }
+        try daemon.waitFor("the slot filled") { try daemon.allSlotsFull() }
+        let refused = try XCTUnwrap(exchange.requests().last?.request["id"]?.stringValue)
+        let filler = disk.appendingPathComponent("filler").path
+        fillDisk(filler)
+        let (error, parameters) = try daemon.callExpectingError("io.adorch.Ads.Show", ["slot": "f", "user_id": "u1"])
+        XCTAssertEqual(error, "io.adorch.Ads.LedgerFailed", "\(parameters)")
+        XCTAssertTrue(parameters["message"]?.stringValue?.contains("could not be written to the notice outbox") == true, "\(parameters)")
+        try FileManager.default.removeItem(atPath: filler)
+        try exchange.wait(for: "/n/loss?a=\(refused)&r=2")
+        try daemon.waitFor("the slot refilled") { try daemon.allSlotsFull() && (try daemon.status()["notices"]?["unwritten"]?.intValue) == 0 }
+        let ad = try XCTUnwrap(daemon.call("io.adorch.Ads.Show", ["slot": "f", "user_id": "u1"])["ad"])
+        let shown = try XCTUnwrap(exchange.requests().compactMap { $0.request["id"]?.stringValue }.first { $0 != refused })
+        XCTAssertEqual(ad["network"], "openrtb")
+        try exchange.wait(for: "/n/win?a=\(shown)")
+        let notices = try exchange.notices().filter { $0.hasPrefix("/n/") }
+        XCTAssertFalse(notices.contains("/n/win?a=\(refused)"), "the refused ad was never won: \(notices)")
+        XCTAssertEqual(notices.filter { $0.hasPrefix("/n/win?") }.count, 1, "\(notices)")
+        XCTAssertEqual(notices.filter { $0 == "/n/loss?a=\(refused)&r=2" }.count, 1, "\(notices)")
+    }
+
+    /// The sender: a notice refused for good (404) is not sent again, one that failed (503) is
+    /// tried again after its backoff, and an answer that never ends is cut, not read on.
+    func testTheOutboxRetriesWhatFailedDropsWhatWasRefusedAndCutsAnEndlessAnswer() throws {
+        let exchange = try Exchange()
+        try exchange.put("odd", JSONValue.object(["id": "{ID}", "seatbid": [["bid": [
+            ["id": "b", "impid": "{IMP}", "price": 2, "mtype": 1, "adm": "<b>ad</b>", "nurl": "{BASE}/gone/win?a=${AUCTION_ID}",
+             "burl": "{BASE}/endless/bill?a=${AUCTION_ID}"],
+        ]]]]))
+        try exchange.put("fine", JSONValue.object(["id": "{ID}", "seatbid": [["bid": [
+            ["id": "b", "impid": "{IMP}", "price": 2, "mtype": 1, "adm": "<b>ad</b>", "nurl": "{BASE}/n/win?a=${AUCTION_ID}"],
+        ]]]]))
+        let daemon = try DaemonProcess(config: config("\(exchange.base)/bid", slots: slot("o", "interstitial", unit: "odd") + slot("f", "interstitial", unit: "fine")))
+        try daemon.waitFor("the slots filled") { try daemon.allSlotsFull() }
+        let odd = try XCTUnwrap(daemon.call("io.adorch.Ads.Show", ["slot": "o", "user_id": "u1"])["ad"]?["id"])
+        _ = try daemon.call("io.adorch.Ads.Report", ["ad_id": odd, "event": "impression"])
+        try exchange.down(true)
+        _ = try daemon.call("io.adorch.Ads.Show", ["slot": "f", "user_id": "u1"])
+        try exchange.waitRefused("/n/win?a=")
+        try exchange.down(false)
+        try exchange.wait(for: "/n/win?a=")
+        try daemon.waitFor("every notice answered") {
+            let n = try daemon.status()["notices"]
+            return n?["due"]?.intValue == 0 && n?["refused"]?.intValue == 1 && n?["sent"]?.intValue == 2
+        }
+        let notices = try daemon.status()["notices"]
+        XCTAssertGreaterThanOrEqual(notices?["retried"]?.intValue ?? 0, 1, "\(String(describing: notices))")
+        XCTAssertEqual(try exchange.notices().filter { $0.hasPrefix("/gone/") }.count, 1, "a 404 is not sent again")
+        XCTAssertEqual(try exchange.notices().filter { $0.hasPrefix("/endless/") }.count, 1, "the endless answer counted as answered, once")
+        try daemon.waitForLog("the refusal logged by host, not URL") { $0.contains("notices: a win notice of openrtb to 127.0.0.1 was refused (HTTP 404)") }
+        XCTAssertFalse(daemon.log.contains("/gone/win?a="), "the journal never holds a notice's URL")
+        let metrics = try XCTUnwrap(daemon.call("io.adorch.Manager.GetMetrics")["text"]?.stringValue)
+        XCTAssertTrue(metrics.contains("adorch_notices_total{outcome=\"refused\"} 1"), metrics)
     }
 
     func testAThousandBadBidsCostAFewLogLinesAndSixteenLossNotices() throws {

@@ -18,7 +18,11 @@ substituted macros, are what the tests count.
     redirect                  302 to itself, for ever
   POST /bid/KIND              the same, KIND in place of the tagid
   GET  /markup/NAME           the file NAME of --root, {BASE} replaced (markup served on win)
-  GET  anything else          204: a notice or a tracker
+  GET  /gone/...              404, recorded: a notice the exchange refuses for good
+  GET  /endless/...           200 and a body that does not end (until 1 GiB), recorded
+  GET  anything else          204: a notice or a tracker (503 while down, recorded apart)
+  GET  /_down?on=1            notices and trackers answer 503 from now (on=0: 204 again)
+  GET  /_refused              every GET answered 503 while down, in order
   GET  /_log                  every recorded GET (path and query) as a JSON list, in order
   GET  /_requests             every BidRequest: [{"path", "request", "errors"}], in order
   GET  /_wait?prefix=P&count=N&timeout=S
@@ -40,7 +44,9 @@ from loopback_http import QuietHandler, changed, serve  # noqa: E402
 from openrtb_schema import Validator  # noqa: E402
 
 notices = []
+refused = []
 bids = []
+down = False
 
 
 class Handler(QuietHandler):
@@ -106,7 +112,14 @@ class Handler(QuietHandler):
         return self.fixture("-".join(words), request or {})
 
     def do_GET(self):
+        global down
         url = urllib.parse.urlsplit(self.path)
+        if url.path == "/_down":
+            down = urllib.parse.parse_qs(url.query).get("on", ["1"])[0] == "1"
+            return self.send(204)
+        if url.path == "/_refused":
+            with changed:
+                return self.send(200, json.dumps(refused).encode())
         if url.path == "/_log":
             with changed:
                 return self.send(200, json.dumps(notices).encode())
@@ -116,10 +129,30 @@ class Handler(QuietHandler):
                 changed.wait_for(lambda: all(b["errors"] is not None for b in bids), timeout=30)
                 return self.send(200, json.dumps(bids).encode())
         if url.path == "/_wait":
-            return self.answer_wait(url.query, lambda q: [b["path"] for b in bids] if q.get("kind", [""])[0] == "bid" else notices)
+            kinds = {"bid": lambda: [b["path"] for b in bids], "refused": lambda: refused}
+            return self.answer_wait(url.query, lambda q: kinds.get(q.get("kind", [""])[0], lambda: notices)())
+        if down and not url.path.startswith("/markup/"):
+            with changed:
+                refused.append(self.path)
+                changed.notify_all()
+            return self.send(503)
         with changed:
             notices.append(self.path)
             changed.notify_all()
+        if url.path.startswith("/gone/"):
+            return self.send(404)
+        if url.path.startswith("/endless/"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.end_headers()
+            chunk = b"x" * 65536
+            try:
+                for _ in range(16384):
+                    self.wfile.write(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
+            return
         if url.path.startswith("/markup/"):
             path = os.path.join(self.server.root, os.path.basename(url.path))
             if not os.path.isfile(path):

@@ -14,6 +14,9 @@ public struct NoticeMacros: Sendable, Equatable {
     public var loss: LossReason?
     /// When the impression happened (`${AUCTION_IMP_TS}`, ms since the epoch), for a billing notice.
     public var impressionTime: Date?
+    /// Macros left as written, by name: the daemon fills them when the notice becomes due
+    /// (`AUCTION_LOSS`, `AUCTION_IMP_TS`; plugin.h, "notices").
+    public var kept: Set<String> = []
 
     public init(bid: AcceptedBid, offer: Offer, loss: LossReason? = nil, impressionTime: Date? = nil) {
         (auctionID, bidID, impID, seatID, adID) = (offer.requestID, bid.responseBidID, bid.impID, bid.seat, bid.adID)
@@ -55,7 +58,8 @@ public struct NoticeMacros: Sendable, Equatable {
         var rest = Substring(text)
         while let open = rest.range(of: "${") {
             out += rest[..<open.lowerBound]
-            guard let close = rest[open.upperBound...].firstIndex(of: "}"), let value = values[String(rest[open.upperBound..<close])] else {
+            guard let close = rest[open.upperBound...].firstIndex(of: "}"), !kept.contains(String(rest[open.upperBound..<close])),
+                  let value = values[String(rest[open.upperBound..<close])] else {
                 out += "${"
                 rest = rest[open.upperBound...]
                 continue

@@ -3,6 +3,10 @@
 // protocol (requests, strict responses, macros, native markup) is the OpenRTB module beside
 // it; video markup goes through the VAST plugin's VAST module; this file is the ABI glue.
 //
+// Win, billing and loss notices of the bids it loads go to the daemon in the payload's
+// "notices" (plugin.h): the daemon sends each once, through its durable outbox. Trackers
+// (VAST, native) and the losses of responses that fill nothing the plugin fires itself.
+//
 // Threads: ad_* run on the host's plugin queue and return at once; HTTP runs on URLSession's
 // threads. Host callbacks are made while holding `plugin`'s lock, and ad_destroy and deinit
 // take it too, so a destroyed ad is never reported and nothing is reported after deinit.
@@ -19,10 +23,10 @@ private struct AdState: Sendable {
     var load: BidLoad
     var offer: Offer?
     var won: [Won] = []
-    var shown = false
-    /// Why the daemon drops it unshown (ADORCH_EVENT_LOSS), for its loss notice.
-    var loss: LossReason?
-    /// Notices and trackers fired for this ad, by name: each at most once.
+    /// Loss notices of this load's other bids, decided by the plugin: with the ad's notices
+    /// when it fills, fired by the plugin when it does not.
+    var losses: [String] = []
+    /// Trackers fired for this ad, by name: each at most once.
     var fired: Set<String> = []
     var resolver: ChainResolver?
 }
@@ -55,7 +59,8 @@ private let plugin = LockedValue(PluginState())
 private let starter = DispatchQueue(label: "adorch.plugin.openrtb.start")
 /// How long a notice or a markup fetch may take: it is not an auction, tmax does not bound it.
 private let noticeTimeout: Duration = .seconds(5)
-/// Loss notices sent for one response at most; the rest are counted (`loss_notices_dropped`).
+/// Loss notices sent for one response at most (plugin.h's bound on a payload's "due"); the
+/// rest are counted (`loss_notices_dropped`).
 private let maxLossNotices = 16
 
 private func count(_ key: String, _ n: Int = 1) { plugin.withLock { $0.counters[key, default: 0] += n } }
@@ -67,7 +72,8 @@ private func log(_ level: adorch_log_level, _ text: String) {
     }
 }
 
-/// Fires one notice or tracker URL, once per ad and name; the answer only counts.
+/// Fires one tracker URL (or a loss notice of a load that filled nothing), once per ad and
+/// name; the answer only counts.
 private func fire(_ name: String, _ url: String, of id: adorch_ad_id?) {
     guard !url.isEmpty else { return }
     guard let target = NoticeMacros.url(url) else { return count("notices_refused") }
@@ -135,6 +141,8 @@ private func hostError(_ kind: ResponseFailure.Kind) -> adorch_error {
 
 private func fail(_ id: adorch_ad_id, _ error: adorch_error, _ counter: String, _ message: String) {
     count(counter)
+    // No ad, so no payload to carry them: the plugin sends these itself, once, from memory.
+    for url in plugin.withLock({ $0.ads[id]?.losses ?? [] }) { fire("loss", url, of: nil) }
     plugin.withLock { state in
         guard let host = state.host, let ad = state.ads[id] else { return }
         ad.load.privacy.redacting(message).withCString { host.pointee.failed(host, id, Int32(error.rawValue), 0, $0) }
@@ -171,9 +179,7 @@ private func answered(_ id: adorch_ad_id, _ outcome: BidExchange.Outcome, offer:
         lossNotices.append(NoticeMacros(refused: refused, offer: offer).substitute(refused.lossURL))
     }
     if read.refused.count > 3 { log(ADORCH_LOG_WARNING, about: id, "openrtb: and \(read.refused.count - 3) more bids refused in that response") }
-    let sent = lossNotices.filter { !$0.isEmpty }
-    for url in sent.prefix(maxLossNotices) { fire("loss", url, of: nil) }
-    if sent.count > maxLossNotices { count("loss_notices_dropped", sent.count - maxLossNotices) }
+    lost(lossNotices, of: id)
     // Each impression's bids, best first: the best whose markup is usable wins it (prepare).
     let candidates = Dictionary(grouping: read.bids, by: \.impID)
     guard !candidates.isEmpty else {
@@ -187,11 +193,22 @@ private func answered(_ id: adorch_ad_id, _ outcome: BidExchange.Outcome, offer:
     prepare(id, ordered, offer: offer, ready: [])
 }
 
+/// Loss notices the plugin decided for this load: kept for its payload, `maxLossNotices` at
+/// most; the exchange chooses the URLs, and must not make the plugin flood anyone.
+private func lost(_ urls: [String], of id: adorch_ad_id) {
+    let urls = urls.filter { !$0.isEmpty }
+    let dropped = plugin.withLock { state -> Int in
+        guard state.ads[id] != nil else { return 0 }
+        let room = max(0, maxLossNotices - state.ads[id]!.losses.count)
+        state.ads[id]!.losses += urls.prefix(room)
+        return max(0, urls.count - room)
+    }
+    if dropped > 0 { count("loss_notices_dropped", dropped) }
+}
+
 /// Notices for a settled impression: every bid under its winner lost to a higher one (102).
-private func lost(_ bids: ArraySlice<AcceptedBid>, offer: Offer) {
-    let urls = bids.map { NoticeMacros(bid: $0, offer: offer, loss: .lostToHigherBid).substitute($0.lossURL) }.filter { !$0.isEmpty }
-    for url in urls.prefix(maxLossNotices) { fire("loss", url, of: nil) }
-    if urls.count > maxLossNotices { count("loss_notices_dropped", urls.count - maxLossNotices) }
+private func lost(_ bids: ArraySlice<AcceptedBid>, offer: Offer, of id: adorch_ad_id) {
+    lost(bids.map { NoticeMacros(bid: $0, offer: offer, loss: .lostToHigherBid).substitute($0.lossURL) }, of: id)
 }
 
 /// Makes each impression's winner ready in turn, best bid first (fetching its markup from its
@@ -208,12 +225,12 @@ private func prepare(_ id: adorch_ad_id, _ pending: [[AcceptedBid]], offer: Offe
         switch result {
         case .success(let won):
             count("bids_won")
-            lost(bids.dropFirst(), offer: offer)
+            lost(bids.dropFirst(), offer: offer, of: id)
             prepare(id, Array(pending.dropFirst()), offer: offer, ready: ready + [won], problems: problems)
         case .failure(let problem):
             count("refused_bad_markup")
             log(ADORCH_LOG_WARNING, about: id, "openrtb: bid \(bid.id) refused (bad_markup): \(problem.why)")
-            fire("loss", NoticeMacros(bid: bid, offer: offer, loss: .invalidBidResponse).substitute(bid.lossURL), of: nil)
+            lost([NoticeMacros(bid: bid, offer: offer, loss: .invalidBidResponse).substitute(bid.lossURL)], of: id)
             prepare(id, [Array(bids.dropFirst())] + pending.dropFirst(), offer: offer, ready: ready, problems: problems + ["bid \(bid.id): \(problem.why)"])
         }
     }
@@ -290,36 +307,53 @@ private func make(_ id: adorch_ad_id, _ bid: AcceptedBid, markup: String, fromWi
     }
 }
 
+/// One winner's notices for the daemon (plugin.h, "notices"): the loss reason and the
+/// impression's time left for it to fill in; no win notice when the markup came with it.
+private func notices(of won: Won, offer: Offer, due: [String]) -> JSONValue {
+    var billing = NoticeMacros(bid: won.bid, offer: offer)
+    billing.kept = ["AUCTION_IMP_TS"]
+    var loss = NoticeMacros(bid: won.bid, offer: offer, loss: .expired)
+    loss.kept = ["AUCTION_LOSS"]
+    let lists: [(String, [String])] = [
+        ("win", won.markupFromWin ? [] : [NoticeMacros(bid: won.bid, offer: offer).substitute(won.bid.winURL)]),
+        ("billing", [billing.substitute(won.bid.billingURL)]), ("loss", [loss.substitute(won.bid.lossURL)]), ("due", due),
+    ]
+    // Only URLs the daemon takes: a bid's unusable one costs that notice, not the ad.
+    return .object(Dictionary(uniqueKeysWithValues: lists.map { key, urls in (key, .array(urls.compactMap(daemonURL).map { .string($0) })) }))
+}
+
+/// A notice URL as the daemon takes it: http or https, escaped, the macros the daemon fills
+/// left as written; nil for none.
+private func daemonURL(_ text: String) -> String? {
+    guard !text.isEmpty, var url = NoticeMacros.url(text)?.absoluteString else { return nil }
+    for macro in ["AUCTION_LOSS", "AUCTION_IMP_TS"] { url = url.replacingOccurrences(of: "$%7B\(macro)%7D", with: "${\(macro)}") }
+    return url
+}
+
 /// Every winner's markup is ready: the load succeeded.
 private func loaded(_ id: adorch_ad_id, _ won: [Won]) {
     count("fills")
     plugin.withLock { state in
-        guard let host = state.host, state.ads[id] != nil else { return }
+        guard let host = state.host, let ad = state.ads[id], let offer = ad.offer else { return }
         state.ads[id]!.won = won
-        for (n, w) in won.enumerated() where w.markupFromWin { state.ads[id]!.fired.insert("win\(n)") }
         // Several native ads asked at once come as {"ads": [...]} (plugin.h, `loaded`), however many were won.
-        let several = (state.ads[id]?.load.count ?? 1) > 1
-        let payload: JSONValue = !several ? .object(won[0].payload) : ["ads": .array(won.map { .object($0.payload) }), "price": .double(won.map(\.bid.price).max() ?? 0),
-                                                                      "expires_in_s": .int(won.compactMap { $0.payload["expires_in_s"]?.intValue }.min() ?? 1)]
+        let several = ad.load.count > 1
+        let items = won.enumerated().map { n, w in
+            JSONValue.object(w.payload.merging(["notices": notices(of: w, offer: offer, due: n == 0 ? ad.losses : [])]) { $1 })
+        }
+        let payload: JSONValue = !several ? items[0] : ["ads": .array(items), "price": .double(won.map(\.bid.price).max() ?? 0),
+                                                        "expires_in_s": .int(won.compactMap { $0.payload["expires_in_s"]?.intValue }.min() ?? 1)]
         payload.jsonString.withCString { host.pointee.loaded(host, id, $0) }
     }
 }
 
-/// The notices and trackers of one app event, for every winner of the ad.
+/// The trackers of one app event, for every winner of the ad (its notices are the daemon's).
 private func notify(_ id: adorch_ad_id, _ event: UInt32, _ detail: String?) {
-    if event == adorch_event.ADORCH_EVENT_LOSS.rawValue {
-        // The daemon's auction decided: the code goes in the lurl as it is (plugin.h's adorch_loss).
-        let code = detail.flatMap { JSONValue.parse(Data($0.utf8))?.objectValue?["reason"]?.doubleValue }.flatMap { LossReason(rawValue: Int($0)) }
-        plugin.withLock { $0.ads[id]?.loss = code }
-        return
-    }
-    let (won, offer) = plugin.withLock { state in (state.ads[id]?.won ?? [], state.ads[id]?.offer) }
-    guard let offer else { return }
+    let won = plugin.withLock { state in state.ads[id]?.won ?? [] }
     for (index, w) in won.enumerated() {
         let tag = "\(index)"
         switch event {
         case adorch_event.ADORCH_EVENT_IMPRESSION.rawValue:
-            fire("billing\(tag)", NoticeMacros(bid: w.bid, offer: offer, impressionTime: Date()).substitute(w.bid.billingURL), of: id)
             let trackers = (w.vast.map { $0.tracking.impressions + ($0.tracking.events["creativeView"] ?? []) } ?? []) + (w.native?.impressionTrackers ?? [])
             for (n, url) in trackers.enumerated() { fire("imp\(tag).\(n)", url, of: id) }
         case adorch_event.ADORCH_EVENT_CLICK.rawValue:
@@ -420,27 +454,12 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
         },
         ad_show: { opaque, _ in
             let id = adorch_ad_id(UInt(bitPattern: opaque))
-            let ready = plugin.withLock { state -> Bool in
-                guard state.ads[id].map({ !$0.won.isEmpty }) == true else { return false }
-                state.ads[id]!.shown = true
-                return true
-            }
-            guard ready else { return Int32(adorch_error.ADORCH_ERROR_NOT_READY.rawValue) }
-            // Handed to a viewer: the win notice (unless the markup already came with it).
-            let (won, offer) = plugin.withLock { ($0.ads[id]?.won ?? [], $0.ads[id]?.offer) }
-            if let offer { for (n, w) in won.enumerated() { fire("win\(n)", NoticeMacros(bid: w.bid, offer: offer).substitute(w.bid.winURL), of: id) } }
-            return 0
+            let ready = plugin.withLock { state in state.ads[id].map { !$0.won.isEmpty } == true }
+            return ready ? 0 : Int32(adorch_error.ADORCH_ERROR_NOT_READY.rawValue)
         },
         ad_notify: { opaque, event, detail in notify(adorch_ad_id(UInt(bitPattern: opaque)), event, detail.map { String(cString: $0) }) },
         ad_destroy: { opaque in
             let id = adorch_ad_id(UInt(bitPattern: opaque))
-            // Won but never shown: its loss notice says why, as the daemon told (expired when it did not).
-            let (unshown, offer, loss) = plugin.withLock { state in
-                (state.ads[id].map { $0.shown ? [] : $0.won } ?? [], state.ads[id]?.offer, state.ads[id]?.loss ?? .expired)
-            }
-            if let offer {
-                for (n, w) in unshown.enumerated() { fire("loss\(n)", NoticeMacros(bid: w.bid, offer: offer, loss: loss).substitute(w.bid.lossURL), of: id) }
-            }
             plugin.withLock { state in state.ads.removeValue(forKey: id)?.resolver?.cancel() }
         },
         stats_json: {
