@@ -42,6 +42,20 @@ public final class NoticeOutbox: Sendable {
                 }
                 try db.create(index: "notices_by_ad", on: Self.table, columns: ["ad", "due"])
                 try db.create(index: "notices_due", on: Self.table, columns: ["due", "next_ms"])
+                // Each plugin's bytes kept by the file itself, so the bound costs one read per load.
+                try db.execute(sql: """
+                    CREATE TABLE notice_bytes (plugin TEXT PRIMARY KEY, bytes INTEGER NOT NULL);
+                    CREATE TRIGGER notice_bytes_in AFTER INSERT ON notices BEGIN
+                      INSERT INTO notice_bytes (plugin, bytes) VALUES (NEW.plugin, length(CAST(NEW.url AS BLOB)))
+                        ON CONFLICT (plugin) DO UPDATE SET bytes = bytes + excluded.bytes;
+                    END;
+                    CREATE TRIGGER notice_bytes_out AFTER DELETE ON notices BEGIN
+                      UPDATE notice_bytes SET bytes = bytes - length(CAST(OLD.url AS BLOB)) WHERE plugin = OLD.plugin;
+                    END;
+                    CREATE TRIGGER notice_bytes_moved AFTER UPDATE OF url ON notices BEGIN
+                      UPDATE notice_bytes SET bytes = bytes - length(CAST(OLD.url AS BLOB)) + length(CAST(NEW.url AS BLOB)) WHERE plugin = NEW.plugin;
+                    END;
+                    """)
             }
         }, table: Self.table, columns: ["id", "ad", "plugin", "kind", "url", "due", "created_ms", "next_ms", "attempts"])
     }
@@ -59,13 +73,28 @@ public final class NoticeOutbox: Sendable {
         }
     }
 
-    /// Carries out one step of an ad's notices, in one transaction. Throws when it could not
-    /// be written (a full disk): nothing of it was.
+    /// The most bytes of URLs one plugin's notices may hold in the outbox: a plugin cannot
+    /// fill the state directory the ledger lives in.
+    public static let maxBytesPerPlugin = 16 << 20
+
+    /// A hold that would take a plugin's notices past `maxBytesPerPlugin`: refused whole.
+    public struct OverBound: Error, CustomStringConvertible {
+        public var plugin: String
+        public var description: String {
+            "\(plugin)'s notices waiting in the outbox would pass \(NoticeOutbox.maxBytesPerPlugin >> 20) MiB"
+        }
+    }
+
+    /// Carries out one step of an ad's notices, in one transaction. Throws `OverBound`, or
+    /// when it could not be written (a full disk): nothing of it was.
     public func apply(_ step: NoticeStep, ad: UInt64, plugin: String, nowMS: Int64) throws {
         let ad = Int64(bitPattern: ad)
         try database.write { db in
             switch step {
             case .hold(let notices):
+                let adding = NoticeKind.allCases.reduce(0) { sum, kind in notices[kind].reduce(sum) { $0 + $1.utf8.count } }
+                let held = try Int.fetchOne(db, sql: "SELECT bytes FROM notice_bytes WHERE plugin = ?", arguments: [plugin]) ?? 0
+                guard held + adding <= Self.maxBytesPerPlugin else { throw OverBound(plugin: plugin) }
                 for kind in NoticeKind.allCases {
                     for url in notices[kind] {
                         try db.execute(sql: "INSERT INTO notices (ad, plugin, kind, url, due, created_ms, next_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -76,3 +76,23 @@ final class NoticeOutboxTests: XCTestCase {
                        [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300].map { Duration.seconds($0) })
     }
 }
+
+extension NoticeOutboxTests {
+    /// A plugin cannot fill the state directory: past its bound a hold is refused whole, and
+    /// what its answered notices free is its again.
+    func testAPluginsNoticesAreBoundedInBytes() throws {
+        let outbox = try NoticeOutbox(path: dir.appendingPathComponent("bound.sqlite").path)
+        let url = "https://x.example/" + String(repeating: "a", count: 4096 - 18)
+        let perAd = AdNotices(due: Array(repeating: url, count: 16))
+        let fits = NoticeOutbox.maxBytesPerPlugin / (16 * 4096)
+        for ad in 0..<fits { try outbox.apply(.hold(perAd), ad: UInt64(ad), plugin: "flood", nowMS: 1) }
+        XCTAssertThrowsError(try outbox.apply(.hold(AdNotices(win: ["https://x.example/1"])), ad: 9999, plugin: "flood", nowMS: 1)) { error in
+            XCTAssertTrue(error is NoticeOutbox.OverBound, "\(error)")
+        }
+        XCTAssertEqual(try outbox.counts().due, fits * 16, "the refused hold wrote nothing")
+        try outbox.apply(.hold(AdNotices(win: ["https://y.example/1"])), ad: 1, plugin: "other", nowMS: 1)
+        let first = try XCTUnwrap(outbox.due(nowMS: 1, limit: 1, excluding: []).first)
+        try outbox.remove(first.id)
+        try outbox.apply(.hold(AdNotices(win: ["https://x.example/1"])), ad: 9999, plugin: "flood", nowMS: 1)
+    }
+}

@@ -324,6 +324,8 @@ extension VarlinkInterface {
               held: int,
               # steps the outbox could not take yet (a full disk), written again every second
               unwritten: int,
+              # ads whose notices were refused since start: their plugin's waiting notices past 16 MiB
+              over_bound: int,
               # answered 2xx or 3xx since start
               sent: int,
               # refused for good (4xx but 408 and 429, a redirect loop) since start: not sent again

@@ -98,7 +98,7 @@ struct StatusJSON {
         ]
         if let n = s.notices {
             status["notices"] = [
-                "due": .int(Int64(n.due)), "held": .int(Int64(n.held)), "unwritten": .int(Int64(n.unwritten)),
+                "due": .int(Int64(n.due)), "held": .int(Int64(n.held)), "unwritten": .int(Int64(n.unwritten)), "over_bound": .int(Int64(n.overBound)),
                 "sent": .int(Int64(n.sent.sent)), "refused": .int(Int64(n.sent.refused)), "retried": .int(Int64(n.sent.retried)),
                 "given_up": .int(Int64(n.sent.givenUp)),
             ]

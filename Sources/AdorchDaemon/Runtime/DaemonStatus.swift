@@ -59,6 +59,7 @@ struct DaemonStatus: Sendable {
         var due: Int
         var held: Int
         var unwritten: Int
+        var overBound: Int
         var sent: NoticeSender.Counters
     }
 }

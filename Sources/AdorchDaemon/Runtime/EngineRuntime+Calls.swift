@@ -248,7 +248,8 @@ extension EngineRuntime {
                 networkLoads: engine.networkLoads, showStats: showStats, metrics: metricsEndpoint?.state,
                 notices: notices.map { sender in
                     let (due, held) = (try? sender.outbox.counts()) ?? (0, 0)
-                    return DaemonStatus.Notices(due: due, held: held, unwritten: unwrittenNotices.count, sent: sender.snapshot())
+                    return DaemonStatus.Notices(due: due, held: held, unwritten: unwrittenNotices.count,
+                                                 overBound: noticesOverBound, sent: sender.snapshot())
                 }
             )
             guard pluginStats else { return completion(base) }

@@ -51,6 +51,14 @@ extension EngineRuntime {
                 try sender.outbox.apply(step, ad: id, plugin: plugin, nowMS: NoticeSender.nowMS())
                 sender.wake()
                 return nil
+            } catch let error as NoticeOutbox.OverBound {
+                // The plugin's doing, not the disk's: its ad serves without notices, none waits.
+                noticesOverBound += 1
+                if overBoundLoggedAt.map({ Date().timeIntervalSince($0) >= 60 }) ?? true {
+                    overBoundLoggedAt = Date()
+                    logger.warning("notices: \(error); the notices of its new ads are refused until the exchange answers what waits (\(noticesOverBound) ads so far)")
+                }
+                return nil
             } catch {
                 reason = "\(error)"
                 logger.error("notices: the outbox could not take a \(step.name) of \(plugin)'s ad (\(error)); \(step == .win ? "the ad is not handed out" : "written again every second")")

@@ -82,6 +82,14 @@ final class EngineRuntime: Sendable {
         get { state.value.unwrittenNotices }
         _modify { yield &state.value.unwrittenNotices }
     }
+    var noticesOverBound: Int {
+        get { state.value.noticesOverBound }
+        set { state.value.noticesOverBound = newValue }
+    }
+    var overBoundLoggedAt: Date? {
+        get { state.value.overBoundLoggedAt }
+        set { state.value.overBoundLoggedAt = newValue }
+    }
     private(set) var privacyBook: PrivacyBook? {
         get { state.value.privacy }
         set { state.value.privacy = newValue }

@@ -1,6 +1,7 @@
 import AdorchEngine
 import AdorchRewards
 import Dispatch
+import Foundation
 import Logging
 
 /// What the engine queue owns: created before the queue runs, then reached only through
@@ -25,6 +26,10 @@ final class RuntimeState {
     /// Notice steps the outbox could not take yet (a full disk), oldest first: written again
     /// every second, in order.
     var unwrittenNotices: [(id: AdID, plugin: String, step: NoticeStep)] = []
+    /// Ads whose notices were refused, their plugin's past NoticeOutbox.maxBytesPerPlugin; when
+    /// that was last said in the journal (once a minute at most).
+    var noticesOverBound = 0
+    var overBoundLoggedAt: Date?
     /// The state directory's lock, held for the daemon's life: two daemons on one ledger and
     /// one history would each undo the other's (closed on exec, so no plugin host holds it).
     var stateLock: Int32 = -1
