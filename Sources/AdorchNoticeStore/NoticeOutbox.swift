@@ -117,16 +117,26 @@ public final class NoticeOutbox: Sendable {
         }
     }
 
-    /// Notices due by `nowMS`, oldest first, at most `limit`, none of `excluding` (in flight).
-    public func due(nowMS: Int64, limit: Int, excluding: Set<Int64>) throws -> [DueNotice] {
+    /// Notices due by `nowMS`, oldest first, at most `limit`, none of `excluding` (in flight),
+    /// and no more of one plugin than take it to `perPlugin` with its `busy` ones: an exchange
+    /// that answers slowly holds its plugin's share of the sender, not everyone's.
+    public func due(nowMS: Int64, limit: Int, perPlugin: Int = .max, excluding: Set<Int64>, busy: [String: Int] = [:]) throws -> [DueNotice] {
         try database.read { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT id, plugin, kind, url, attempts, created_ms FROM notices WHERE due = 1 AND next_ms <= ? ORDER BY id LIMIT ?",
-                                        arguments: [nowMS, limit + excluding.count])
-            return rows.compactMap { row -> DueNotice? in
-                let id: Int64 = row["id"]
-                guard !excluding.contains(id), let kind = NoticeKind(rawValue: row["kind"]) else { return nil }
-                return DueNotice(id: id, plugin: row["plugin"], kind: kind, url: row["url"], attempts: row["attempts"], createdMS: row["created_ms"])
-            }.prefix(limit).map { $0 }
+            let each = perPlugin == .max ? Int64.max : Int64(perPlugin + excluding.count)
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT id, plugin, kind, url, attempts, created_ms FROM (
+                  SELECT *, ROW_NUMBER() OVER (PARTITION BY plugin ORDER BY id) AS place FROM notices WHERE due = 1 AND next_ms <= ?
+                ) WHERE place <= ? ORDER BY id
+                """, arguments: [nowMS, each])
+            var taken = busy
+            var picked: [DueNotice] = []
+            for row in rows where picked.count < limit {
+                let id: Int64 = row["id"], plugin: String = row["plugin"]
+                guard !excluding.contains(id), taken[plugin, default: 0] < perPlugin, let kind = NoticeKind(rawValue: row["kind"]) else { continue }
+                taken[plugin, default: 0] += 1
+                picked.append(DueNotice(id: id, plugin: plugin, kind: kind, url: row["url"], attempts: row["attempts"], createdMS: row["created_ms"]))
+            }
+            return picked
         }
     }
 

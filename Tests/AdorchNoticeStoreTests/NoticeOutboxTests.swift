@@ -96,3 +96,17 @@ extension NoticeOutboxTests {
         try outbox.apply(.hold(AdNotices(win: ["https://x.example/1"])), ad: 9999, plugin: "flood", nowMS: 1)
     }
 }
+
+extension NoticeOutboxTests {
+    /// A slow exchange's plugin holds its share of the sender: the next due are others'.
+    func testDueNoticesAreSharedAmongPlugins() throws {
+        let outbox = try NoticeOutbox(path: dir.appendingPathComponent("share.sqlite").path)
+        try outbox.apply(.hold(AdNotices(due: (1...5).map { "https://slow.example/\($0)" })), ad: 1, plugin: "slow", nowMS: 1)
+        try outbox.apply(.hold(AdNotices(due: ["https://fast.example/1"])), ad: 2, plugin: "fast", nowMS: 1)
+        let first = try outbox.due(nowMS: 1, limit: 8, perPlugin: 2, excluding: [])
+        XCTAssertEqual(first.map(\.url), ["https://slow.example/1", "https://slow.example/2", "https://fast.example/1"])
+        let busy = ["slow": 2]
+        let next = try outbox.due(nowMS: 1, limit: 8, perPlugin: 2, excluding: Set(first.prefix(2).map(\.id)), busy: busy)
+        XCTAssertEqual(next.map(\.url), ["https://fast.example/1"], "the slow plugin's two in flight are its share")
+    }
+}

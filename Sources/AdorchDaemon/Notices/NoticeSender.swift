@@ -8,13 +8,14 @@ import Foundation
 import Logging
 
 /// [its own queue] Sends the outbox's due notices (docs/bidding.md, "Notices"): a few at a
-/// time, each GET on a thread of its own (libcurl blocks), bounded in time and in the body
-/// read. A notice answered 2xx or 3xx is done and deleted; one refused for good (4xx but 408
+/// time, two of a plugin at most, each GET on a thread of its own (libcurl blocks), bounded
+/// in time and in the body read. A notice answered 2xx or 3xx is done and deleted; one refused for good (4xx but 408
 /// and 429, a redirect loop) is deleted and logged; any other failure is tried again after a
 /// backoff (1 s doubling to 5 minutes) for 24 hours. Row ids in flight are never sent twice.
 final class NoticeSender: Sendable {
-    /// Notices in flight at once, and how long one may take.
-    static let parallel = 4
+    /// Notices in flight at once, of one plugin at once, and how long one may take.
+    static let parallel = 8
+    static let perPlugin = 2
     static let timeout: Duration = .seconds(10)
     /// The most of an answer read: a notice's body means nothing, and an endless one must not cost.
     static let maxBodyBytes = 64 << 10
@@ -31,7 +32,7 @@ final class NoticeSender: Sendable {
 
     /// What `queue` owns.
     private struct State {
-        var inFlight: Set<Int64> = []
+        var inFlight: [Int64: String] = [:]
         /// Answered, but their rows could not be deleted (a full disk): not sent again meanwhile.
         var answered: Set<Int64> = []
         var counters = Counters()
@@ -56,7 +57,7 @@ final class NoticeSender: Sendable {
         state = QueueBound(State(), queue: queue)
     }
 
-    private var inFlight: Set<Int64> {
+    private var inFlight: [Int64: String] {
         get { state.value.inFlight }
         _modify { yield &state.value.inFlight }
     }
@@ -101,7 +102,8 @@ final class NoticeSender: Sendable {
         let now = Self.nowMS()
         let due: [DueNotice]
         do {
-            due = try outbox.due(nowMS: now, limit: room, excluding: inFlight.union(answered))
+            due = try outbox.due(nowMS: now, limit: room, perPlugin: Self.perPlugin, excluding: Set(inFlight.keys).union(answered),
+                                 busy: inFlight.values.reduce(into: [:]) { $0[$1, default: 0] += 1 })
         } catch {
             logFailure("notices: the outbox could not be read (\(error)); trying again in a second")
             return arm(at: now + 1000)
@@ -121,7 +123,7 @@ final class NoticeSender: Sendable {
     }
 
     private func send(_ notice: DueNotice) {
-        inFlight.insert(notice.id)
+        inFlight[notice.id] = notice.plugin
         transfers.async { [self] in
             var answer = 0
             var words = [CChar](repeating: 0, count: 256)
@@ -129,7 +131,7 @@ final class NoticeSender: Sendable {
             let error = code == 0 ? nil : String(decoding: words.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             let status = answer
             queue.async { [self] in
-                inFlight.remove(notice.id)
+                inFlight[notice.id] = nil
                 ended(notice, status: status, error: error, code: code)
                 pump()
             }
