@@ -352,6 +352,52 @@ final class OpenRTBPluginTests: XCTestCase {
         XCTAssertTrue(metrics.contains("adorch_notices_total{outcome=\"refused\"} 1"), metrics)
     }
 
+    /// Two exchanges in one auction (docs/bidding.md, "Several exchanges"): the plugin's file
+    /// copied under a second name is a second plugin with its own config and box; the higher
+    /// bid stays, and the lower one's exchange hears it lost to a higher bid.
+    func testTwoExchangesBidInOneAuctionAndTheLowerHearsItLost() throws {
+        let high = try Exchange(), low = try Exchange()
+        for (exchange, price) in [(high, 4.0), (low, 1.5)] {
+            try exchange.put("bid", JSONValue.object(["id": "{ID}", "seatbid": [["bid": [
+                ["id": "b", "impid": "{IMP}", "price": .double(price), "mtype": 1, "adm": "<b>ad</b>",
+                 "nurl": "{BASE}/n/win?a=${AUCTION_ID}", "lurl": "{BASE}/n/loss?a=${AUCTION_ID}&r=${AUCTION_LOSS}"],
+            ]]]]))
+        }
+        let plugins = FileManager.default.temporaryDirectory.appendingPathComponent("adorch-exchanges-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: plugins, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: plugins) }
+        let file = productsDirectory.appendingPathComponent("libadorch-plugin-openrtb.so")
+        try FileManager.default.copyItem(at: file, to: plugins.appendingPathComponent("libadorch-plugin-openrtb.so"))
+        try FileManager.default.copyItem(at: file, to: plugins.appendingPathComponent("libadorch-plugin-openrtb-b.so"))
+        let daemon = try DaemonProcess(config: """
+            [plugins.openrtb]
+            config = { endpoint = "\(low.base)/bid", tmax_ms = 2000 }
+            [plugins.exchange_b]
+            path = "libadorch-plugin-openrtb-b.so"
+            config = { endpoint = "\(high.base)/bid", tmax_ms = 2000 }
+
+            [[slots]]
+            id = "two"
+            format = "interstitial"
+            buffer = 1
+              [[slots.waterfall]]
+              plugin = "openrtb"
+              bidder = true
+              ad_unit_id = "bid"
+              [[slots.waterfall]]
+              plugin = "exchange_b"
+              bidder = true
+              ad_unit_id = "bid"
+            """, pluginDir: plugins.path)
+        try daemon.waitFor("the slot filled") { try daemon.allSlotsFull() }
+        let lost = try XCTUnwrap(low.requests().first?.request["id"]?.stringValue)
+        try low.wait(for: "/n/loss?a=\(lost)&r=102")
+        let ad = try XCTUnwrap(daemon.call("io.adorch.Ads.Show", ["slot": "two", "user_id": "u1"])["ad"])
+        XCTAssertEqual(ad["network"], "exchange_b")
+        XCTAssertEqual(ad["payload"]?["price"]?.doubleValue, 4)
+        try high.wait(for: "/n/win?a=\(try XCTUnwrap(high.requests().first?.request["id"]?.stringValue))")
+    }
+
     func testAThousandBadBidsCostAFewLogLinesAndSixteenLossNotices() throws {
         let exchange = try Exchange()
         let bids: [JSONValue] = (0..<1000).map { n in
