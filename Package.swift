@@ -135,8 +135,10 @@ let package = Package(
         .target(name: "AdorchPrivacyStore", dependencies: ["AdorchStateDatabase", .product(name: "GRDB", package: "GRDB.swift")]),
         // Bidders' notices: the durable outbox the daemon sends them from (SQLite through GRDB).
         .target(name: "AdorchNoticeStore", dependencies: ["AdorchEngine", "AdorchStateDatabase", .product(name: "GRDB", package: "GRDB.swift")]),
-        // One HTTP GET through Debian's libcurl, for the notice outbox: its time and body bounded.
+        // One HTTP transfer through Debian's libcurl, its time and body bounded: the notice
+        // outbox's GETs and the openrtb plugin's exchanges.
         .target(name: "CAdorchHTTP", linkerSettings: [.linkedLibrary("curl")]),
+        .target(name: "AdorchHTTP", dependencies: ["CAdorchHTTP"]),
         // Varlink: framing, a server on its own epoll loop, a blocking client, the service interface.
         .target(name: "AdorchVarlink", dependencies: ["AdorchJSON", "CEpoll", "CGlibcMalloc", .product(name: "Logging", package: "swift-log")]),
         // JSON values, a strict parser and a writer over bytes: the wire's and the plugin host's.
@@ -151,7 +153,7 @@ let package = Package(
             name: "AdorchDaemon",
             dependencies: [
                 "AdorchEngine", "AdorchLocking", "AdorchPaths", "AdorchPluginHost", "AdorchVarlink", "AdorchSystemd", "AdorchRewards", "AdorchCapStore",
-                "AdorchPrivacy", "AdorchPrivacyStore", "AdorchStateDatabase", "AdorchNoticeStore", "CAdorchHTTP", .product(name: "TOMLKit", package: "TOMLKit"),
+                "AdorchPrivacy", "AdorchPrivacyStore", "AdorchStateDatabase", "AdorchNoticeStore", "AdorchHTTP", .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             // A link to etc/adorch/adorchd.toml: the shipped config is the embedded default.
@@ -202,7 +204,7 @@ let package = Package(
                 linkerSettings: vastPluginReleaseLink),
         // The OpenRTB 2.6 bidder's protocol: BidRequests, strict BidResponse reading, notice macros.
         .target(name: "OpenRTB", dependencies: ["AdorchJSON", "CAdorchPlugin"], path: "plugins/openrtb/OpenRTB"),
-        .target(name: "AdorchOpenRTBPlugin", dependencies: ["CAdorchPlugin", "AdorchLocking", "AdorchJSON", "OpenRTB", "VAST"], path: "plugins/openrtb/Plugin",
+        .target(name: "AdorchOpenRTBPlugin", dependencies: ["CAdorchPlugin", "AdorchLocking", "AdorchJSON", "AdorchHTTP", "OpenRTB", "VAST"], path: "plugins/openrtb/Plugin",
                 linkerSettings: vastPluginReleaseLink),
         // Fuzz targets: libFuzzer when built with -sanitize=fuzzer -DFUZZING (make fuzz), corpus
         // replayers otherwise, so the committed corpus runs in the tests.

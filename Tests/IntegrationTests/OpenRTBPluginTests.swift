@@ -491,11 +491,36 @@ final class OpenRTBPluginTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(stats["refused_bad_markup"]?.intValue ?? 0, 1, "\(stats)")
     }
 
+    /// An exchange whose answer never ends: the transfer is stopped at the size limit, a named
+    /// failure, and the plugin's host does not go on reading it (it did, at a full core, when
+    /// its HTTP could not stop a transfer still receiving).
+    func testAnEndlessAnswerIsStoppedAtTheSizeLimitNotReadOn() throws {
+        let exchange = try Exchange()
+        let daemon = try DaemonProcess(config: config("\(exchange.base)/bid", extra: "max_response_bytes = 65536,", slots: slot("e", "interstitial", unit: "endless")))
+        try daemon.waitForLog("the answer cut") { $0.contains("response_too_large: ") }
+        let host = try XCTUnwrap(daemon.pluginStatus("openrtb")["pid"]?.intValue)
+        func cpuTicks() throws -> Int {
+            let stat = try String(contentsOfFile: "/proc/\(host)/stat", encoding: .utf8)
+            let fields = stat[stat.range(of: ") ")!.upperBound...].split(separator: " ")
+            return Int(fields[11])! + Int(fields[12])!  // utime and stime, fields 14 and 15
+        }
+        let (ticks, started) = (try cpuTicks(), ContinuousClock.now)
+        // The slot asks again after its backoff: the next answer cut is the event waited for.
+        let before = daemon.log.components(separatedBy: "response_too_large: ").count
+        try daemon.waitForLog("the next answer cut", timeout: .seconds(30)) { $0.components(separatedBy: "response_too_large: ").count > before }
+        let wall = Double((ContinuousClock.now - started) / .milliseconds(1)) / 1000
+        let used = Double(try cpuTicks() - ticks) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        XCTAssertLessThan(used, 0.3 * wall + 0.05, "the host used \(used) s of CPU in \(wall) s between two cut answers")
+        XCTAssertEqual(try daemon.pluginStatus("openrtb")["crashes"]?.intValue, 0)
+        let stats = try XCTUnwrap(daemon.pluginStatus("openrtb")["stats"])
+        XCTAssertGreaterThanOrEqual(stats["failed_response_too_large"]?.intValue ?? 0, 2, "\(stats)")
+    }
+
     func testATLSErrorIsANamedNetworkFailure() throws {
         let exchange = try Exchange()
         // The exchange speaks plain HTTP: a TLS handshake with it fails.
         let daemon = try DaemonProcess(config: config(exchange.base.replacingOccurrences(of: "http:", with: "https:") + "/bid", slots: slot("tls", "interstitial", unit: "good")))
-        try daemon.waitForLog("the TLS failure") { $0.contains("network: ") && $0.contains("tls") }
+        try daemon.waitForLog("the TLS failure") { $0.contains("network: TLS: ") }
         XCTAssertEqual(try daemon.slotStatus("tls")["waterfall"]?.arrayValue?.first?["last_error"], "network")
         XCTAssertNotNil(try daemon.call("io.adorch.Manager.GetStatus")["slots"])
     }

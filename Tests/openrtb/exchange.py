@@ -15,11 +15,12 @@ substituted macros, are what the tests count.
     status-CODE               CODE, no body
     big-BYTES                 200 with BYTES of a JSON string (a response too large to take)
     garbage                   200 with text that is not JSON
+    endless                   200 with a body that does not end (until 1 GiB)
     redirect                  302 to itself, for ever
   POST /bid/KIND              the same, KIND in place of the tagid
   GET  /markup/NAME           the file NAME of --root, {BASE} replaced (markup served on win)
   GET  /gone/...              404, recorded: a notice the exchange refuses for good
-  GET  /endless/...           200 and a body that does not end (until 1 GiB), recorded
+  GET  /endless/...           as the bid kind endless, recorded
   GET  anything else          204: a notice or a tracker (503 while down, recorded apart)
   GET  /_down?on=1            notices and trackers answer 503 from now (on=0: 204 again)
   GET  /_refused              every GET answered 503 while down, in order
@@ -104,12 +105,26 @@ class Handler(QuietHandler):
             return self.send(200, b'"' + b"a" * int(words[1]) + b'"')
         if kind == "garbage":
             return self.send(200, b"{this is not json")
+        if kind == "endless":
+            return self.endless()
         if kind == "redirect":
             return self.send(302, extra={"Location": self.path})
         if kind == "slow":
             time.sleep(int(words[1]) / 1000)
             return self.fixture(words[2], request or {})
         return self.fixture("-".join(words), request or {})
+
+    def endless(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        chunk = b" " * 65536
+        try:
+            for _ in range(16384):
+                self.wfile.write(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
 
     def do_GET(self):
         global down
@@ -142,17 +157,7 @@ class Handler(QuietHandler):
         if url.path.startswith("/gone/"):
             return self.send(404)
         if url.path.startswith("/endless/"):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain")
-            self.end_headers()
-            chunk = b"x" * 65536
-            try:
-                for _ in range(16384):
-                    self.wfile.write(chunk)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-            self.close_connection = True
-            return
+            return self.endless()
         if url.path.startswith("/markup/"):
             path = os.path.join(self.server.root, os.path.basename(url.path))
             if not os.path.isfile(path):

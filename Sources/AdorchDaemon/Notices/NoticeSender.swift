@@ -2,7 +2,7 @@ import AdorchEngine
 import AdorchLocking
 import AdorchNoticeStore
 import AdorchPaths
-import CAdorchHTTP
+import AdorchHTTP
 import Dispatch
 import Foundation
 import Logging
@@ -125,14 +125,12 @@ final class NoticeSender: Sendable {
     private func send(_ notice: DueNotice) {
         inFlight[notice.id] = notice.plugin
         transfers.async { [self] in
-            var answer = 0
-            var words = [CChar](repeating: 0, count: 256)
-            let code = adorch_http_get(notice.url, Self.userAgent, Int(Self.timeout / .milliseconds(1)), Self.maxBodyBytes, &answer, &words, words.count)
-            let error = code == 0 ? nil : String(decoding: words.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            let status = answer
+            var transfer = HTTPTransfer(method: "GET", url: notice.url, userAgent: Self.userAgent, timeout: Self.timeout, maxBytes: Self.maxBodyBytes)
+            (transfer.followsRedirects, transfer.keepsBody) = (true, false)
+            let outcome = transfer.perform()
             queue.async { [self] in
                 inFlight[notice.id] = nil
-                ended(notice, status: status, error: error, code: code)
+                ended(notice, outcome)
                 pump()
             }
         }
@@ -143,8 +141,16 @@ final class NoticeSender: Sendable {
         "a \(notice.kind.rawValue) notice of \(notice.plugin) to \(URLComponents(string: notice.url)?.host ?? "its host")"
     }
 
-    private func ended(_ notice: DueNotice, status: Int, error: String?, code: Int32) {
-        let permanent = (400..<500).contains(status) && status != 408 && status != 429 || code == adorch_http_too_many_redirects()
+    private func ended(_ notice: DueNotice, _ outcome: HTTPTransfer.Outcome) {
+        // An answer cut for its size still said its status: the body of a notice means nothing.
+        let (status, error): (Int, String?)
+        var permanent = false
+        switch outcome {
+        case .answered(let s, _), .cut(let s, _): (status, error) = (s, nil)
+        case .timeout: (status, error) = (0, "no answer within \(Self.timeout)")
+        case .failed(let failure): (status, error, permanent) = (0, failure.description, failure.isRedirectLoop)
+        }
+        permanent = permanent || (400..<500).contains(status) && status != 408 && status != 429
         if error == nil, (200..<400).contains(status) {
             counters.sent += 1
             done(notice)

@@ -7,8 +7,8 @@
 // "notices" (plugin.h): the daemon sends each once, through its durable outbox. Trackers
 // (VAST, native) and the losses of responses that fill nothing the plugin fires itself.
 //
-// Threads: ad_* run on the host's plugin queue and return at once; HTTP runs on URLSession's
-// threads. Host callbacks are made while holding `plugin`'s lock, and ad_destroy and deinit
+// Threads: ad_* run on the host's plugin queue and return at once; each HTTP transfer runs
+// on a thread of its own (BidExchange). Host callbacks are made while holding `plugin`'s lock, and ad_destroy and deinit
 // take it too, so a destroyed ad is never reported and nothing is reported after deinit.
 
 import AdorchJSON
@@ -55,8 +55,6 @@ private struct PluginState: ~Copyable {
 }
 
 private let plugin = LockedValue(PluginState())
-/// Starting a URLSession task can take a while under load: the plugin queue only hands it here.
-private let starter = DispatchQueue(label: "adorch.plugin.openrtb.start")
 /// How long a notice or a markup fetch may take: it is not an auction, tmax does not bound it.
 private let noticeTimeout: Duration = .seconds(5)
 /// Loss notices sent for one response at most (plugin.h's bound on a payload's "due"); the
@@ -406,12 +404,11 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
             return 0
         },
         deinit: {
-            let exchange = plugin.withLock { state -> BidExchange? in
+            // Transfers still running end on their own, by their time limit, into a state with no ads.
+            plugin.withLock { state in
                 for ad in state.ads.values { ad.resolver?.cancel() }
-                defer { state = PluginState() }
-                return state.exchange
+                state = PluginState()
             }
-            exchange?.close()
         },
         ad_create: { id, request in
             guard let request else { return nil }
@@ -445,10 +442,8 @@ nonisolated(unsafe) private let entryStorage: UnsafeMutablePointer<adorch_plugin
             let (json, offer) = BidRequestBuilder(settings: settings).build(load)
             plugin.withLock { $0.ads[id]?.offer = offer }
             count("requests")
-            starter.async {
-                exchange.post(settings.endpoint, json: json.jsonData, timeout: offer.tmax, limit: settings.maxResponseBytes) { outcome in
-                    answered(id, outcome, offer: offer, settings: settings)
-                }
+            exchange.post(settings.endpoint, json: json.jsonData, timeout: offer.tmax, limit: settings.maxResponseBytes) { outcome in
+                answered(id, outcome, offer: offer, settings: settings)
             }
             return 0
         },
