@@ -137,7 +137,7 @@ let package = Package(
         .target(name: "AdorchNoticeStore", dependencies: ["AdorchEngine", "AdorchStateDatabase", .product(name: "GRDB", package: "GRDB.swift")]),
         // One HTTP transfer through Debian's libcurl, its time and body bounded: the notice
         // outbox's GETs and the openrtb plugin's exchanges.
-        .target(name: "CAdorchHTTP", linkerSettings: [.linkedLibrary("curl")]),
+        .target(name: "CAdorchHTTP", linkerSettings: [.linkedLibrary("dl")]),
         .target(name: "AdorchHTTP", dependencies: ["CAdorchHTTP"]),
         // Varlink: framing, a server on its own epoll loop, a blocking client, the service interface.
         .target(name: "AdorchVarlink", dependencies: ["AdorchJSON", "CEpoll", "CGlibcMalloc", .product(name: "Logging", package: "swift-log")]),
