@@ -77,6 +77,9 @@ printf 'Source: adorch\n\nPackage: adorch\nArchitecture: any\n' >"$out/debian/co
 shlibs=$(cd "$out" && dpkg-shlibdeps -O "${elfs[@]#"$out/"}" | sed -n 's/^shlibs:Depends=//p')
 # systemd for the maintainer scripts; procps for the unit's ExecReload=/bin/kill.
 depends="$shlibs, systemd, procps"
+# libcurl4 for the notice outbox and the openrtb plugin, which open it at run time (dlopen,
+# Sources/CAdorchHTTP): dpkg-shlibdeps cannot see that.
+case ", $shlibs," in *", libcurl4"[\ ,]*) ;; *) depends="$depends, libcurl4" ;; esac
 # The Python client: python3, and no byte code in the package (Debian compiles it on install).
 if [ -d "$tree/usr/lib/python3/dist-packages" ]; then
     depends="$depends, python3"
