@@ -36,7 +36,8 @@ public struct HTTPTransfer: Sendable {
     public struct Failure: Sendable, Equatable, CustomStringConvertible {
         public var words: String
         public var isTLS: Bool
-        public var isRedirectLoop: Bool
+        /// No retry mends it: a redirect loop, a redirect to another scheme, a URL libcurl cannot use.
+        public var isForGood: Bool
         public var description: String { isTLS ? "TLS: \(words)" : words }
     }
 
@@ -67,7 +68,7 @@ public struct HTTPTransfer: Sendable {
         case _ where adorch_http_timed_out(code) != 0: return .timeout
         default:
             let words = withUnsafeBytes(of: answer.error) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            return .failed(Failure(words: words, isTLS: adorch_http_tls_failed(code) != 0, isRedirectLoop: adorch_http_too_many_redirects(code) != 0))
+            return .failed(Failure(words: words, isTLS: adorch_http_tls_failed(code) != 0, isForGood: adorch_http_failed_for_good(code) != 0))
         }
     }
 }

@@ -42,15 +42,16 @@ public final class NoticeOutbox: Sendable {
                 }
                 try db.create(index: "notices_by_ad", on: Self.table, columns: ["ad", "due"])
                 try db.create(index: "notices_due", on: Self.table, columns: ["due", "next_ms"])
+                try db.create(index: "notices_to_send", on: Self.table, columns: ["plugin", "due", "kind", "next_ms"])
                 // Each plugin's bytes kept by the file itself, so the bound costs one read per load.
                 try db.execute(sql: """
                     CREATE TABLE notice_bytes (plugin TEXT PRIMARY KEY, bytes INTEGER NOT NULL);
                     CREATE TRIGGER notice_bytes_in AFTER INSERT ON notices BEGIN
-                      INSERT INTO notice_bytes (plugin, bytes) VALUES (NEW.plugin, length(CAST(NEW.url AS BLOB)))
+                      INSERT INTO notice_bytes (plugin, bytes) VALUES (NEW.plugin, length(CAST(NEW.url AS BLOB)) + \(Self.rowOverhead))
                         ON CONFLICT (plugin) DO UPDATE SET bytes = bytes + excluded.bytes;
                     END;
                     CREATE TRIGGER notice_bytes_out AFTER DELETE ON notices BEGIN
-                      UPDATE notice_bytes SET bytes = bytes - length(CAST(OLD.url AS BLOB)) WHERE plugin = OLD.plugin;
+                      UPDATE notice_bytes SET bytes = bytes - length(CAST(OLD.url AS BLOB)) - \(Self.rowOverhead) WHERE plugin = OLD.plugin;
                     END;
                     CREATE TRIGGER notice_bytes_moved AFTER UPDATE OF url ON notices BEGIN
                       UPDATE notice_bytes SET bytes = bytes - length(CAST(OLD.url AS BLOB)) + length(CAST(NEW.url AS BLOB)) WHERE plugin = NEW.plugin;
@@ -73,9 +74,16 @@ public final class NoticeOutbox: Sendable {
         }
     }
 
-    /// The most bytes of URLs one plugin's notices may hold in the outbox: a plugin cannot
-    /// fill the state directory the ledger lives in.
+    /// The most bytes one plugin's notices may hold in the outbox, each counted as its URL
+    /// and `rowOverhead`: a plugin cannot fill the state directory the ledger lives in.
     public static let maxBytesPerPlugin = 16 << 20
+    /// What a notice costs on disk beyond its URL (its row, its indexes), for the bound.
+    public static let rowOverhead = 128
+
+    /// What notices count against their plugin's bound.
+    public static func bytes(of notices: AdNotices) -> Int {
+        NoticeKind.allCases.reduce(0) { sum, kind in notices[kind].reduce(sum) { $0 + $1.utf8.count + rowOverhead } }
+    }
 
     /// A hold that would take a plugin's notices past `maxBytesPerPlugin`: refused whole.
     public struct OverBound: Error, CustomStringConvertible {
@@ -92,7 +100,7 @@ public final class NoticeOutbox: Sendable {
         try database.write { db in
             switch step {
             case .hold(let notices):
-                let adding = NoticeKind.allCases.reduce(0) { sum, kind in notices[kind].reduce(sum) { $0 + $1.utf8.count } }
+                let adding = Self.bytes(of: notices)
                 let held = try Int.fetchOne(db, sql: "SELECT bytes FROM notice_bytes WHERE plugin = ?", arguments: [plugin]) ?? 0
                 guard held + adding <= Self.maxBytesPerPlugin else { throw OverBound(plugin: plugin) }
                 for kind in NoticeKind.allCases {
@@ -117,24 +125,28 @@ public final class NoticeOutbox: Sendable {
         }
     }
 
-    /// Notices due by `nowMS`, oldest first, at most `limit`, none of `excluding` (in flight),
-    /// and no more of one plugin than take it to `perPlugin` with its `busy` ones: an exchange
-    /// that answers slowly holds its plugin's share of the sender, not everyone's.
-    public func due(nowMS: Int64, limit: Int, perPlugin: Int = .max, excluding: Set<Int64>, busy: [String: Int] = [:]) throws -> [DueNotice] {
+    /// The notices to send next, up to `room[plugin]` of each plugin with room: of each, its
+    /// win and billing notices before its losses (an exchange's dead loss URLs must not hold
+    /// back what it bills), each kind in the order it fell due; none of `excluding` (in
+    /// flight). Each kind is one index range read to its first rows: the cost does not grow
+    /// with what waits.
+    public func due(nowMS: Int64, room: (String) -> Int, excluding: Set<Int64>) throws -> [DueNotice] {
         try database.read { db in
-            let each = perPlugin == .max ? Int64.max : Int64(perPlugin + excluding.count)
-            let rows = try Row.fetchAll(db, sql: """
-                SELECT id, plugin, kind, url, attempts, created_ms FROM (
-                  SELECT *, ROW_NUMBER() OVER (PARTITION BY plugin ORDER BY id) AS place FROM notices WHERE due = 1 AND next_ms <= ?
-                ) WHERE place <= ? ORDER BY id
-                """, arguments: [nowMS, each])
-            var taken = busy
             var picked: [DueNotice] = []
-            for row in rows where picked.count < limit {
-                let id: Int64 = row["id"], plugin: String = row["plugin"]
-                guard !excluding.contains(id), taken[plugin, default: 0] < perPlugin, let kind = NoticeKind(rawValue: row["kind"]) else { continue }
-                taken[plugin, default: 0] += 1
-                picked.append(DueNotice(id: id, plugin: plugin, kind: kind, url: row["url"], attempts: row["attempts"], createdMS: row["created_ms"]))
+            for plugin in try String.fetchAll(db, sql: "SELECT plugin FROM notice_bytes WHERE bytes > 0 ORDER BY plugin") {
+                var left = room(plugin)
+                for kind in [NoticeKind.win, .billing, .loss, .due] where left > 0 {
+                    let rows = try Row.fetchAll(db, sql: """
+                        SELECT id, attempts, created_ms, url FROM notices WHERE plugin = ? AND due = 1 AND kind = ? AND next_ms <= ?
+                        ORDER BY next_ms LIMIT ?
+                        """, arguments: [plugin, kind.rawValue, nowMS, left + excluding.count])
+                    for row in rows where left > 0 {
+                        let id: Int64 = row["id"]
+                        guard !excluding.contains(id) else { continue }
+                        left -= 1
+                        picked.append(DueNotice(id: id, plugin: plugin, kind: kind, url: row["url"], attempts: row["attempts"], createdMS: row["created_ms"]))
+                    }
+                }
             }
             return picked
         }

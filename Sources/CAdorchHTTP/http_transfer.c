@@ -86,7 +86,9 @@ static size_t on_body(char *data, size_t size, size_t count, void *user) {
 }
 
 int adorch_http_timed_out(int code) { return code == CURLE_OPERATION_TIMEDOUT; }
-int adorch_http_too_many_redirects(int code) { return code == CURLE_TOO_MANY_REDIRECTS; }
+int adorch_http_failed_for_good(int code) {
+    return code == CURLE_TOO_MANY_REDIRECTS || code == CURLE_UNSUPPORTED_PROTOCOL || code == CURLE_URL_MALFORMAT;
+}
 int adorch_http_tls_failed(int code) {
     return code == CURLE_SSL_CONNECT_ERROR || code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CERTPROBLEM
         || code == CURLE_SSL_CIPHER || code == CURLE_SSL_CACERT_BADFILE || code == CURLE_SSL_ENGINE_NOTFOUND

@@ -54,6 +54,8 @@ final class PayloadDecodeTests: XCTestCase {
             (#"{"notices":{"win":"https://x.example/"}}"#, "notices.win is not an array"),
             (#"{"notices":{"win":["file:///etc/passwd"]}}"#, "notices.win[0] is not an http or https URL"),
             (#"{"notices":{"due":["https://x.example/ a"]}}"#, "notices.due[0] is not an http or https URL"),
+            (#"{"notices":{"win":["http://127.0.0.1%0aFORGED%20LINE:18080/x"]}}"#, "notices.win[0] is not an http or https URL"),
+            (#"{"notices":{"win":["http://x.example:99999/x"]}}"#, "notices.win[0] is not an http or https URL"),
             (#"{"notices":{"loss":[\#((0...16).map { _ in "\"https://x.example/\"" }.joined(separator: ","))]}}"#, "has 17 URLs, over the 16"),
             (#"{"ads":[{"headline":"a"}],"notices":{}}"#, "go in each of \"ads\""),
         ]

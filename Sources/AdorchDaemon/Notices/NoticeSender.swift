@@ -7,15 +7,16 @@ import Dispatch
 import Foundation
 import Logging
 
-/// [its own queue] Sends the outbox's due notices (docs/bidding.md, "Notices"): a few at a
-/// time, two of a plugin at most, each GET on a thread of its own (libcurl blocks), bounded
-/// in time and in the body read. A notice answered 2xx or 3xx is done and deleted; one refused for good (4xx but 408
+/// [its own queue] Sends the outbox's due notices (docs/bidding.md, "Notices"): two of each
+/// plugin at a time, each GET on a thread of its own (libcurl blocks), bounded in time and
+/// in the body read. A notice answered 2xx or 3xx is done and deleted; one refused for good (4xx but 408
 /// and 429, a redirect loop) is deleted and logged; any other failure is tried again after a
 /// backoff (1 s doubling to 5 minutes) for 24 hours. Row ids in flight are never sent twice.
 final class NoticeSender: Sendable {
-    /// Notices in flight at once, of one plugin at once, and how long one may take.
-    static let parallel = 8
+    /// Notices of one plugin in flight at once (its exchange's share, whatever the others'
+    /// do), of all at once, and how long one may take.
     static let perPlugin = 2
+    static let parallel = 64
     static let timeout: Duration = .seconds(10)
     /// The most of an answer read: a notice's body means nothing, and an endless one must not cost.
     static let maxBodyBytes = 64 << 10
@@ -97,13 +98,13 @@ final class NoticeSender: Sendable {
             return
         }
         for id in answered where (try? outbox.remove(id)) != nil { answered.remove(id) }
-        let room = Self.parallel - inFlight.count
-        guard room > 0 else { return }
+        guard inFlight.count < Self.parallel else { return }
         let now = Self.nowMS()
+        let busy = inFlight.values.reduce(into: [String: Int]()) { $0[$1, default: 0] += 1 }
         let due: [DueNotice]
         do {
-            due = try outbox.due(nowMS: now, limit: room, perPlugin: Self.perPlugin, excluding: Set(inFlight.keys).union(answered),
-                                 busy: inFlight.values.reduce(into: [:]) { $0[$1, default: 0] += 1 })
+            due = try outbox.due(nowMS: now, room: { Self.perPlugin - busy[$0, default: 0] }, excluding: Set(inFlight.keys).union(answered))
+                .prefix(Self.parallel - inFlight.count).map { $0 }
         } catch {
             logFailure("notices: the outbox could not be read (\(error)); trying again in a second")
             return arm(at: now + 1000)
@@ -136,9 +137,10 @@ final class NoticeSender: Sendable {
         }
     }
 
-    /// Where a notice goes, for the journal: the host only (its query may carry ids).
+    /// Where a notice goes, for the journal: the host only (its query may carry ids), as
+    /// written, escapes kept, so that no byte of it can break the line.
     private static func place(_ notice: DueNotice) -> String {
-        "a \(notice.kind.rawValue) notice of \(notice.plugin) to \(URLComponents(string: notice.url)?.host ?? "its host")"
+        "a \(notice.kind.rawValue) notice of \(notice.plugin) to \(URLComponents(string: notice.url)?.percentEncodedHost ?? "its host")"
     }
 
     private func ended(_ notice: DueNotice, _ outcome: HTTPTransfer.Outcome) {
@@ -148,7 +150,7 @@ final class NoticeSender: Sendable {
         switch outcome {
         case .answered(let s, _), .cut(let s, _): (status, error) = (s, nil)
         case .timeout: (status, error) = (0, "no answer within \(Self.timeout)")
-        case .failed(let failure): (status, error, permanent) = (0, failure.description, failure.isRedirectLoop)
+        case .failed(let failure): (status, error, permanent) = (0, failure.description, failure.isForGood)
         }
         permanent = permanent || (400..<500).contains(status) && status != 408 && status != 429
         if error == nil, (200..<400).contains(status) {

@@ -40,47 +40,82 @@ extension EngineRuntime {
         return sender
     }
 
-    /// Writes one step of an ad's notices, after any still waiting; nil when it is on disk,
-    /// else why not. A win not written is not kept: its Show is refused, and the ad's end
-    /// follows as a loss. Any other step waits, and is written again every second.
+    /// The most notice steps waiting in memory for a full disk, and the most bytes of URLs
+    /// one plugin's waiting holds may carry (the outbox's own bound): past either a hold is
+    /// refused, its ad served without notices, as past the bound on disk.
+    static let maxUnwrittenNotices = 4096
+
+    /// Writes one step of an ad's notices, after any of that ad's still waiting; nil when it
+    /// is on disk (or refused past a bound), else why not. A win not written is not kept: its
+    /// Show is refused, and the ad's end follows as a loss. Any other step waits, and is
+    /// written again every second. Another ad's waiting steps do not hold this one's.
     func record(_ step: NoticeStep, of id: AdID, plugin: String) -> String? {
         let reason: String
-        if unwrittenNotices.isEmpty {
+        if !unwrittenNotices.contains(where: { $0.id == id }) {
             do {
                 let sender = try openNotices()
                 try sender.outbox.apply(step, ad: id, plugin: plugin, nowMS: NoticeSender.nowMS())
                 sender.wake()
                 return nil
             } catch let error as NoticeOutbox.OverBound {
-                // The plugin's doing, not the disk's: its ad serves without notices, none waits.
-                noticesOverBound += 1
-                if overBoundLoggedAt.map({ Date().timeIntervalSince($0) >= 60 }) ?? true {
-                    overBoundLoggedAt = Date()
-                    logger.warning("notices: \(error); the notices of its new ads are refused until the exchange answers what waits (\(noticesOverBound) ads so far)")
-                }
+                refusedOverBound("\(error)")
                 return nil
             } catch {
                 reason = "\(error)"
                 logger.error("notices: the outbox could not take a \(step.name) of \(plugin)'s ad (\(error)); \(step == .win ? "the ad is not handed out" : "written again every second")")
             }
         } else {
-            reason = "notices written before it are still waiting for the outbox"
+            reason = "this ad's notices written before it are still waiting for the outbox"
         }
         guard step != .win else { return reason }
+        if case .hold(let notices) = step {
+            let waiting = unwrittenNotices.reduce(0) { sum, w in
+                guard w.plugin == plugin, case .hold(let held) = w.step else { return sum }
+                return sum + NoticeOutbox.bytes(of: held)
+            }
+            guard unwrittenNotices.count < Self.maxUnwrittenNotices, waiting + NoticeOutbox.bytes(of: notices) <= NoticeOutbox.maxBytesPerPlugin else {
+                refusedOverBound("\(plugin)'s notices waiting for a full disk would pass their bound")
+                return reason
+            }
+        }
         unwrittenNotices.append((id, plugin, step))
         armDurableRetry()
         return reason
     }
 
-    /// Writes the waiting steps in order, up to the first that still fails.
+    /// An ad's notices refused, past a bound: its ad serves without them; said once a minute.
+    private func refusedOverBound(_ why: String) {
+        noticesOverBound += 1
+        if overBoundLoggedAt.map({ Date().timeIntervalSince($0) >= 60 }) ?? true {
+            overBoundLoggedAt = Date()
+            logger.warning("notices: \(why); the notices of new ads are refused until what waits is sent (\(noticesOverBound) ads so far)")
+        }
+    }
+
+    /// Writes the waiting steps in order, each ad's after its earlier ones; a step past a
+    /// bound is dropped (its ad's later steps then find nothing to move).
     func retryUnwrittenNotices() {
         guard !unwrittenNotices.isEmpty, let sender = try? openNotices() else { return }
         let before = unwrittenNotices.count
-        while let first = unwrittenNotices.first, (try? sender.outbox.apply(first.step, ad: first.id, plugin: first.plugin, nowMS: NoticeSender.nowMS())) != nil {
-            unwrittenNotices.removeFirst()
+        var blocked: Set<AdID> = []
+        var left: [(id: AdID, plugin: String, step: NoticeStep)] = []
+        for waiting in unwrittenNotices {
+            guard !blocked.contains(waiting.id) else {
+                left.append(waiting)
+                continue
+            }
+            do {
+                try sender.outbox.apply(waiting.step, ad: waiting.id, plugin: waiting.plugin, nowMS: NoticeSender.nowMS())
+            } catch let error as NoticeOutbox.OverBound {
+                refusedOverBound("\(error)")
+            } catch {
+                blocked.insert(waiting.id)
+                left.append(waiting)
+            }
         }
-        if unwrittenNotices.count < before {
-            logger.notice("notices: \(before - unwrittenNotices.count) waiting steps written to the outbox; \(unwrittenNotices.count) still waiting")
+        unwrittenNotices = left
+        if left.count < before {
+            logger.notice("notices: \(before - left.count) waiting steps written to the outbox; \(left.count) still waiting")
             sender.wake()
         }
     }

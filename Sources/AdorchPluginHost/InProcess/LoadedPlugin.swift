@@ -369,7 +369,8 @@ private func isNoticeURL(_ text: String) -> Bool {
     let lower = text.prefix(8).lowercased()
     guard lower.hasPrefix("http://") || lower.hasPrefix("https://"), text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else { return false }
     let filled = AdNotices.daemonMacros.reduce(text) { $0.replacingOccurrences(of: $1, with: "0") }
-    return URLComponents(string: filled)?.host.map { !$0.isEmpty } ?? false
+    guard let url = URLComponents(string: filled), let host = url.percentEncodedHost, !host.isEmpty, !host.contains("%") else { return false }
+    return url.port.map { (1...65535).contains($0) } ?? true
 }
 
 private let hostLoaded: @convention(c) (UnsafePointer<adorch_host>?, adorch_ad_id, UnsafePointer<CChar>?) -> Void = {

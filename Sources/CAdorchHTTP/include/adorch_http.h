@@ -40,9 +40,10 @@ int adorch_http_perform(const adorch_http_request *request, adorch_http_answer *
 /* [any thread] Frees what adorch_http_perform put in `answer`. */
 void adorch_http_free(adorch_http_answer *answer);
 
-/* CURLcodes a caller tells apart: the time limit, a redirect chain past 5, a TLS failure. */
+/* CURLcodes a caller tells apart: the time limit; a failure no retry mends (a redirect chain
+ * past 5, a redirect to another scheme, a URL libcurl cannot use); a TLS failure. */
 int adorch_http_timed_out(int code);
-int adorch_http_too_many_redirects(int code);
+int adorch_http_failed_for_good(int code);
 int adorch_http_tls_failed(int code);
 
 #endif

@@ -365,8 +365,9 @@ struct adorch_host {
      * becomes the time in ms since the epoch), "loss" (when it ends unshown;
      * "${AUCTION_LOSS}" becomes its adorch_loss, any other end than those named being
      * ADORCH_LOSS_EXPIRED) and "due" (sent now: losses the plugin decided itself). For
-     * several ads ({"ads": [...]}) each ad carries its own. A malformed "notices" fails the
-     * load as the plugin's fault, naming the problem. */
+     * several ads ({"ads": [...]}) each ad carries its own; an interactive session's are read
+     * and dropped. A malformed "notices" fails the load as the plugin's fault, naming the
+     * problem. */
     void (*loaded)(const adorch_host *host, adorch_ad_id ad, const char *payload_json);
 
     /* [any thread] The load of `ad` failed with `error` (an adorch_error). `network_code`
