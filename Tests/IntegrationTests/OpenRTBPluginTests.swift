@@ -305,6 +305,7 @@ final class OpenRTBPluginTests: XCTestCase {
         let (error, parameters) = try daemon.callExpectingError("io.adorch.Ads.Show", ["slot": "f", "user_id": "u1"])
         XCTAssertEqual(error, "io.adorch.Ads.LedgerFailed", "\(parameters)")
         XCTAssertTrue(parameters["message"]?.stringValue?.contains("could not be written to the notice outbox") == true, "\(parameters)")
+        try daemon.waitForLog("the ad's end said why") { $0.contains("its win notice could not be written to the notice outbox") }
         try FileManager.default.removeItem(atPath: filler)
         try exchange.wait(for: "/n/loss?a=\(refused)&r=2")
         try daemon.waitFor("the slot refilled") { try daemon.allSlotsFull() && (try daemon.status()["notices"]?["unwritten"]?.intValue) == 0 }

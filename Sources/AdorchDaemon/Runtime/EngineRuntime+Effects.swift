@@ -9,7 +9,7 @@ extension EngineRuntime {
     /// Carries out the effects in order, then re-arms the timer.
     func apply(_ effects: [Effect]) {
         // Ads whose promise or win notice could not be written in this batch, and why: their Show is refused.
-        var unwritten: [AdID: (_ slot: String) -> ShowError] = [:]
+        var unwritten: [AdID: (why: String, error: (_ slot: String) -> ShowError)] = [:]
         // An impression of this batch not in the caps history: a promise kept after it must not
         // say it counted, so that a restart counts it (docs/rules.md, "Across a restart").
         var impressionUnwritten = false
@@ -27,14 +27,14 @@ extension EngineRuntime {
             case .notice(let id, let plugin, let step):
                 if let reason = record(step, of: id, plugin: plugin), step == .win {
                     engine.winUnwritten(id)
-                    unwritten[id] = { .noticeUnwritten(slot: $0, reason: reason) }
+                    unwritten[id] = ("its win notice could not be written to the notice outbox", { .noticeUnwritten(slot: $0, reason: reason) })
                 }
             case .emit(let event): feed.publish(event)
             case .completeShow(let request, .success(let ad)) where unwritten[ad.id] != nil:
                 // A restart would cost its viewer the reward, or its network the bill: the ad goes, and the call says why.
-                let error = unwritten[ad.id]!(ad.slot)
-                apply(engine.displayFailed(ad.id, reason: "\(error)", now: now()))
-                pendingShows.removeValue(forKey: request)?(.failure(error))
+                let (why, error) = unwritten[ad.id]!
+                apply(engine.displayFailed(ad.id, reason: why, now: now()))
+                pendingShows.removeValue(forKey: request)?(.failure(error(ad.slot)))
             case .completeShow(let request, let result):
                 pendingShows.removeValue(forKey: request)?(result)
             case .completeLoad(let request, let result):
@@ -56,7 +56,9 @@ extension EngineRuntime {
                 }
             case .keepPromise(var promise):
                 if impressionUnwritten { promise.counted = false }
-                if let reason = keep(promise) { unwritten[promise.adID] = { .promiseUnwritten(slot: $0, reason: reason) } }
+                if let reason = keep(promise) {
+                    unwritten[promise.adID] = ("its reward could not be promised in the ledger", { .promiseUnwritten(slot: $0, reason: reason) })
+                }
             case .dropPromise(let id): dropPromise(id)
             }
         }
