@@ -89,7 +89,9 @@ wait $probe && echo 0 >"$out/restart-probe-exit.txt" || echo $? >"$out/restart-p
 # (SO_PEERCRED), so one may not report on the other's ad.
 $NS useradd -M -N -g adorch adorch-app1
 $NS useradd -M -N -g adorch adorch-app2
-$NS setpriv --reuid adorch-app1 --regid adorch --init-groups adorchctl show interstitial_main --json >"$out/app1-show.json" 2>"$out/app1-show.err" || true
+# The Show above took the slot's ad: app1's waits for the refill, as the restart's did.
+app1_shown() { $NS setpriv --reuid adorch-app1 --regid adorch --init-groups adorchctl show interstitial_main --json >"$out/app1-show.json" 2>"$out/app1-show.err"; }
+await app1_shown || true
 ad=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["ad"]["id"])' <"$out/app1-show.json" 2>/dev/null) || ad=none
 $NS setpriv --reuid adorch-app2 --regid adorch --init-groups adorchctl report "$ad" impression >"$out/app2-report.txt" 2>&1 || true
 $NS id -u adorch-app1 >"$out/app1-uid.txt"
